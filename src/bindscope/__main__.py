@@ -1,0 +1,3 @@
+from bindscope.cli import main
+
+main()

@@ -1,0 +1,214 @@
+"""The ``bindscope`` command."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bindscope.errors import BindscopeError
+from bindscope.version import __version__
+
+app = typer.Typer(
+    name="bindscope",
+    help="Measure how embedding models bind concepts: controlled scenes, probes, decompositions, "
+    "binding-function complexity.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+dataset_app = typer.Typer(help="Build, inspect and split dataset folders.", no_args_is_help=True)
+embeddings_app = typer.Typer(help="Bring in and inspect embedding folders.", no_args_is_help=True)
+app.add_typer(dataset_app, name="dataset")
+app.add_typer(embeddings_app, name="embeddings")
+
+
+class Modality(str, Enum):
+    image = "image"
+    text = "text"
+
+
+class SplitLevel(str, Enum):
+    scene = "scene"
+    object = "object"
+
+
+class ValidationBy(str, Enum):
+    scenes = "scenes"
+    objects = "objects"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"bindscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Measure how embedding models bind concepts."""
+
+
+@app.command()
+def presets() -> None:
+    """List the built-in dataset presets."""
+    from bindscope.presets import get_preset, list_presets
+
+    rows = []
+    for name in list_presets():
+        p = get_preset(name)
+        n = len(p.build_scenes())
+        concepts = " x ".join(f"{c}({len(v)})" for c, v in zip(p.space.concepts, p.space.values))
+        rows.append((name, concepts, str(p.objects_per_scene), f"{n:,}", ",".join(p.config.modalities)))
+    header = ("preset", "concepts", "K", "scenes", "modalities")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    typer.echo("\nCustom spaces: pass a YAML file instead of a name (see configs/custom_space.yaml).")
+
+
+@dataset_app.command("build")
+def dataset_build(
+    preset: Annotated[str, typer.Argument(help="Preset name (see `bindscope presets`) or a YAML file.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write; must be new or empty.")],
+    overwrite: Annotated[bool, typer.Option(help="Replace a folder that holds a different dataset.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
+) -> None:
+    """Write a dataset folder: manifest.json, scenes.parquet, scenes.csv, images/."""
+    from bindscope.datasets import build_dataset
+
+    ds = build_dataset(preset, out, overwrite=overwrite)
+    if not quiet:
+        typer.echo(ds.summary())
+
+
+@dataset_app.command("info")
+def dataset_info(
+    root: Annotated[Path, typer.Argument(help="A dataset folder.")],
+) -> None:
+    """Validate a dataset folder and print its summary."""
+    from bindscope.datasets import load_dataset
+
+    typer.echo(load_dataset(root).summary())
+
+
+@dataset_app.command("split")
+def dataset_split(
+    root: Annotated[Path, typer.Argument(help="A dataset folder.")],
+    level: Annotated[SplitLevel, typer.Option(help="Split scenes, or split objects (unseen combinations).")] = SplitLevel.object,
+    fraction: Annotated[
+        Optional[list[float]],
+        typer.Option(
+            "--fraction",
+            "-f",
+            help="Train fraction in (0, 1). Scene level: one (default 0.4). Object level: one or "
+            "more, nested for one seed (default 0.1 ... 0.9).",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the permutation.")] = 0,
+    validation: Annotated[
+        Optional[float], typer.Option(help="Carve this share of the training side out as validation.")
+    ] = None,
+    validation_by: Annotated[
+        ValidationBy, typer.Option(help="Object level: carve validation by scenes or by train objects.")
+    ] = ValidationBy.scenes,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Folder for the split files (default DATASET/splits).")] = None,
+) -> None:
+    """Write seeded split files (JSON with indices, seed and fraction)."""
+    from bindscope.datasets import load_dataset
+    from bindscope.splits import check_fraction, object_splits, save_split, scene_split
+
+    ds = load_dataset(root)
+    out = out or root / "splits"
+    if validation is not None:
+        check_fraction(validation, "validation fraction")
+    if level is SplitLevel.scene:
+        fractions = fraction or [0.4]
+        if len(fractions) != 1:
+            raise BindscopeError("a scene-level split takes exactly one --fraction")
+        split = scene_split(len(ds), fractions[0], seed, dataset_hash=ds.hash)
+        if validation is not None:
+            split = split.with_validation(validation)
+        path = save_split(split, out / f"scene_seed{seed}_f{split.train_fraction:g}.json")
+        typer.echo(f"{path}: train {len(split.train):,}, validation {len(split.validation):,}, test {len(split.test):,}")
+        return
+    fractions = fraction or [round(0.1 * i, 1) for i in range(1, 10)]
+    for split in object_splits(ds.scenes, fractions, seed, dataset_hash=ds.hash):
+        if validation is not None:
+            split = split.with_validation(ds.scenes, validation, by=validation_by.value)
+        path = save_split(split, out / f"object_seed{seed}_f{split.fraction:g}.json")
+        sizes = ", ".join(f"{k} {len(v):,}" for k, v in split.groups().items())
+        typer.echo(f"{path}: {len(split.train_objects)} train objects; {sizes}")
+
+
+@embeddings_app.command("import")
+def embeddings_import(
+    dataset: Annotated[Path, typer.Argument(help="The dataset folder the rows belong to.")],
+    array: Annotated[Path, typer.Argument(help="A .npy array [num_scenes, dim]; row i embeds scene i.")],
+    name: Annotated[str, typer.Option(help="A name for these embeddings, e.g. the model that made them.")],
+    modality: Annotated[Modality, typer.Option(help="What was embedded: the images or the captions.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write; must be new or empty.")],
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing embedding folder.")] = False,
+) -> None:
+    """Write an embedding folder (embeddings.npy + manifest.json) from an array made elsewhere."""
+    from bindscope.store import import_embeddings
+
+    emb = import_embeddings(dataset, array, name=name, modality=modality.value, out=out, overwrite=overwrite)
+    typer.echo(emb.summary())
+
+
+@embeddings_app.command("info")
+def embeddings_info(
+    root: Annotated[Path, typer.Argument(help="An embedding folder.")],
+) -> None:
+    """Validate an embedding folder and print its summary."""
+    from bindscope.store import load_embeddings
+
+    typer.echo(load_embeddings(root).summary())
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path("runs/demo"),
+) -> None:
+    """The main job on the built-in defaults: build the clevr and text datasets and summarise them."""
+    from bindscope.datasets import build_dataset
+
+    for preset in ("clevr", "text"):
+        ds = build_dataset(preset, out / "datasets" / preset)
+        typer.echo(ds.summary())
+        typer.echo("")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point. Bad input, usage mistakes included, is one line on stderr.
+
+    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`), 2 command-line usage.
+    """
+    try:
+        status = app(args=argv, standalone_mode=False)
+    except BindscopeError as exc:
+        _fail(str(exc), 1)
+    except typer.Abort:
+        _fail("aborted", 1)
+    except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            typer.echo(exc.format_message(), err=True)
+            sys.exit(0)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        message = " ".join(exc.format_message().split())
+        _fail(f"{message}{hint}", getattr(exc, "exit_code", 2))
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _fail(message: str, status: int) -> None:
+    typer.echo(f"error: {message}", err=True)
+    sys.exit(status)

@@ -1,0 +1,309 @@
+"""Dataset folders: build them from a preset, load them back with full validation.
+
+A dataset folder holds::
+
+    manifest.json     what was built: preset config, sizes, concepts, content hash, version
+    scenes.parquet    one row per scene (the source of truth)
+    scenes.csv        the same table for spreadsheets and other tools
+    images/           rendered images, filled in by a renderer (empty until then)
+
+Scene table columns: ``scene``, ``num_objects``, then for k = 1..K and each concept c
+``object{k}_{c}`` (value name, empty where the scene has fewer objects) and ``object{k}_{c}_idx``
+(value index, -1 there), then ``caption`` and ``image`` (relative path, empty until rendered).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from bindscope.captions import captions as make_captions
+from bindscope.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.errors import BindscopeError
+from bindscope.io import read_json, staged_dir, write_json
+from bindscope.presets import Preset, load_preset, preset_from_dict
+from bindscope.version import __version__
+
+DATASET_FORMAT = "bindscope-dataset-v1"
+MANIFEST = "manifest.json"
+SCENES_PARQUET = "scenes.parquet"
+SCENES_CSV = "scenes.csv"
+IMAGES_DIR = "images"
+REQUIRED_MANIFEST_KEYS = (
+    "format",
+    "preset",
+    "num_scenes",
+    "objects_per_scene",
+    "concepts",
+    "hash",
+    "bindscope_version",
+    "spec",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A loaded dataset folder: its preset, scenes, captions and image paths."""
+
+    root: Path
+    manifest: dict[str, Any]
+    preset: Preset
+    scenes: SceneSet
+    captions: np.ndarray
+    images: np.ndarray
+
+    @property
+    def space(self) -> ConceptSpace:
+        return self.scenes.space
+
+    @property
+    def hash(self) -> str:
+        return str(self.manifest["hash"])
+
+    @property
+    def name(self) -> str:
+        return self.preset.name
+
+    def __len__(self) -> int:
+        return len(self.scenes)
+
+    def summary(self) -> str:
+        """A readable multi-line description (what ``bindscope dataset info`` prints)."""
+        return format_summary(self)
+
+
+def column_names(space: ConceptSpace, k: int) -> list[str]:
+    """The scene table's columns, in order."""
+    cols = ["scene", "num_objects"]
+    for slot in range(1, k + 1):
+        for c in space.concepts:
+            cols += [f"object{slot}_{c}", f"object{slot}_{c}_idx"]
+    return [*cols, "caption", "image"]
+
+
+def dataset_hash(preset: Preset, scenes: SceneSet) -> str:
+    """Content hash of a dataset: its scenes, caption template and renderer."""
+    h = hashlib.sha256(b"bindscope-dataset-v1\n")
+    h.update(scenes.content_hash().encode())
+    extra = {"caption": preset.template.to_dict(), "renderer": preset.config.renderer}
+    h.update(json.dumps(extra, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def scenes_table(scenes: SceneSet, captions: np.ndarray, images: np.ndarray) -> pa.Table:
+    """The scene table as a pyarrow Table, built column-wise (no per-scene Python loop)."""
+    space = scenes.space
+    data: dict[str, pa.Array] = {
+        "scene": pa.array(np.arange(len(scenes), dtype=np.int64)),
+        "num_objects": pa.array(scenes.num_objects().astype(np.int32)),
+    }
+    for slot in range(scenes.max_objects):
+        for c, concept in enumerate(space.concepts):
+            idx = scenes.scenes[:, slot, c]
+            names = pa.array(space.values[c], type=pa.string())
+            data[f"object{slot + 1}_{concept}"] = pc.take(names, pa.array(idx, mask=idx == PAD))
+            data[f"object{slot + 1}_{concept}_idx"] = pa.array(idx.astype(np.int32))
+    data["caption"] = pa.array(captions, type=pa.string())
+    data["image"] = pa.array(images, type=pa.string())
+    return pa.table(data)
+
+
+def build_dataset(
+    preset: str | Path | Preset, out: str | Path, *, overwrite: bool = False
+) -> Dataset:
+    """Build a dataset folder for a preset name, a YAML file or a :class:`Preset`.
+
+    Re-building the same content into the same folder is a no-op; a folder holding anything
+    else is refused unless ``overwrite``. The folder appears only once complete.
+    """
+    preset = preset if isinstance(preset, Preset) else load_preset(preset)
+    out = Path(out)
+    scenes = preset.build_scenes()
+    content = dataset_hash(preset, scenes)
+    if (out / MANIFEST).is_file() and not overwrite:
+        existing = read_json(out / MANIFEST, "dataset manifest")
+        if existing.get("hash") == content:
+            return load_dataset(out)
+        raise BindscopeError(
+            f"{out} already holds a different dataset ({existing.get('preset')}, hash "
+            f"{str(existing.get('hash'))[:12]}); choose another --out or pass --overwrite"
+        )
+    captions = make_captions(scenes, preset.template)
+    images = np.full(len(scenes), "", dtype=object)
+    manifest = _manifest(preset, scenes, content)
+    with staged_dir(out, overwrite=overwrite) as stage:
+        table = scenes_table(scenes, captions, images)
+        pq.write_table(table, stage / SCENES_PARQUET)
+        pacsv.write_csv(table, stage / SCENES_CSV)
+        (stage / IMAGES_DIR).mkdir()
+        write_json(stage / MANIFEST, manifest)
+    return Dataset(out, manifest, preset, scenes, captions, images)
+
+
+def _manifest(preset: Preset, scenes: SceneSet, content: str) -> dict[str, Any]:
+    counts = np.bincount(scenes.num_objects(), minlength=scenes.max_objects + 1)
+    return {
+        "format": DATASET_FORMAT,
+        "preset": preset.name,
+        "description": preset.config.description,
+        "num_scenes": len(scenes),
+        "objects_per_scene": scenes.max_objects,
+        "num_objects": scenes.space.num_objects,
+        "concepts": scenes.space.to_dict(),
+        "noun": preset.noun,
+        "modalities": list(preset.config.modalities),
+        "renderer": preset.config.renderer,
+        "slot_layout": preset.config.slot_layout,
+        "caption_template": preset.template.to_dict(),
+        "scene_counts": {str(n): int(c) for n, c in enumerate(counts) if c},
+        "hash": content,
+        "scene_set_hash": scenes.content_hash(),
+        "bindscope_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "files": {"scenes": SCENES_PARQUET, "scenes_csv": SCENES_CSV, "images": IMAGES_DIR},
+        "images": {"rendered": 0},
+        "spec": preset.to_dict(),
+    }
+
+
+def load_dataset(root: str | Path) -> Dataset:
+    """Load and validate a dataset folder; any inconsistency is a :class:`BindscopeError`."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BindscopeError(f"dataset folder {root} does not exist; build it with `bindscope dataset build`")
+    manifest = read_json(root / MANIFEST, "dataset manifest")
+    missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in manifest]
+    if missing:
+        raise BindscopeError(f"dataset manifest {root / MANIFEST} lacks {', '.join(missing)}; rebuild the dataset")
+    if manifest["format"] != DATASET_FORMAT:
+        raise BindscopeError(f"{root} has format {manifest['format']!r}; this bindscope reads {DATASET_FORMAT!r}")
+    preset = preset_from_dict(manifest["spec"], origin=f"spec in {root / MANIFEST}")
+    if manifest["concepts"] != preset.space.to_dict():
+        raise BindscopeError(f"{root / MANIFEST}: 'concepts' disagrees with the stored spec")
+    table = _read_table(root / SCENES_PARQUET)
+    k = int(manifest["objects_per_scene"])
+    scenes = _scenes_from_table(table, preset.space, k, root)
+    _check(len(scenes) == manifest["num_scenes"], root,
+           f"{SCENES_PARQUET} has {len(scenes)} rows but the manifest says {manifest['num_scenes']}")
+    _check(np.array_equal(table["scene"].to_numpy(), np.arange(len(scenes))), root,
+           "column 'scene' must number the rows 0..N-1 in order")
+    _check(np.array_equal(table["num_objects"].to_numpy(), scenes.num_objects()), root,
+           "column 'num_objects' disagrees with the object columns")
+    _check(dataset_hash(preset, scenes) == manifest["hash"], root,
+           "the scenes do not match the manifest hash (edited or truncated?); rebuild the dataset")
+    captions = np.asarray(table["caption"].to_pylist(), dtype=object)
+    expected = make_captions(scenes, preset.template)
+    bad = np.flatnonzero(captions != expected)
+    _check(len(bad) == 0, root,
+           f"caption of scene {bad[0] if len(bad) else 0} does not match its objects "
+           f"({captions[bad[0]] if len(bad) else ''!r})")
+    images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
+    _check_images(root, images)
+    _check_csv(root, len(scenes))
+    return Dataset(root, manifest, preset, scenes, captions, images)
+
+
+def _check(ok: bool, root: Path, message: str) -> None:
+    if not ok:
+        raise BindscopeError(f"dataset {root}: {message}")
+
+
+def _read_table(path: Path) -> pa.Table:
+    if not path.is_file():
+        raise BindscopeError(f"{path} is missing; rebuild the dataset with `bindscope dataset build`")
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise BindscopeError(f"{path} is not a readable parquet file ({exc}); rebuild the dataset") from None
+
+
+def _scenes_from_table(table: pa.Table, space: ConceptSpace, k: int, root: Path) -> SceneSet:
+    expected = column_names(space, k)
+    missing = [c for c in expected if c not in table.column_names]
+    _check(not missing, root, f"{SCENES_PARQUET} lacks column(s) {', '.join(missing)}")
+    extra = [c for c in table.column_names if c not in expected]
+    _check(not extra, root, f"{SCENES_PARQUET} has unexpected column(s) {', '.join(extra)}")
+    arr = np.empty((table.num_rows, k, space.num_concepts), dtype=np.int64)
+    for slot in range(k):
+        for c, concept in enumerate(space.concepts):
+            idx_col = table[f"object{slot + 1}_{concept}_idx"]
+            _check(idx_col.null_count == 0, root, f"column object{slot + 1}_{concept}_idx has empty cells")
+            arr[:, slot, c] = idx_col.to_numpy()
+    try:
+        scenes = SceneSet(space, arr)
+    except BindscopeError as exc:
+        raise BindscopeError(f"dataset {root}: {exc}") from None
+    for slot in range(k):
+        for c, concept in enumerate(space.concepts):
+            idx = scenes.scenes[:, slot, c]
+            names = pa.array(space.values[c], type=pa.string())
+            want = pc.take(names, pa.array(idx, mask=idx == PAD))
+            got = table[f"object{slot + 1}_{concept}"].combine_chunks()
+            same = pc.fill_null(pc.equal(got, want), False)
+            both_null = pc.and_(pc.is_null(got), pc.is_null(want))
+            ok = pc.or_(same, both_null).to_numpy(zero_copy_only=False)
+            if not ok.all():
+                row = int(np.flatnonzero(~ok)[0])
+                raise BindscopeError(
+                    f"dataset {root}: row {row}: object{slot + 1}_{concept} is {got[row].as_py()!r} "
+                    f"but its index says {want[row].as_py()!r}"
+                )
+    return scenes
+
+
+def _check_images(root: Path, images: np.ndarray) -> None:
+    listed = [p for p in images if p]
+    missing = [p for p in listed if not (root / p).is_file()]
+    if missing:
+        raise BindscopeError(
+            f"dataset {root}: {len(missing)} image file(s) listed in the scenes table are missing, "
+            f"e.g. {missing[0]}; re-run `bindscope dataset build` to render them"
+        )
+
+
+def _check_csv(root: Path, num_rows: int) -> None:
+    path = root / SCENES_CSV
+    if not path.is_file():
+        raise BindscopeError(f"dataset {root}: {SCENES_CSV} is missing; rebuild the dataset")
+    with path.open("rb") as fh:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    _check(lines == num_rows + 1, root,
+           f"{SCENES_CSV} has {lines - 1} data rows but {SCENES_PARQUET} has {num_rows}; rebuild the dataset")
+
+
+def format_summary(ds: Dataset) -> str:
+    """Human-readable summary of a dataset folder."""
+    m = ds.manifest
+    counts = ", ".join(f"{n} object{'s' if n != '1' else ''}: {c:,}" for n, c in m.get("scene_counts", {}).items())
+    lines = [
+        f"dataset      {ds.name}  ({ds.root})",
+        f"description  {m.get('description') or '-'}",
+        f"scenes       {len(ds):,}  ({counts})",
+        f"slots        {ds.scenes.max_objects}"
+        + (f"  ({', '.join(m['slot_layout'])})" if m.get("slot_layout") else ""),
+        f"objects      {ds.space.num_objects:,} distinct (noun: {ds.preset.noun})",
+        "concepts",
+    ]
+    for concept, values in zip(ds.space.concepts, ds.space.values):
+        lines.append(f"  {concept} ({len(values)}): {' '.join(values)}")
+    examples = [repr(str(c)) for c in ds.captions[: min(3, len(ds))]]
+    rendered = sum(1 for p in ds.images if p)
+    lines += [
+        f"captions     e.g. {', '.join(examples)}",
+        f"modalities   {', '.join(m.get('modalities', []))}"
+        + (f"  (renderer: {m['renderer']})" if m.get("renderer") else ""),
+        f"images       {rendered:,} / {len(ds):,} rendered",
+        f"hash         {ds.hash}",
+        f"built with   bindscope {m['bindscope_version']}, {m.get('created', '?')}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""File helpers that never leave a half-written file or folder behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from bindscope.errors import BindscopeError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _default_mode(path: str | Path, base: int) -> None:
+    """Give a mkstemp/mkdtemp path the permissions a plain open/mkdir would have given it."""
+    os.chmod(path, base & ~_umask())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        _default_mode(tmp, 0o666)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Pretty JSON, written atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def read_json(path: Path, what: str) -> dict:
+    """Read a JSON object, with errors that name ``what`` the file is."""
+    if not path.is_file():
+        raise BindscopeError(f"{what} {path} is missing")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BindscopeError(f"{what} {path} is not valid JSON ({exc}); rebuild it") from None
+    if not isinstance(data, dict):
+        raise BindscopeError(f"{what} {path} must hold a JSON object")
+    return data
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    """``numpy.save`` without pickling, into a file that appears only when complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
+        _default_mode(tmp, 0o666)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def load_npy(path: Path, what: str, mmap: bool = False) -> np.ndarray:
+    """``numpy.load`` without pickles; a corrupt or missing file is a clear error."""
+    if not path.is_file():
+        raise BindscopeError(f"{what} {path} is missing")
+    try:
+        return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+    except (ValueError, OSError, EOFError) as exc:
+        raise BindscopeError(f"{what} {path} is not a readable .npy array ({exc})") from None
+
+
+def is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+@contextlib.contextmanager
+def staged_dir(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Build a folder in a hidden sibling and move it to ``out`` only once complete.
+
+    ``out`` must not exist, be an empty folder, or (with ``overwrite``) be replaced.
+    On any error the staging folder is removed and ``out`` is left as it was.
+    """
+    if out.exists() and not out.is_dir():
+        raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
+    if out.is_dir() and not is_empty_dir(out) and not overwrite:
+        raise BindscopeError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    _default_mode(stage, 0o777)
+    try:
+        yield stage
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(stage, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise

@@ -1,0 +1,201 @@
+"""Embedding folders: ``embeddings.npy`` (float32 ``[N, D]``, row i = scene i) + ``manifest.json``.
+
+Every analysis reads this layout. Embeddings computed elsewhere come in through
+:func:`import_embeddings`; the encoders write the same layout.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from bindscope.datasets import Dataset, load_dataset
+from bindscope.errors import BindscopeError
+from bindscope.io import load_npy, read_json, save_npy, staged_dir, write_json
+from bindscope.version import __version__
+
+EMBEDDING_FORMAT = "bindscope-embeddings-v1"
+EMBEDDINGS_FILE = "embeddings.npy"
+MANIFEST = "manifest.json"
+MODALITIES = ("image", "text")
+REQUIRED_KEYS = ("format", "name", "modality", "dim", "num_rows", "dataset_hash")
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddingSet:
+    """An embedding folder: the array and what it is."""
+
+    root: Path
+    manifest: dict[str, Any]
+    array: np.ndarray
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["name"])
+
+    @property
+    def modality(self) -> str:
+        return str(self.manifest["modality"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.array.shape[1])
+
+    @property
+    def dataset_hash(self) -> str:
+        return str(self.manifest["dataset_hash"])
+
+    def __len__(self) -> int:
+        return int(self.array.shape[0])
+
+    def summary(self) -> str:
+        """A readable multi-line description."""
+        m = self.manifest
+        return "\n".join(
+            [
+                f"embeddings   {self.name}  ({self.root})",
+                f"modality     {self.modality}",
+                f"shape        {len(self):,} x {self.dim}  (float32)",
+                f"dataset      {m.get('dataset_path', '?')}  (hash {self.dataset_hash[:12]})",
+                f"source       {m.get('source', {}).get('kind', '?')}",
+                f"built with   bindscope {m.get('bindscope_version', '?')}, {m.get('created', '?')}",
+            ]
+        )
+
+
+def check_embedding_array(array: Any, num_rows: int, what: str = "embedding array") -> np.ndarray:
+    """Validate a 2-D finite numeric array with ``num_rows`` rows and return it as float32."""
+    arr = np.asarray(array)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise BindscopeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise BindscopeError(
+            f"{what} must be 2-D [num_scenes, dim], got {arr.ndim}-D shape {arr.shape}; "
+            "reshape it to one row per scene"
+        )
+    if arr.shape[0] != num_rows:
+        raise BindscopeError(
+            f"{what} has {arr.shape[0]:,} rows but the dataset has {num_rows:,} scenes; "
+            "give one row per scene, in the order of scenes.parquet"
+        )
+    if arr.shape[1] == 0:
+        raise BindscopeError(f"{what} has zero columns; embeddings need dim >= 1")
+    with np.errstate(over="ignore"):  # overflow becomes inf, reported just below
+        out = arr.astype(np.float32)
+    finite = np.isfinite(out)
+    if not finite.all():
+        bad_rows = np.flatnonzero(~finite.all(axis=1))
+        kind = "NaN" if np.isnan(out).any() else "inf"
+        overflow = " (values too large for float32)" if np.isfinite(arr).all() else ""
+        raise BindscopeError(
+            f"{what} contains {kind} values{overflow} in {len(bad_rows):,} row(s), first at row "
+            f"{bad_rows[0]}; fix or drop them at the source and re-export every row"
+        )
+    return out
+
+
+def write_embeddings(out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False) -> EmbeddingSet:
+    """Write an embedding folder atomically; ``manifest`` gains format, dim, num_rows, version."""
+    out = Path(out)
+    full = {
+        "format": EMBEDDING_FORMAT,
+        **manifest,
+        "dim": int(array.shape[1]),
+        "num_rows": int(array.shape[0]),
+        "dtype": "float32",
+        "bindscope_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    with staged_dir(out, overwrite=overwrite) as stage:
+        save_npy(stage / EMBEDDINGS_FILE, np.ascontiguousarray(array, dtype=np.float32))
+        write_json(stage / MANIFEST, full)
+    return EmbeddingSet(out, full, array)
+
+
+def import_embeddings(
+    dataset: str | Path | Dataset,
+    array_path: str | Path,
+    *,
+    name: str,
+    modality: Literal["image", "text"],
+    out: str | Path,
+    overwrite: bool = False,
+) -> EmbeddingSet:
+    """Bring an ``.npy`` array computed elsewhere into an embedding folder for ``dataset``.
+
+    Row i of the array must embed scene i of the dataset (its ``scene`` column).
+    """
+    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
+    if not name or not name.strip():
+        raise BindscopeError("give the embeddings a --name (e.g. the model that made them)")
+    if modality not in MODALITIES:
+        raise BindscopeError(f"modality must be 'image' or 'text', got {modality!r}")
+    available = ds.manifest.get("modalities", list(MODALITIES))
+    if modality not in available:
+        raise BindscopeError(
+            f"dataset {ds.name} has no {modality} modality (it has {', '.join(available)})"
+        )
+    array_path = Path(array_path)
+    raw = load_npy(array_path, "embedding array")
+    arr = check_embedding_array(raw, len(ds), what=f"embedding array {array_path}")
+    manifest = {
+        "name": name,
+        "modality": modality,
+        "dataset_hash": ds.hash,
+        "dataset_path": str(ds.root.resolve()),
+        "dataset_preset": ds.name,
+        "source": {
+            "kind": "import",
+            "path": str(array_path.resolve()),
+            "sha256": _file_sha256(array_path),
+            "dtype": str(raw.dtype),
+        },
+    }
+    return write_embeddings(out, arr, manifest, overwrite=overwrite)
+
+
+def load_embeddings(root: str | Path, dataset: Dataset | None = None, *, mmap: bool = False) -> EmbeddingSet:
+    """Load and validate an embedding folder (against ``dataset`` when given)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BindscopeError(f"embedding folder {root} does not exist")
+    manifest = read_json(root / MANIFEST, "embedding manifest")
+    missing = [k for k in REQUIRED_KEYS if k not in manifest]
+    if missing:
+        raise BindscopeError(f"embedding manifest {root / MANIFEST} lacks {', '.join(missing)}")
+    if manifest["format"] != EMBEDDING_FORMAT:
+        raise BindscopeError(f"{root} has format {manifest['format']!r}; this bindscope reads {EMBEDDING_FORMAT!r}")
+    arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap)
+    if arr.dtype != np.float32 or arr.ndim != 2:
+        raise BindscopeError(
+            f"{root / EMBEDDINGS_FILE} must be float32 [N, D], got {arr.dtype} with shape {arr.shape}"
+        )
+    if arr.shape != (manifest["num_rows"], manifest["dim"]):
+        raise BindscopeError(
+            f"{root / EMBEDDINGS_FILE} has shape {arr.shape} but the manifest says "
+            f"({manifest['num_rows']}, {manifest['dim']}); re-create the folder"
+        )
+    if not mmap and not np.isfinite(arr).all():
+        raise BindscopeError(f"{root / EMBEDDINGS_FILE} contains NaN or inf values; re-create the folder")
+    if dataset is not None:
+        if manifest["dataset_hash"] != dataset.hash:
+            raise BindscopeError(
+                f"embeddings in {root} were made for dataset hash {manifest['dataset_hash'][:12]}, "
+                f"but {dataset.root} has hash {dataset.hash[:12]}; embed or import them for this dataset"
+            )
+        if arr.shape[0] != len(dataset):
+            raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {len(dataset)} scenes")
+    return EmbeddingSet(root, manifest, arr)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
