@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import configuration as hypothesis_configuration
+from hypothesis import settings
+
+# Hypothesis caches into ./.hypothesis by default: keep it in a temp folder, and keep no database.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="bindscope-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, ignore_errors=True)
+hypothesis_configuration.set_hypothesis_home_dir(_HYPOTHESIS_HOME)
+settings.register_profile("bindscope", database=None, deadline=None)
+settings.load_profile("bindscope")
 
 BINDSCOPE = Path(sys.executable).with_name("bindscope")
 

@@ -161,6 +161,7 @@ def swap_concept(scenes: SceneSet, concepts: str | list[str]) -> tuple[SceneSet,
 
 def attribute_swap(scenes: SceneSet, noun: str) -> tuple[SceneSet, np.ndarray]:
     """Swap every non-noun concept between objects 1 and 2: (a1 o1, a2 o2) -> (a2 o1, a1 o2)."""
+    scenes.space.concept_index(noun)  # a misspelled noun would swap everything: refuse it
     attributes = [c for c in scenes.space.concepts if c != noun]
     if not attributes:
         raise BindscopeError("attribute swaps need at least one concept besides the noun")

@@ -48,6 +48,8 @@ def write_json(path: Path, data: dict) -> None:
 
 def read_json(path: Path, what: str) -> dict:
     """Read a JSON object, with errors that name ``what`` the file is."""
+    if path.is_dir():
+        raise BindscopeError(f"{what} {path} is a folder; give the path of the JSON file")
     if not path.is_file():
         raise BindscopeError(f"{what} {path} is missing")
     try:

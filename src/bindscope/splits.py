@@ -20,7 +20,7 @@ import numpy as np
 
 from bindscope.concepts import PAD, SceneSet
 from bindscope.errors import BindscopeError
-from bindscope.io import atomic_write_text
+from bindscope.io import atomic_write_text, read_json
 
 SPLIT_FORMAT = "bindscope-split-v1"
 
@@ -124,7 +124,9 @@ class ObjectSplit:
                 f"a validation fraction of {fraction} leaves no fitting objects out of "
                 f"{len(self.train_objects)} train objects; lower it or raise the split fraction"
             )
-        val_objects = self.train_objects[-n_val:]
+        num_objects = len(self.train_objects) + len(self.test_objects)
+        in_order = object_order(num_objects, self.seed)[: len(self.train_objects)]
+        val_objects = in_order[-n_val:]  # the last train objects of the seeded order
         ids = scenes.object_ids()[self.train_only]
         has_val = np.isin(ids, val_objects).any(axis=1)
         return replace(
@@ -203,9 +205,10 @@ def object_splits(
     for fraction in fractions:
         f = check_fraction(fraction)
         n_train = _count(f, u)
-        if n_train == 0:
+        if n_train == 0 or n_train == u:
             raise BindscopeError(
-                f"fraction {fraction} of {u} objects gives no train objects; use at least {1 / u:.4g}"
+                f"fraction {fraction} of {u} objects leaves no {'train' if n_train == 0 else 'test'} "
+                f"objects; choose a fraction in [{1 / u:.4g}, {(u - 1) / u:.4g}]"
             )
         out.append(
             ObjectSplit(
@@ -253,12 +256,47 @@ def split_from_dict(data: dict) -> Split:
         raise BindscopeError(f"split kind must be 'scene' or 'object', got {kind!r}")
     cls = SceneSplit if kind == "scene" else ObjectSplit
     fields = {k: v for k, v in data.items() if k != "format"}
+    for name in _ARRAY_FIELDS[kind]:
+        fields[name] = _index_list(fields.get(name, []), name)
     try:
-        for name in _ARRAY_FIELDS[kind]:
-            fields[name] = _indices(fields.get(name, []))
-        return cls(**fields)
-    except (TypeError, ValueError) as exc:
+        split = cls(**fields)
+    except TypeError as exc:
         raise BindscopeError(f"malformed {kind} split: {exc}") from None
+    check_split(split)
+    return split
+
+
+def _index_list(values: object, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise BindscopeError(f"split field {name!r} must be a list of whole numbers")
+    if arr.size and arr.min() < 0:
+        raise BindscopeError(f"split field {name!r} holds a negative index ({arr.min()})")
+    return arr.astype(np.int64)
+
+
+def check_split(split: Split) -> None:
+    """Check a split's invariants: its fraction, and that its parts are disjoint."""
+    check_fraction(split.train_fraction if split.kind == "scene" else split.fraction)
+    if split.kind == "scene":
+        parts = {"train": split.train, "validation": split.validation, "test": split.test}
+    else:
+        parts = {k: v for k, v in split.groups().items()}
+        _check_disjoint({"train_objects": split.train_objects, "test_objects": split.test_objects})
+        if len(split.validation_objects) and not np.isin(split.validation_objects, split.train_objects).all():
+            raise BindscopeError("split: validation_objects must be train objects")
+    _check_disjoint(parts)
+
+
+def _check_disjoint(parts: dict[str, np.ndarray]) -> None:
+    names = list(parts)
+    for i, a in enumerate(names):
+        if len(np.unique(parts[a])) != len(parts[a]):
+            raise BindscopeError(f"split: {a} lists an index twice")
+        for b in names[i + 1 :]:
+            both = np.intersect1d(parts[a], parts[b])
+            if len(both):
+                raise BindscopeError(f"split: {a} and {b} overlap (e.g. index {both[0]}); they must be disjoint")
 
 
 def save_split(split: Split, path: str | Path) -> Path:
@@ -271,13 +309,7 @@ def save_split(split: Split, path: str | Path) -> Path:
 def load_split(path: str | Path, dataset_hash: str | None = None) -> Split:
     """Read a split written by :func:`save_split`; with ``dataset_hash``, check it belongs there."""
     path = Path(path)
-    if not path.is_file():
-        raise BindscopeError(f"split file {path} does not exist")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BindscopeError(f"split file {path} is not valid JSON: {exc}") from None
-    split = split_from_dict(data)
+    split = split_from_dict(read_json(path, "split file"))
     if dataset_hash is not None and split.dataset_hash not in (None, dataset_hash):
         raise BindscopeError(
             f"split file {path} was made for dataset hash {split.dataset_hash[:12]}, not "
