@@ -115,3 +115,8 @@ def test_load_refuses_damaged_folders(clevr_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "e" / "manifest.json").write_text("{}")
     with pytest.raises(BindscopeError, match="lacks format, name, modality"):
         load_embeddings(tmp_path / "e")
+
+
+def test_load_missing_embedding_folder(tmp_path: Path) -> None:
+    with pytest.raises(BindscopeError, match="embedding folder .* does not exist; import or embed"):
+        load_embeddings(tmp_path / "nope")

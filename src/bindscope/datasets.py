@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from bindscope.captions import captions as make_captions
 from bindscope.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.errors import BindscopeError
-from bindscope.io import read_json, staged_dir, write_json
+from bindscope.io import read_json, read_manifest, staged_dir, write_json
 from bindscope.presets import Preset, load_preset, preset_from_dict
 from bindscope.version import __version__
 
@@ -179,14 +179,9 @@ def _manifest(preset: Preset, scenes: SceneSet, content: str) -> dict[str, Any]:
 def load_dataset(root: str | Path) -> Dataset:
     """Load and validate a dataset folder; any inconsistency is a :class:`BindscopeError`."""
     root = Path(root)
-    if not root.is_dir():
-        raise BindscopeError(f"dataset folder {root} does not exist; build it with `bindscope dataset build`")
-    manifest = read_json(root / MANIFEST, "dataset manifest")
-    missing = [k for k in REQUIRED_MANIFEST_KEYS if k not in manifest]
-    if missing:
-        raise BindscopeError(f"dataset manifest {root / MANIFEST} lacks {', '.join(missing)}; rebuild the dataset")
-    if manifest["format"] != DATASET_FORMAT:
-        raise BindscopeError(f"{root} has format {manifest['format']!r}; this bindscope reads {DATASET_FORMAT!r}")
+    manifest = read_manifest(
+        root, "dataset", REQUIRED_MANIFEST_KEYS, DATASET_FORMAT, "build it with `bindscope dataset build`"
+    )
     preset = preset_from_dict(manifest["spec"], origin=f"spec in {root / MANIFEST}")
     if manifest["concepts"] != preset.space.to_dict():
         raise BindscopeError(f"{root / MANIFEST}: 'concepts' disagrees with the stored spec")

@@ -26,19 +26,26 @@ def _default_mode(path: str | Path, base: int) -> None:
     os.chmod(path, base & ~_umask())
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: str = "w") -> Iterator:
+    """Open a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, mode) as fh:
+            yield fh
         _default_mode(tmp, 0o666)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_file(path) as fh:
+        fh.write(text)
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -61,19 +68,26 @@ def read_json(path: Path, what: str) -> dict:
     return data
 
 
+def read_manifest(root: Path, what: str, required: tuple[str, ...], fmt: str, fix: str) -> dict:
+    """Read ``root/manifest.json`` and check its required keys and format.
+
+    ``what`` names the folder kind in messages ("dataset", "embedding"); ``fix`` says what to do.
+    """
+    if not root.is_dir():
+        raise BindscopeError(f"{what} folder {root} does not exist; {fix}")
+    manifest = read_json(root / "manifest.json", f"{what} manifest")
+    missing = [k for k in required if k not in manifest]
+    if missing:
+        raise BindscopeError(f"{what} manifest {root / 'manifest.json'} lacks {', '.join(missing)}; {fix}")
+    if manifest["format"] != fmt:
+        raise BindscopeError(f"{root} has format {manifest['format']!r}; this bindscope reads {fmt!r}")
+    return manifest
+
+
 def save_npy(path: Path, array: np.ndarray) -> None:
     """``numpy.save`` without pickling, into a file that appears only when complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array, allow_pickle=False)
-        _default_mode(tmp, 0o666)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_file(path, "wb") as fh:
+        np.save(fh, array, allow_pickle=False)
 
 
 def load_npy(path: Path, what: str, mmap: bool = False) -> np.ndarray:

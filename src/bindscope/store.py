@@ -16,7 +16,7 @@ import numpy as np
 
 from bindscope.datasets import Dataset, load_dataset
 from bindscope.errors import BindscopeError
-from bindscope.io import load_npy, read_json, save_npy, staged_dir, write_json
+from bindscope.io import load_npy, read_manifest, save_npy, staged_dir, write_json
 from bindscope.version import __version__
 
 EMBEDDING_FORMAT = "bindscope-embeddings-v1"
@@ -162,14 +162,9 @@ def import_embeddings(
 def load_embeddings(root: str | Path, dataset: Dataset | None = None, *, mmap: bool = False) -> EmbeddingSet:
     """Load and validate an embedding folder (against ``dataset`` when given)."""
     root = Path(root)
-    if not root.is_dir():
-        raise BindscopeError(f"embedding folder {root} does not exist")
-    manifest = read_json(root / MANIFEST, "embedding manifest")
-    missing = [k for k in REQUIRED_KEYS if k not in manifest]
-    if missing:
-        raise BindscopeError(f"embedding manifest {root / MANIFEST} lacks {', '.join(missing)}")
-    if manifest["format"] != EMBEDDING_FORMAT:
-        raise BindscopeError(f"{root} has format {manifest['format']!r}; this bindscope reads {EMBEDDING_FORMAT!r}")
+    manifest = read_manifest(
+        root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, "import or embed the embeddings again"
+    )
     arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap)
     if arr.dtype != np.float32 or arr.ndim != 2:
         raise BindscopeError(
