@@ -550,3 +550,9 @@ def test_empty_scene_set_is_allowed():
     assert s.object_ids().shape == (0, 2)
     assert s.num_objects().shape == (0,)
     assert [c.shape for c in s.value_counts()] == [(0, 8), (0, 3)]
+
+
+def test_too_many_objects_is_refused():
+    values = tuple(tuple(f"v{j}" for j in range(1000)) for _ in range(5))  # 10^15 objects
+    with pytest.raises(BindscopeError, match="distinct objects; object ids would overflow"):
+        ConceptSpace(tuple(f"c{i}" for i in range(5)), values)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from bindscope.errors import BindscopeError
 
 PAD = -1
 MAX_ENUMERATED_TUPLES = 50_000_000
+MAX_OBJECTS = 2**40
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class ConceptSpace:
     @property
     def num_objects(self) -> int:
         """U = prod V_c, the number of distinct objects."""
-        return int(np.prod(self.sizes))
+        return math.prod(self.sizes)
 
     def concept_index(self, concept: str) -> int:
         """Index of a concept by name."""
@@ -174,6 +176,10 @@ class ConceptSpace:
 def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ...]) -> None:
     if not concepts:
         raise BindscopeError("a concept space needs at least one concept")
+    if math.prod(len(v) for v in values) > MAX_OBJECTS:
+        raise BindscopeError(
+            f"the concepts make more than {MAX_OBJECTS:,} distinct objects; object ids would overflow"
+        )
     if len(concepts) != len(values):
         raise BindscopeError(
             f"got {len(concepts)} concept names but {len(values)} value lists; give one list per concept"
