@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 
@@ -160,3 +161,77 @@ def test_bad_option_value_is_a_usage_error(run_cli, built: Path, tmp_path: Path)
 def test_missing_option_is_a_usage_error(run_cli) -> None:
     assert_one_line_error(run_cli("dataset", "build", "clevr"), "Missing option '--out'", status=2)
     assert_one_line_error(run_cli("frobnicate"), "No such command 'frobnicate'", status=2)
+
+
+@pytest.fixture(scope="module")
+def planted_emb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
+    """Object-additive planted embeddings with a +rand sibling, imported through the API."""
+    from bindscope.datasets import load_dataset
+    from bindscope.planted import planted_embeddings
+    from bindscope.store import import_embeddings
+
+    root = tmp_path_factory.mktemp("emb")
+    scenes = load_dataset(built).scenes
+    for name, kind, spec in [("model", "object_additive", "planted:x"), ("model_rand", "random", "planted:x+rand")]:
+        np.save(root / f"{name}.npy", planted_embeddings(scenes, kind, dim=64, noise=0.1, seed=0))
+        import_embeddings(built, root / f"{name}.npy", name=name, modality="image", out=root / name, model_spec=spec)
+    return root / "model"
+
+
+def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    out = tmp_path / "probe"
+    result = run_cli("probe", planted_emb, "--out", out, "--seeds", "2", "--steps", "500")
+    assert result.returncode == 0, result.stderr
+    assert "base" in result.stdout and "rand" in result.stdout and "chance" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["test"]["object_acc"] > 0.9 and "concept_acc" in summary["train"]
+    assert summary["chance"]["object_acc"] == pytest.approx((552 / 276 + 24 / 24) / 576, abs=5e-4)  # test split
+    assert summary["controls"]["rand"]["test"]["object_acc"] < 0.1
+    table = pd.read_parquet(out / "results.parquet")
+    assert list(table.columns) == ["analysis", "variant", "split", "metric", "seed", "value"]
+    assert sorted(table.seed.unique()) == [0, 1]
+    assert len(pd.read_csv(out / "results.csv")) == len(table)
+    probe = json.loads((out / "probes" / "seed0" / "probe.json").read_text())
+    assert probe["names"] == ["object", "color", "shape"]
+    assert np.load(out / "probes" / "seed1" / "object.npy").shape == (24, 64)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["control"].endswith("model_rand") and manifest["settings"]["seeds"] == [0, 1]
+    again = run_cli("probe", planted_emb, "--out", out)
+    assert_one_line_error(again, "already exists and is not empty; choose another --out or pass --overwrite")
+
+
+def test_decompose_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dec"
+    result = run_cli("decompose", planted_emb, "--out", out, "--seeds", "2", "--optimizer", "lbfgs",
+                     "--test-fraction", "0.01")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["r2"]["test"]) == {"object_additive", "concept_additive", "object_bag", "concept_bag"}
+    assert summary["r2"]["train"]["object_additive"] > 0.95
+    assert set(summary["subtraction"]) == {"base", "objects", "objects_perm", "concepts", "concepts_perm"}
+    assert summary["controls"]["rand"]["r2"]["test"]["object_additive"] < 0.2
+    assert json.loads((out / "manifest.json").read_text())["test_fraction"] == 0.01
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "status"),
+    [
+        (["--seeds", "0"], "--seeds must be at least 1, got 0", 1),
+        (["--train-fraction", "1.5"], "train fraction must be in (0, 1) (exclusive), got 1.5", 1),
+        (["--optimizer", "sgd"], "Invalid value for '--optimizer'", 2),
+        (["--steps", "0"], "steps and max_iter must be at least 1", 1),
+    ],
+)
+def test_probe_bad_options(run_cli, planted_emb: Path, tmp_path: Path, args, message: str, status: int) -> None:
+    assert_one_line_error(run_cli("probe", planted_emb, "--out", tmp_path / "p", *args), message, status)
+    assert not (tmp_path / "p").exists()
+
+
+def test_probe_bad_inputs(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("probe", tmp_path / "none", "--out", tmp_path / "p"),
+                          "embedding folder", 1)
+    assert_one_line_error(run_cli("probe", planted_emb, "--out", tmp_path / "p", "--dataset", tmp_path),
+                          "dataset manifest", 1)
+    assert_one_line_error(run_cli("decompose", planted_emb, "--out", tmp_path / "p", "--test-fraction", "0"),
+                          "test fraction must be in (0, 1)", 1)
+    assert not (tmp_path / "p").exists()

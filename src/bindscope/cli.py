@@ -41,6 +41,51 @@ class ValidationBy(str, Enum):
     objects = "objects"
 
 
+class ProbeOptimizer(str, Enum):
+    fast = "fast"
+    reference = "reference"
+    lbfgs = "lbfgs"
+
+
+def _settings(optimizer: ProbeOptimizer, seeds: int, train_fraction: float, center: bool, normalize: bool,
+              steps: int, max_iter: int, device: str):
+    from bindscope.suite import ProbeSettings
+
+    if seeds < 1:
+        raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
+    return ProbeSettings(optimizer=optimizer.value, seeds=tuple(range(seeds)), train_fraction=train_fraction,
+                         center=center, normalize=normalize, steps=steps, max_iter=max_iter, device=device)
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def _pct(summary: dict, split: str, metric: str) -> str:
+    part = summary.get(split) or {}
+    if metric not in part:
+        return "-"
+    std = part.get(f"{metric}_std")
+    return f"{100 * part[metric]:.1f}" + (f" ± {100 * std:.1f}" if std is not None else "")
+
+
+EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.npy + manifest.json).")]
+OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")]
+DatasetOpt = Annotated[Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")]
+ControlOpt = Annotated[Optional[Path], typer.Option(help="Embeddings of the same model with random weights (+rand). Default: a sibling folder whose model_spec is this one's plus +rand.")]
+OptimizerOpt = Annotated[ProbeOptimizer, typer.Option(help="fast: L-BFGS, following the reference trajectory where the training set is separable; reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only.")]
+SeedsOpt = Annotated[int, typer.Option(help="Number of seeds (splits and initialisations 0..N-1).")]
+TrainFractionOpt = Annotated[float, typer.Option(help="Scene-level train fraction of the probes.")]
+CenterOpt = Annotated[bool, typer.Option(help="Centre the embeddings on the training mean.")]
+NormalizeOpt = Annotated[bool, typer.Option(help="L2-normalise each embedding (before centring).")]
+StepsOpt = Annotated[int, typer.Option(help="Adam steps of the reference schedule.")]
+MaxIterOpt = Annotated[int, typer.Option(help="L-BFGS iterations at most.")]
+DeviceOpt = Annotated[str, typer.Option(help="Torch device: cpu, cuda, cuda:1 ...")]
+OverwriteOpt = Annotated[bool, typer.Option(help="Replace an existing output folder.")]
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"bindscope {__version__}")
@@ -155,12 +200,16 @@ def embeddings_import(
     name: Annotated[str, typer.Option(help="A name for these embeddings, e.g. the model that made them.")],
     modality: Annotated[Modality, typer.Option(help="What was embedded: the images or the captions.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write; must be new or empty.")],
+    model_spec: Annotated[
+        Optional[str], typer.Option(help="The model that made them (e.g. hf:openai/clip-vit-base-patch32, or with +rand).")
+    ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing embedding folder.")] = False,
 ) -> None:
     """Write an embedding folder (embeddings.npy + manifest.json) from an array made elsewhere."""
     from bindscope.store import import_embeddings
 
-    emb = import_embeddings(dataset, array, name=name, modality=modality.value, out=out, overwrite=overwrite)
+    emb = import_embeddings(dataset, array, name=name, modality=modality.value, out=out,
+                            model_spec=model_spec, overwrite=overwrite)
     typer.echo(emb.summary())
 
 
@@ -172,6 +221,74 @@ def embeddings_info(
     from bindscope.store import load_embeddings
 
     typer.echo(load_embeddings(root).summary())
+
+
+@app.command()
+def probe(
+    emb_dir: EmbDir,
+    out: OutDir,
+    dataset: DatasetOpt = None,
+    control: ControlOpt = None,
+    optimizer: OptimizerOpt = ProbeOptimizer.fast,
+    seeds: SeedsOpt = 3,
+    train_fraction: TrainFractionOpt = 0.4,
+    center: CenterOpt = False,
+    normalize: NormalizeOpt = False,
+    steps: StepsOpt = 10_000,
+    max_iter: MaxIterOpt = 500,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Is object information recoverable? Concept and object probes with set-separation accuracy."""
+    from bindscope.analyses import run_probe
+
+    settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, device)
+    s = run_probe(emb_dir, out, settings, dataset=dataset, control=control, overwrite=overwrite)
+    rows = [("variant", "object_acc test %", "concept_acc test %", "object_acc train %")]
+    rows.append(("base", _pct(s, "test", "object_acc"), _pct(s, "test", "concept_acc"), _pct(s, "train", "object_acc")))
+    for name, ctrl in s["controls"].items():
+        if ctrl:
+            rows.append((name, _pct(ctrl, "test", "object_acc"), _pct(ctrl, "test", "concept_acc"), _pct(ctrl, "train", "object_acc")))
+    rows.append(("chance", f"{100 * s['chance']['object_acc']:.2f}", f"{100 * s['chance'].get('concept_acc', float('nan')):.1f}", ""))
+    _print_table(rows)
+    typer.echo(f"\nwrote {out}")
+
+
+@app.command()
+def decompose(
+    emb_dir: EmbDir,
+    out: OutDir,
+    dataset: DatasetOpt = None,
+    control: ControlOpt = None,
+    test_fraction: Annotated[float, typer.Option(help="Held-out share of scenes for R^2 (the paper: 0.01).")] = 0.2,
+    optimizer: OptimizerOpt = ProbeOptimizer.fast,
+    seeds: SeedsOpt = 3,
+    train_fraction: TrainFractionOpt = 0.4,
+    center: CenterOpt = False,
+    normalize: NormalizeOpt = False,
+    steps: StepsOpt = 10_000,
+    max_iter: MaxIterOpt = 500,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+) -> None:
+    """Is a scene a sum of its parts? Additive R^2 and probes after subtracting each model."""
+    from bindscope.analyses import run_decompose
+
+    settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, device)
+    s = run_decompose(emb_dir, out, settings, test_fraction=test_fraction, dataset=dataset, control=control,
+                      overwrite=overwrite)
+    rows = [("model", "R2 train", "R2 test", "R2 test (permuted labels)")]
+    perm = (s["controls"].get("permuted_labels") or {}).get("r2", {}).get("test", {})
+    for model, value in s["r2"]["test"].items():
+        rows.append((model, f"{s['r2']['train'][model]:.3f}", f"{value:.3f} ± {s['r2_std']['test'][model]:.3f}",
+                     f"{perm.get(model, float('nan')):.3f}"))
+    _print_table(rows)
+    typer.echo("")
+    rows = [("probes after subtracting", "object_acc test %", "concept_acc test %")]
+    for variant, part in s["subtraction"].items():
+        rows.append((variant, _pct(part, "test", "object_acc"), _pct(part, "test", "concept_acc")))
+    _print_table(rows)
+    typer.echo(f"\nwrote {out}")
 
 
 @app.command()

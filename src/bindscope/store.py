@@ -16,7 +16,7 @@ import numpy as np
 
 from bindscope.datasets import Dataset, load_dataset
 from bindscope.errors import BindscopeError
-from bindscope.io import load_npy, read_manifest, save_npy, staged_dir, write_json
+from bindscope.io import load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
 from bindscope.version import __version__
 
 EMBEDDING_FORMAT = "bindscope-embeddings-v1"
@@ -124,11 +124,14 @@ def import_embeddings(
     name: str,
     modality: Literal["image", "text"],
     out: str | Path,
+    model_spec: str | None = None,
     overwrite: bool = False,
 ) -> EmbeddingSet:
     """Bring an ``.npy`` array computed elsewhere into an embedding folder for ``dataset``.
 
-    Row i of the array must embed scene i of the dataset (its ``scene`` column).
+    Row i of the array must embed scene i of the dataset (its ``scene`` column). ``model_spec``
+    records which model made it (e.g. ``hf:openai/clip-vit-base-patch32`` or the same with
+    ``+rand``), so that analyses find a ``+rand`` control beside it.
     """
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
     if not name or not name.strip():
@@ -149,6 +152,7 @@ def import_embeddings(
         "dataset_hash": ds.hash,
         "dataset_path": str(ds.root.resolve()),
         "dataset_preset": ds.name,
+        "model_spec": model_spec,
         "source": {
             "kind": "import",
             "path": str(array_path.resolve()),
@@ -194,3 +198,27 @@ def _file_sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def find_rand_control(emb: EmbeddingSet) -> Path | None:
+    """The ``+rand`` counterpart of a model's embedding folder, if a sibling folder holds it.
+
+    A counterpart has ``model_spec`` equal to this folder's spec plus ``+rand`` and the same
+    dataset, modality and layer.
+    """
+    spec = emb.manifest.get("model_spec")
+    if not spec or str(spec).endswith("+rand") or not emb.root.parent.is_dir():
+        return None
+    for candidate in sorted(emb.root.parent.iterdir()):
+        path = candidate / MANIFEST
+        if candidate == emb.root or not path.is_file():
+            continue
+        try:
+            other = read_json(path, "embedding manifest")
+        except BindscopeError:
+            continue
+        same = all(other.get(k) == emb.manifest.get(k) for k in ("dataset_hash", "modality", "layer"))
+        if same and other.get("model_spec") == f"{spec}+rand":
+            return candidate
+    return None
+

@@ -1,0 +1,131 @@
+"""Run an analysis on an embedding folder and write its output folder (the CLI's and API's entry).
+
+Loading and writing happen here; the science is in :mod:`bindscope.suite`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bindscope.datasets import Dataset, load_dataset
+from bindscope.errors import BindscopeError
+from bindscope.probes import save_probes
+from bindscope.runs import write_run
+from bindscope.store import EmbeddingSet, find_rand_control, load_embeddings
+from bindscope.suite import ProbeRun, ProbeSettings, decompose_analysis, decompose_summary, probe_analysis, probe_summary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """An embedding folder, its dataset, and the ``+rand`` control if there is one."""
+
+    embeddings: EmbeddingSet
+    dataset: Dataset
+    control: EmbeddingSet | None
+
+
+def load_inputs(emb_dir: str | Path, dataset: str | Path | None = None, control: str | Path | None = None) -> Inputs:
+    """Load an embedding folder with its dataset (from the manifest unless given) and control."""
+    emb_dir = Path(emb_dir)
+    raw = load_embeddings(emb_dir)
+    ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
+    if not str(ds_path) or not ds_path.is_dir():
+        raise BindscopeError(
+            f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR"
+        )
+    ds = load_dataset(ds_path)
+    emb = load_embeddings(emb_dir, ds)
+    control_dir = Path(control) if control is not None else find_rand_control(emb)
+    ctrl = load_embeddings(control_dir, ds) if control_dir is not None else None
+    if ctrl is not None:
+        log.info("using %s as the +rand control", control_dir)
+    return Inputs(emb, ds, ctrl)
+
+
+def _manifest(command: str, inputs: Inputs, settings: ProbeSettings, seconds: float, **extra: object) -> dict:
+    emb = inputs.embeddings
+    return {
+        "command": command,
+        "embeddings": {"path": str(emb.root.resolve()), "name": emb.name, "modality": emb.modality,
+                       "dim": emb.dim, "num_rows": len(emb), "model_spec": emb.manifest.get("model_spec")},
+        "dataset": {"path": str(inputs.dataset.root.resolve()), "preset": inputs.dataset.name, "hash": inputs.dataset.hash},
+        "control": str(inputs.control.root.resolve()) if inputs.control is not None else None,
+        "settings": settings.to_dict(),
+        **extra,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _save_probes(stage: Path, run: ProbeRun, inputs: Inputs, settings: ProbeSettings) -> None:
+    """Per seed, a probe folder ``probes/seed{s}/`` (see :func:`bindscope.probes.save_probes`)."""
+    labels = {"object": "object ids (mixed radix)", **inputs.dataset.space.to_dict()}
+    for seed, weights in run.weights.items():
+        meta = {
+            "labels": labels,
+            "seed": seed,
+            "split": {"kind": "scene", "train_fraction": settings.train_fraction, "seed": seed},
+            "optimizer": settings.optimizer,
+            "exact_reference": run.exact[seed],
+            "embeddings": str(inputs.embeddings.root.resolve()),
+            "dataset_hash": inputs.dataset.hash,
+        }
+        save_probes(stage / "probes" / f"seed{seed}", weights, run.means[seed],
+                    center=settings.center, normalize=settings.normalize, meta=meta)
+
+
+def run_probe(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: ProbeSettings = ProbeSettings(),
+    *,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """``bindscope probe``: fit and score the probes, write the folder, return the summary."""
+    inputs = load_inputs(emb_dir, dataset, control)
+    start = time.perf_counter()
+    y = np.asarray(inputs.embeddings.array)
+    ctrl = np.asarray(inputs.control.array) if inputs.control is not None else None
+    table, base, per_scene = probe_analysis(y, inputs.dataset.scenes, settings, control=ctrl)
+    summary = probe_summary(table)
+    summary["exact_reference"] = {str(s): e for s, e in base.exact.items()}
+
+    def extra(stage: Path) -> None:
+        per_scene.to_parquet(stage / "per_scene.parquet", index=False)
+        _save_probes(stage, base, inputs, settings)
+
+    write_run(Path(out), summary=summary, results=table,
+              manifest=_manifest("probe", inputs, settings, time.perf_counter() - start),
+              extra=extra, overwrite=overwrite)  # fmt: skip
+    return summary
+
+
+def run_decompose(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: ProbeSettings = ProbeSettings(),
+    *,
+    test_fraction: float = 0.2,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """``bindscope decompose``: additive R^2 and the five-run subtraction table."""
+    inputs = load_inputs(emb_dir, dataset, control)
+    start = time.perf_counter()
+    y = np.asarray(inputs.embeddings.array)
+    ctrl = np.asarray(inputs.control.array) if inputs.control is not None else None
+    table = decompose_analysis(y, inputs.dataset.scenes, settings, test_fraction=test_fraction, control=ctrl)
+    summary = decompose_summary(table)
+    write_run(Path(out), summary=summary, results=table,
+              manifest=_manifest("decompose", inputs, settings, time.perf_counter() - start, test_fraction=test_fraction),
+              overwrite=overwrite)  # fmt: skip
+    return summary
