@@ -14,6 +14,7 @@ import numpy as np
 
 from bindscope.datasets import Dataset, load_dataset
 from bindscope.errors import BindscopeError
+from bindscope.io import check_output_dir
 from bindscope.probes import save_probes
 from bindscope.runs import write_run
 from bindscope.store import EmbeddingSet, find_rand_control, load_embeddings
@@ -29,6 +30,12 @@ class Inputs:
     embeddings: EmbeddingSet
     dataset: Dataset
     control: EmbeddingSet | None
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The embeddings and the control's, as arrays."""
+        ctrl = np.asarray(self.control.array) if self.control is not None else None
+        return np.asarray(self.embeddings.array), ctrl
 
 
 def load_inputs(emb_dir: str | Path, dataset: str | Path | None = None, control: str | Path | None = None) -> Inputs:
@@ -90,10 +97,10 @@ def run_probe(
     overwrite: bool = False,
 ) -> dict:
     """``bindscope probe``: fit and score the probes, write the folder, return the summary."""
+    check_output_dir(Path(out), overwrite=overwrite)
     inputs = load_inputs(emb_dir, dataset, control)
     start = time.perf_counter()
-    y = np.asarray(inputs.embeddings.array)
-    ctrl = np.asarray(inputs.control.array) if inputs.control is not None else None
+    y, ctrl = inputs.arrays
     table, base, per_scene = probe_analysis(y, inputs.dataset.scenes, settings, control=ctrl)
     summary = probe_summary(table)
     summary["exact_reference"] = {str(s): e for s, e in base.exact.items()}
@@ -119,10 +126,10 @@ def run_decompose(
     overwrite: bool = False,
 ) -> dict:
     """``bindscope decompose``: additive R^2 and the five-run subtraction table."""
+    check_output_dir(Path(out), overwrite=overwrite)
     inputs = load_inputs(emb_dir, dataset, control)
     start = time.perf_counter()
-    y = np.asarray(inputs.embeddings.array)
-    ctrl = np.asarray(inputs.control.array) if inputs.control is not None else None
+    y, ctrl = inputs.arrays
     table = decompose_analysis(y, inputs.dataset.scenes, settings, test_fraction=test_fraction, control=ctrl)
     summary = decompose_summary(table)
     write_run(Path(out), summary=summary, results=table,

@@ -104,6 +104,17 @@ def is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
+def check_output_dir(out: Path, *, overwrite: bool = False) -> None:
+    """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``.
+
+    Call it before long work too, so that a bad ``--out`` fails at once, not at the end.
+    """
+    if out.exists() and not out.is_dir():
+        raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
+    if out.is_dir() and not is_empty_dir(out) and not overwrite:
+        raise BindscopeError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+
+
 @contextlib.contextmanager
 def staged_dir(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Build a folder in a hidden sibling and move it to ``out`` only once complete.
@@ -111,10 +122,7 @@ def staged_dir(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
     ``out`` must not exist, be an empty folder, or (with ``overwrite``) be replaced.
     On any error the staging folder is removed and ``out`` is left as it was.
     """
-    if out.exists() and not out.is_dir():
-        raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
-    if out.is_dir() and not is_empty_dir(out) and not overwrite:
-        raise BindscopeError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+    check_output_dir(out, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     _default_mode(stage, 0o777)
