@@ -196,6 +196,7 @@ def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     assert np.load(out / "probes" / "seed1" / "object.npy").shape == (24, 64)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["control"].endswith("model_rand") and manifest["settings"]["seeds"] == [0, 1]
+    assert summary["solver"]["0"]["object"] == "reference" and summary["warnings"] == []  # separable: followed the reference
     again = run_cli("probe", planted_emb, "--out", out)
     assert_one_line_error(again, "already exists and is not empty; choose another --out or pass --overwrite")
 
@@ -220,6 +221,7 @@ def test_decompose_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
         (["--train-fraction", "1.5"], "train fraction must be in (0, 1) (exclusive), got 1.5", 1),
         (["--optimizer", "sgd"], "Invalid value for '--optimizer'", 2),
         (["--steps", "0"], "steps and max_iter must be at least 1", 1),
+        (["--exact-budget", "-1"], "--exact-budget must be >= 0 seconds, got -1.0", 1),
     ],
 )
 def test_probe_bad_options(run_cli, planted_emb: Path, tmp_path: Path, args, message: str, status: int) -> None:
@@ -235,3 +237,11 @@ def test_probe_bad_inputs(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     assert_one_line_error(run_cli("decompose", planted_emb, "--out", tmp_path / "p", "--test-fraction", "0"),
                           "test fraction must be in (0, 1)", 1)
     assert not (tmp_path / "p").exists()
+
+
+def test_probe_warns_when_separable_probes_skip_the_reference(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    result = run_cli("probe", planted_emb, "--out", tmp_path / "p", "--seeds", "1", "--exact-budget", "0")
+    assert result.returncode == 0, result.stderr
+    assert "warning: base: probe(s)" in result.stderr and "object" in result.stderr
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["solver"]["0"]["object"] == "lbfgs-separable" and len(summary["warnings"]) == 1

@@ -93,25 +93,25 @@ def _fit_both(y: np.ndarray, scenes: SceneSet, steps: int = 10_000):
     sp = scene_split(len(y), 0.4, 0)
     x = torch.from_numpy(y[sp.train])[None]
     tt = torch.from_numpy(t[sp.train])[None]
-    fast, exact = fit_probe_weights(x, tt, blocks, [0], optimizer="fast", steps=steps)
+    fast, solver = fit_probe_weights(x, tt, blocks, [0], optimizer="fast", steps=steps)
     ref, _ = fit_probe_weights(x, tt, blocks, [0], optimizer="reference", steps=steps)
     xte, tte = y[sp.test], t[sp.test]
     acc = lambda w: [set_separation_correct(xte @ w[0][b].numpy().T, tte[:, b]).mean() for b in blocks]  # noqa: E731
-    return names, exact[0], acc(fast), acc(ref), fast, ref
+    return names, solver[0], acc(fast), acc(ref), fast, ref
 
 
 def test_fast_matches_reference_where_not_separable(clevr) -> None:
     y = planted_embeddings(clevr, "object_additive", dim=8, noise=0.5, seed=1)  # 230 scenes in 8 dims
-    names, exact, fast_acc, ref_acc, _, _ = _fit_both(y, clevr)
-    assert not exact.any()  # L-BFGS everywhere
+    names, solver, fast_acc, ref_acc, _, _ = _fit_both(y, clevr)
+    assert list(solver) == ["lbfgs"] * 3  # not separable: the unique optimum
     for name, a, b in zip(names, fast_acc, ref_acc):
         assert abs(a - b) <= 0.01, (name, a, b)
 
 
 def test_fast_follows_the_reference_where_separable(clevr) -> None:
     y = planted_embeddings(clevr, "bag_of_concepts", dim=64, noise=0.5, seed=1)
-    names, exact, fast_acc, ref_acc, fast, ref = _fit_both(y, clevr, steps=500)
-    assert exact[names.index("object")]  # 230 scenes in 64 dims: separable
+    names, solver, fast_acc, ref_acc, fast, ref = _fit_both(y, clevr, steps=500)
+    assert solver[names.index("object")] == "reference"  # 230 scenes in 64 dims: separable
     b = slice(0, 24)
     torch.testing.assert_close(fast[0][b], ref[0][b])
     assert fast_acc[0] == ref_acc[0]
@@ -159,3 +159,15 @@ def test_tiny_space_probe_recovers_objects() -> None:
     y = planted_embeddings(scenes, "object_additive", dim=16, seed=0)
     probe = ProbeSet(optimizer="lbfgs").fit(y, soft_targets(scenes))
     assert probe.correct(y, soft_targets(scenes))["object"].all()
+
+
+def test_separable_probes_over_budget_keep_lbfgs_and_say_so(clevr, caplog) -> None:
+    y = planted_embeddings(clevr, "bag_of_concepts", dim=64, noise=0.5, seed=1)
+    names, blocks, t = stack_targets(soft_targets(clevr), len(y))
+    x, tt = torch.from_numpy(y[:230])[None], torch.from_numpy(t[:230])[None]
+    with caplog.at_level("WARNING", logger="bindscope.probes"):
+        _, solver = fit_probe_weights(x, tt, blocks, [0], exact_budget_s=0.0)
+    assert solver[0][names.index("object")] == "lbfgs-separable"
+    assert "would take about" in caplog.text and "--optimizer reference" in caplog.text
+    _, solver = fit_probe_weights(x, tt, blocks, [0], optimizer="lbfgs")
+    assert "reference" not in set(solver[0])

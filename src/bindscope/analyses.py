@@ -18,7 +18,15 @@ from bindscope.io import check_output_dir
 from bindscope.probes import save_probes
 from bindscope.runs import write_run
 from bindscope.store import EmbeddingSet, find_rand_control, load_embeddings
-from bindscope.suite import ProbeRun, ProbeSettings, decompose_analysis, decompose_summary, probe_analysis, probe_summary
+from bindscope.suite import (
+    ProbeRun,
+    ProbeSettings,
+    approximate_warnings,
+    decompose_analysis,
+    decompose_summary,
+    probe_analysis,
+    probe_summary,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +87,7 @@ def _save_probes(stage: Path, run: ProbeRun, inputs: Inputs, settings: ProbeSett
             "seed": seed,
             "split": {"kind": "scene", "train_fraction": settings.train_fraction, "seed": seed},
             "optimizer": settings.optimizer,
-            "exact_reference": run.exact[seed],
+            "solver": run.solver[seed],
             "embeddings": str(inputs.embeddings.root.resolve()),
             "dataset_hash": inputs.dataset.hash,
         }
@@ -103,7 +111,8 @@ def run_probe(
     y, ctrl = inputs.arrays
     table, base, per_scene = probe_analysis(y, inputs.dataset.scenes, settings, control=ctrl)
     summary = probe_summary(table)
-    summary["exact_reference"] = {str(s): e for s, e in base.exact.items()}
+    summary["solver"] = {str(s): e for s, e in base.solver.items()}
+    summary["warnings"] = approximate_warnings({"base": base.solver})
 
     def extra(stage: Path) -> None:
         per_scene.to_parquet(stage / "per_scene.parquet", index=False)
@@ -130,8 +139,10 @@ def run_decompose(
     inputs = load_inputs(emb_dir, dataset, control)
     start = time.perf_counter()
     y, ctrl = inputs.arrays
-    table = decompose_analysis(y, inputs.dataset.scenes, settings, test_fraction=test_fraction, control=ctrl)
+    table, solvers = decompose_analysis(y, inputs.dataset.scenes, settings, test_fraction=test_fraction, control=ctrl)
     summary = decompose_summary(table)
+    summary["solver"] = {v: {str(s): e for s, e in per.items()} for v, per in solvers.items()}
+    summary["warnings"] = approximate_warnings(solvers)
     write_run(Path(out), summary=summary, results=table,
               manifest=_manifest("decompose", inputs, settings, time.perf_counter() - start, test_fraction=test_fraction),
               overwrite=overwrite)  # fmt: skip

@@ -48,13 +48,16 @@ class ProbeOptimizer(str, Enum):
 
 
 def _settings(optimizer: ProbeOptimizer, seeds: int, train_fraction: float, center: bool, normalize: bool,
-              steps: int, max_iter: int, device: str):
+              steps: int, max_iter: int, exact_budget: float, device: str):
     from bindscope.suite import ProbeSettings
 
     if seeds < 1:
         raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
+    if exact_budget < 0:
+        raise BindscopeError(f"--exact-budget must be >= 0 seconds, got {exact_budget}")
     return ProbeSettings(optimizer=optimizer.value, seeds=tuple(range(seeds)), train_fraction=train_fraction,
-                         center=center, normalize=normalize, steps=steps, max_iter=max_iter, device=device)
+                         center=center, normalize=normalize, steps=steps, max_iter=max_iter,
+                         exact_budget_s=exact_budget, device=device)
 
 
 def _print_table(rows: list[tuple[str, ...]]) -> None:
@@ -82,6 +85,7 @@ CenterOpt = Annotated[bool, typer.Option(help="Centre the embeddings on the trai
 NormalizeOpt = Annotated[bool, typer.Option(help="L2-normalise each embedding (before centring).")]
 StepsOpt = Annotated[int, typer.Option(help="Adam steps of the reference schedule.")]
 MaxIterOpt = Annotated[int, typer.Option(help="L-BFGS iterations at most.")]
+ExactBudgetOpt = Annotated[float, typer.Option(help="fast: most seconds to spend following the reference trajectory for probes whose training set is separable (beyond it they keep L-BFGS and a warning).")]
 DeviceOpt = Annotated[str, typer.Option(help="Torch device: cpu, cuda, cuda:1 ...")]
 OverwriteOpt = Annotated[bool, typer.Option(help="Replace an existing output folder.")]
 
@@ -236,13 +240,14 @@ def probe(
     normalize: NormalizeOpt = False,
     steps: StepsOpt = 10_000,
     max_iter: MaxIterOpt = 500,
+    exact_budget: ExactBudgetOpt = 900.0,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Is object information recoverable? Concept and object probes with set-separation accuracy."""
     from bindscope.analyses import run_probe
 
-    settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, device)
+    settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, exact_budget, device)
     s = run_probe(emb_dir, out, settings, dataset=dataset, control=control, overwrite=overwrite)
     rows = [("variant", "object_acc test %", "concept_acc test %", "object_acc train %")]
     rows.append(("base", _pct(s, "test", "object_acc"), _pct(s, "test", "concept_acc"), _pct(s, "train", "object_acc")))
@@ -251,6 +256,8 @@ def probe(
             rows.append((name, _pct(ctrl, "test", "object_acc"), _pct(ctrl, "test", "concept_acc"), _pct(ctrl, "train", "object_acc")))
     rows.append(("chance", f"{100 * s['chance']['object_acc']:.2f}", f"{100 * s['chance'].get('concept_acc', float('nan')):.1f}", ""))
     _print_table(rows)
+    for warning in s.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"\nwrote {out}")
 
 
@@ -268,13 +275,14 @@ def decompose(
     normalize: NormalizeOpt = False,
     steps: StepsOpt = 10_000,
     max_iter: MaxIterOpt = 500,
+    exact_budget: ExactBudgetOpt = 900.0,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Is a scene a sum of its parts? Additive R^2 and probes after subtracting each model."""
     from bindscope.analyses import run_decompose
 
-    settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, device)
+    settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, exact_budget, device)
     s = run_decompose(emb_dir, out, settings, test_fraction=test_fraction, dataset=dataset, control=control,
                       overwrite=overwrite)
     rows = [("model", "R2 train", "R2 test", "R2 test (permuted labels)")]
@@ -288,6 +296,8 @@ def decompose(
     for variant, part in s["subtraction"].items():
         rows.append((variant, _pct(part, "test", "object_acc"), _pct(part, "test", "concept_acc")))
     _print_table(rows)
+    for warning in s.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"\nwrote {out}")
 
 

@@ -35,6 +35,7 @@ class ProbeSettings:
     steps: int = 10_000
     lr: float = 1e-2
     max_iter: int = 500
+    exact_budget_s: float = 900.0
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -55,7 +56,7 @@ class ProbeRun:
     rows: list[dict] = field(default_factory=list)
     weights: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # seed -> name -> [L, D]
     means: dict[int, np.ndarray | None] = field(default_factory=dict)
-    exact: dict[int, dict[str, bool]] = field(default_factory=dict)
+    solver: dict[int, dict[str, str]] = field(default_factory=dict)
     per_scene: list[pd.DataFrame] = field(default_factory=list)
 
 
@@ -93,16 +94,17 @@ def probe_variant(
     means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
     x = torch.stack([torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()])
     t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
-    w, exact = fit_probe_weights(
+    w, solver = fit_probe_weights(
         x.to(settings.device), t.to(settings.device), blocks, list(settings.seeds),
         optimizer=settings.optimizer, steps=settings.steps, lr=settings.lr, max_iter=settings.max_iter,
+        exact_budget_s=settings.exact_budget_s,
     )  # fmt: skip
     run = ProbeRun()
     for i, (seed, sp) in enumerate(splits.items()):
         coef = w[i].cpu().numpy()
         run.weights[seed] = {n: coef[b] for n, b in zip(names, blocks)}
         run.means[seed] = means[seed]
-        run.exact[seed] = {n: bool(e) for n, e in zip(names, exact[i])}
+        run.solver[seed] = {n: str(e) for n, e in zip(names, solver[i])}
         for split_name, idx in (("train", sp.train), ("test", sp.test)):
             xs = prep.apply(y[idx], means[seed]).astype(np.float32)
             correct = {n: set_separation_correct(xs @ run.weights[seed][n].T, targets[n][idx]) for n in names}
@@ -159,21 +161,41 @@ def decompose_analysis(
     *,
     test_fraction: float = 0.2,
     control: np.ndarray | None = None,
-) -> pd.DataFrame:
-    """R^2 of the four additive models (with controls) and the five-run subtraction probe table."""
+) -> tuple[pd.DataFrame, dict[str, dict[int, dict[str, str]]]]:
+    """R^2 of the four additive models (with controls) and the five-run subtraction probe table.
+
+    Returns the tidy table and, per subtraction variant, seed and probe, the solver used.
+    """
     rows = r2_rows(y, scenes, settings.seeds, test_fraction)
     rows += r2_rows(y, permuted_labels(scenes), settings.seeds, test_fraction, "|permuted_labels")
     if control is not None:
         rows += r2_rows(control, scenes, settings.seeds, test_fraction, "|rand")
+    solvers = {}
     for variant in SUBTRACTION_VARIANTS:
         if variant == "base":
             y_variant = y
         else:
             model = "object_additive" if variant.startswith("objects") else "concept_additive"
             y_variant = subtract(scenes, y, model, permuted=variant.endswith("_perm"))
-        rows += probe_variant(y_variant, scenes, settings, analysis="subtraction", variant=variant,
-                              chance=variant == "base").rows
-    return pd.DataFrame(rows, columns=COLUMNS)
+        run = probe_variant(y_variant, scenes, settings, analysis="subtraction", variant=variant,
+                            chance=variant == "base")
+        rows += run.rows
+        solvers[variant] = run.solver
+    return pd.DataFrame(rows, columns=COLUMNS), solvers
+
+
+def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]]) -> list[str]:
+    """Warnings for probes that separate their training set but did not follow the reference."""
+    out = []
+    for variant, per_seed in solvers.items():
+        names = sorted({n for per in per_seed.values() for n, v in per.items() if v == "lbfgs-separable"})
+        if names:
+            out.append(
+                f"{variant}: probe(s) {', '.join(names)} separate their training sets and were not refitted "
+                "along the reference trajectory (over --exact-budget, or --optimizer lbfgs); their test "
+                "accuracy may differ from the paper optimiser's"
+            )
+    return out
 
 
 # -- summaries ------------------------------------------------------------------------------------
