@@ -95,6 +95,12 @@ def _save_probes(stage: Path, run: ProbeRun, inputs: Inputs, settings: ProbeSett
                     center=settings.center, normalize=settings.normalize, meta=meta)
 
 
+def _prepare(emb_dir, out, dataset, control, overwrite: bool) -> Inputs:
+    """Refuse a bad output folder first (before long work), then load the inputs."""
+    check_output_dir(Path(out), overwrite=overwrite)
+    return load_inputs(emb_dir, dataset, control)
+
+
 def run_probe(
     emb_dir: str | Path,
     out: str | Path,
@@ -105,8 +111,7 @@ def run_probe(
     overwrite: bool = False,
 ) -> dict:
     """``bindscope probe``: fit and score the probes, write the folder, return the summary."""
-    check_output_dir(Path(out), overwrite=overwrite)
-    inputs = load_inputs(emb_dir, dataset, control)
+    inputs = _prepare(emb_dir, out, dataset, control, overwrite)
     start = time.perf_counter()
     y, ctrl = inputs.arrays
     table, base, per_scene = probe_analysis(y, inputs.dataset.scenes, settings, control=ctrl)
@@ -135,8 +140,7 @@ def run_decompose(
     overwrite: bool = False,
 ) -> dict:
     """``bindscope decompose``: additive R^2 and the five-run subtraction table."""
-    check_output_dir(Path(out), overwrite=overwrite)
-    inputs = load_inputs(emb_dir, dataset, control)
+    inputs = _prepare(emb_dir, out, dataset, control, overwrite)
     start = time.perf_counter()
     y, ctrl = inputs.arrays
     table, solvers = decompose_analysis(y, inputs.dataset.scenes, settings, test_fraction=test_fraction, control=ctrl)
