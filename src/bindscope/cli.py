@@ -74,6 +74,13 @@ def _pct(summary: dict, split: str, metric: str) -> str:
     return f"{100 * part[metric]:.1f}" + (f" ± {100 * std:.1f}" if std is not None else "")
 
 
+def _finish(summary: dict, out: Path) -> None:
+    """Warnings on stderr, then where the results went."""
+    for warning in summary.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"\nwrote {out}")
+
+
 EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.npy + manifest.json).")]
 OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")]
 DatasetOpt = Annotated[Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")]
@@ -256,9 +263,7 @@ def probe(
             rows.append((name, _pct(ctrl, "test", "object_acc"), _pct(ctrl, "test", "concept_acc"), _pct(ctrl, "train", "object_acc")))
     rows.append(("chance", f"{100 * s['chance']['object_acc']:.2f}", f"{100 * s['chance'].get('concept_acc', float('nan')):.1f}", ""))
     _print_table(rows)
-    for warning in s.get("warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"\nwrote {out}")
+    _finish(s, out)
 
 
 @app.command()
@@ -296,9 +301,7 @@ def decompose(
     for variant, part in s["subtraction"].items():
         rows.append((variant, _pct(part, "test", "object_acc"), _pct(part, "test", "concept_acc")))
     _print_table(rows)
-    for warning in s.get("warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"\nwrote {out}")
+    _finish(s, out)
 
 
 @app.command()

@@ -110,12 +110,17 @@ def scenes_table(scenes: SceneSet, captions: np.ndarray, images: np.ndarray) -> 
     for slot in range(scenes.max_objects):
         for c, concept in enumerate(space.concepts):
             idx = scenes.scenes[:, slot, c]
-            names = pa.array(space.values[c], type=pa.string())
-            data[f"object{slot + 1}_{concept}"] = pc.take(names, pa.array(idx, mask=idx == PAD))
+            data[f"object{slot + 1}_{concept}"] = _value_names(space, c, idx)
             data[f"object{slot + 1}_{concept}_idx"] = pa.array(idx.astype(np.int32))
     data["caption"] = pa.array(captions, type=pa.string())
     data["image"] = pa.array(images, type=pa.string())
     return pa.table(data)
+
+
+def _value_names(space: ConceptSpace, concept: int, idx: np.ndarray) -> pa.Array:
+    """Value names of indices ``idx`` of one concept, null where padded (-1)."""
+    names = pa.array(space.values[concept], type=pa.string())
+    return pc.take(names, pa.array(idx, mask=idx == PAD))
 
 
 def build_dataset(
@@ -240,9 +245,7 @@ def _scenes_from_table(table: pa.Table, space: ConceptSpace, k: int, root: Path)
         raise BindscopeError(f"dataset {root}: {exc}") from None
     for slot in range(k):
         for c, concept in enumerate(space.concepts):
-            idx = scenes.scenes[:, slot, c]
-            names = pa.array(space.values[c], type=pa.string())
-            want = pc.take(names, pa.array(idx, mask=idx == PAD))
+            want = _value_names(space, c, scenes.scenes[:, slot, c])
             got = table[f"object{slot + 1}_{concept}"].combine_chunks()
             same = pc.fill_null(pc.equal(got, want), False)
             both_null = pc.and_(pc.is_null(got), pc.is_null(want))

@@ -77,9 +77,7 @@ def set_separation_correct(logits: np.ndarray | torch.Tensor, targets: np.ndarra
     present = torch.as_tensor(targets, device=logits.device) > 0
     if logits.shape != present.shape:
         raise BindscopeError(f"logits {tuple(logits.shape)} and targets {tuple(present.shape)} differ in shape")
-    low = torch.where(present, logits, torch.inf).amin(dim=1)
-    high = torch.where(present, -torch.inf, logits).amax(dim=1)
-    return (low > high).cpu().numpy()
+    return _correct_block(logits, present).cpu().numpy()
 
 
 def chance_accuracy(targets: np.ndarray) -> float:
@@ -404,6 +402,7 @@ def _loss(x: torch.Tensor, w: torch.Tensor, t: torch.Tensor, blocks: list[slice]
 
 
 def _correct_block(logits: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Set separation on tensors: labels with a positive target are present."""
     present = t > 0
     return torch.where(present, logits, torch.inf).amin(1) > torch.where(present, -torch.inf, logits).amax(1)
 
