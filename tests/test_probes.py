@@ -17,7 +17,7 @@ from bindscope.probes import (
     ProbeSet,
     _default_init,
     _loss,
-    _threads_for,
+    threads_for,
     adam_reference,
     chance_accuracy,
     fit_probe_weights,
@@ -78,7 +78,7 @@ def test_adam_reference_is_torch_adam_with_cosine() -> None:
     w = init.clone().requires_grad_(True)
     opt = torch.optim.Adam([w], lr=1e-2)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=60)
-    with _threads_for(0):
+    with threads_for(0):
         for _ in range(60):
             opt.zero_grad()
             _loss(x, w, t, blocks).backward()

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
+from tqdm import tqdm
+
+from bindscope.complexity import ComplexitySettings, complexity_summary, complexity_sweep, num_stacks
 from bindscope.datasets import Dataset, load_dataset
 from bindscope.errors import BindscopeError
 from bindscope.io import check_output_dir
-from bindscope.probes import save_probes
+from bindscope.probes import ProbeSet, save_probes
 from bindscope.runs import write_run
 from bindscope.store import EmbeddingSet, find_rand_control, load_embeddings
 from bindscope.suite import (
@@ -26,6 +29,7 @@ from bindscope.suite import (
     decompose_summary,
     probe_analysis,
     probe_summary,
+    probe_variant,
 )
 
 log = logging.getLogger(__name__)
@@ -46,8 +50,13 @@ class Inputs:
         return np.asarray(self.embeddings.array), ctrl
 
 
-def load_inputs(emb_dir: str | Path, dataset: str | Path | None = None, control: str | Path | None = None) -> Inputs:
-    """Load an embedding folder with its dataset (from the manifest unless given) and control."""
+def load_inputs(
+    emb_dir: str | Path, dataset: str | Path | None = None, control: str | Path | None = None, *, find_control: bool = True
+) -> Inputs:
+    """Load an embedding folder with its dataset (from the manifest unless given) and control.
+
+    Without ``control``, a sibling ``+rand`` folder is used when ``find_control`` is set.
+    """
     emb_dir = Path(emb_dir)
     raw = load_embeddings(emb_dir)
     ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
@@ -57,7 +66,7 @@ def load_inputs(emb_dir: str | Path, dataset: str | Path | None = None, control:
         )
     ds = load_dataset(ds_path)
     emb = load_embeddings(emb_dir, ds)
-    control_dir = Path(control) if control is not None else find_rand_control(emb)
+    control_dir = Path(control) if control is not None else (find_rand_control(emb) if find_control else None)
     ctrl = load_embeddings(control_dir, ds) if control_dir is not None else None
     if ctrl is not None:
         log.info("using %s as the +rand control", control_dir)
@@ -95,10 +104,10 @@ def _save_probes(stage: Path, run: ProbeRun, inputs: Inputs, settings: ProbeSett
                     center=settings.center, normalize=settings.normalize, meta=meta)
 
 
-def _prepare(emb_dir, out, dataset, control, overwrite: bool) -> Inputs:
+def _prepare(emb_dir, out, dataset, control, overwrite: bool, find_control: bool = True) -> Inputs:
     """Refuse a bad output folder first (before long work), then load the inputs."""
     check_output_dir(Path(out), overwrite=overwrite)
-    return load_inputs(emb_dir, dataset, control)
+    return load_inputs(emb_dir, dataset, control, find_control=find_control)
 
 
 def run_probe(
@@ -150,4 +159,85 @@ def run_decompose(
     write_run(Path(out), summary=summary, results=table,
               manifest=_manifest("decompose", inputs, settings, time.perf_counter() - start, test_fraction=test_fraction),
               overwrite=overwrite)  # fmt: skip
+    return summary
+
+
+def load_frozen_probes(path: str | Path, inputs: Inputs, seed: int = 0) -> tuple[ProbeSet, Path]:
+    """Probes from a probe folder (``probe.json``) or from a ``bindscope probe`` output folder.
+
+    They must belong to this dataset (when they record its hash) and have finite weights; their
+    shapes are checked against the dataset and embeddings by the sweep.
+    """
+    path = Path(path)
+    folder = path if (path / "probe.json").is_file() else path / "probes" / f"seed{seed}"
+    if not (folder / "probe.json").is_file():
+        raise BindscopeError(
+            f"{path} holds no probes: give a probe folder (with probe.json) or the output folder of "
+            f"`bindscope probe` (with probes/seed{seed}/)"
+        )
+    probes = ProbeSet.load(folder)
+    recorded = probes.meta_.get("dataset_hash")
+    if recorded is not None and recorded != inputs.dataset.hash:
+        raise BindscopeError(f"the probes in {folder} were fitted on another dataset (hash {str(recorded)[:12]}, this one "
+                             f"{inputs.dataset.hash[:12]}); fit probes on these embeddings with bindscope probe")
+    bad = [n for n, w in probes.coef_.items() if not np.isfinite(w).all()]
+    if bad or (probes.mean_ is not None and not np.isfinite(probes.mean_).all()):
+        raise BindscopeError(f"the probes in {folder} hold NaN or infinite values ({', '.join(bad) or 'mean'}); fit them again")
+    return probes, folder
+
+
+def run_complexity(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: ComplexitySettings = ComplexitySettings(),
+    *,
+    probes: str | Path | None = None,
+    probe_seed: int = 0,
+    probe_settings: ProbeSettings | None = None,
+    dataset: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> dict:
+    """``bindscope complexity``: the approximator sweep under frozen probes; returns the summary.
+
+    Without ``probes`` the probes are fitted here (scene-level split 0.4, seed ``probe_seed``,
+    ``probe_settings``) and written to ``probes/seed{s}/`` of the output folder.
+    """
+    inputs = _prepare(emb_dir, out, dataset, None, overwrite, find_control=False)
+    start = time.perf_counter()
+    y, _ = inputs.arrays
+    scenes = inputs.dataset.scenes
+    fitted: ProbeRun | None = None
+    probe_settings = probe_settings or ProbeSettings(seeds=(probe_seed,), device=settings.device)
+    if probes is not None:
+        probe_set, probe_source = load_frozen_probes(probes, inputs, probe_seed)
+    else:
+        fitted = probe_variant(y, scenes, probe_settings)
+        seed = probe_settings.seeds[0]
+        probe_set = ProbeSet.from_weights(fitted.weights[seed], fitted.means[seed], center=probe_settings.center,
+                                          normalize=probe_settings.normalize)  # fmt: skip
+        probe_source = Path(out) / "probes" / f"seed{seed}"
+    bar = tqdm(total=num_stacks(scenes, settings, y.shape[1]), desc="complexity", unit="stack", disable=None if progress else True)
+    with bar:
+        result = complexity_sweep(y, scenes, probe_set, settings, progress=bar.update)
+    summary = complexity_summary(result, settings)
+    summary["probes"] = str(probe_source.resolve())
+    summary["warnings"] = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []
+    labels = [f.label for f in settings.families()]
+
+    def extra(stage: Path) -> None:
+        from bindscope.plots import complexity_plot
+
+        result.history.to_parquet(stage / "training.parquet", index=False)
+        result.history.to_csv(stage / "training.csv", index=False)
+        complexity_plot(result.table, labels, stage / "plots" / "complexity.png",
+                        title=f"{inputs.embeddings.name}: binding-function complexity ({settings.budget.name} budget)")
+        if fitted is not None:
+            _save_probes(stage, fitted, inputs, probe_settings)
+
+    manifest = _manifest("complexity", inputs, probe_settings, time.perf_counter() - start,
+                         complexity=settings.to_dict(), probes=str(probe_source.resolve()),
+                         dropped_scenes=result.dropped_scenes, seconds_per_approximator=result.seconds)  # fmt: skip
+    manifest["probe_settings"] = manifest.pop("settings")
+    write_run(Path(out), summary=summary, results=result.table, manifest=manifest, extra=extra, overwrite=overwrite)
     return summary

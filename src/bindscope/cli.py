@@ -41,6 +41,12 @@ class ValidationBy(str, Enum):
     objects = "objects"
 
 
+class BudgetName(str, Enum):
+    auto = "auto"
+    paper = "paper"
+    cpu = "cpu"
+
+
 class ProbeOptimizer(str, Enum):
     fast = "fast"
     reference = "reference"
@@ -301,6 +307,68 @@ def decompose(
     for variant, part in s["subtraction"].items():
         rows.append((variant, _pct(part, "test", "object_acc"), _pct(part, "test", "concept_acc")))
     _print_table(rows)
+    _finish(s, out)
+
+
+@app.command()
+def complexity(
+    emb_dir: EmbDir,
+    out: OutDir,
+    probes: Annotated[Optional[Path], typer.Option(help="Frozen probes: a probe folder or a `bindscope probe` output folder. Default: fit them here (scene split 0.4, --probe-seed).")] = None,
+    probe_seed: Annotated[int, typer.Option(help="Which seed's probes to use (or to fit).")] = 0,
+    approximator: Annotated[Optional[list[str]], typer.Option("--approximator", "-a", help="Family to fit (repeat): additive, mult, mult_within_object, sum_mult, mlp, or mlp(H). Default: all five.")] = None,
+    hidden: Annotated[Optional[list[int]], typer.Option(help="MLP hidden width(s) for `mlp` (repeat to sweep; default 1024).")] = None,
+    fraction: Annotated[Optional[list[float]], typer.Option("--fraction", "-f", help="Fraction of objects seen in training (repeat; default 0.1 ... 0.9).")] = None,
+    seeds: SeedsOpt = 3,
+    budget: Annotated[BudgetName, typer.Option(help="paper: METHOD §6 unchanged (4,000 epochs, every scene; for a GPU). cpu: capped (see README). auto: paper on CUDA, cpu otherwise.")] = BudgetName.auto,
+    epochs: Annotated[Optional[int], typer.Option(help="Override: full-batch Adam epochs at most.")] = None,
+    eval_every: Annotated[Optional[int], typer.Option(help="Override: epochs between validation checks.")] = None,
+    patience: Annotated[Optional[int], typer.Option(help="Override: checks without validation improvement before a model stops (0: never).")] = None,
+    max_train_scenes: Annotated[Optional[int], typer.Option(help="Override: cap on training scenes per fit (0: no cap).")] = None,
+    max_eval_scenes: Annotated[Optional[int], typer.Option(help="Override: cap on scored scenes per group (0: no cap).")] = None,
+    lr: Annotated[float, typer.Option(help="Peak Adam learning rate (cosine decay to 0).")] = 1e-2,
+    width: Annotated[Optional[int], typer.Option(help="Width of the concept tables (default: the embedding width).")] = None,
+    validation: Annotated[float, typer.Option(help="Share of the train_only scenes held out for selection and early stopping.")] = 0.1,
+    description_length: Annotated[bool, typer.Option(help="Also compute the prequential description length of each family.")] = True,
+    dataset: DatasetOpt = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
+    from bindscope.analyses import run_complexity
+    from bindscope.complexity import DEFAULT_APPROXIMATORS, DEFAULT_FRACTIONS, ComplexitySettings, resolve_budget
+
+    if seeds < 1:
+        raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
+    for name, value in (("--epochs", epochs), ("--eval-every", eval_every)):
+        if value is not None and value < 1:
+            raise BindscopeError(f"{name} must be at least 1, got {value}")
+    for name, value in (("--patience", patience), ("--max-train-scenes", max_train_scenes), ("--max-eval-scenes", max_eval_scenes)):
+        if value is not None and value < 0:
+            raise BindscopeError(f"{name} must be >= 0 (0 switches it off), got {value}")
+    chosen = resolve_budget(budget.value, device, epochs=epochs, eval_every=eval_every, patience=patience,
+                            max_train_scenes=max_train_scenes, max_eval_scenes=max_eval_scenes)
+    settings = ComplexitySettings(
+        approximators=tuple(approximator or DEFAULT_APPROXIMATORS), hidden=tuple(hidden or (1024,)),
+        fractions=tuple(fraction or DEFAULT_FRACTIONS), seeds=tuple(range(seeds)), lr=lr, width=width,
+        validation_fraction=validation, budget=chosen, description_length=description_length, device=device,
+    )  # fmt: skip
+    s = run_complexity(emb_dir, out, settings, probes=probes, probe_seed=probe_seed, dataset=dataset,
+                       overwrite=overwrite, progress=not quiet)  # fmt: skip
+    fs = sorted(settings.fractions)
+    rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f:g} %" for f in (fs[0], fs[len(fs) // 2], fs[-1])), "seconds")]
+    for label, a in s["approximators"].items():
+        accs = [f"{100 * a['object_acc'][f'{f:g}']:.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])]
+        rows.append((label, f"{a['parameters']:,}", f"{a['auc']:.3f} ± {a['auc_std']:.3f}",
+                     "-" if a["f_star"] is None else f"{a['f_star']:g}", *accs, f"{a['seconds']:.0f}"))
+    ind = s["in_distribution"]
+    rows.append(("in-distribution", "", "", "", *(f"{100 * ind[f'{f:g}']:.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])), ""))
+    _print_table(rows)
+    b = s["budget"]
+    typer.echo(f"\nverdict: {s['verdict']['reading']}")
+    typer.echo(f"budget: {b['name']} (epochs {b['epochs']}, patience {b['patience']}, train scenes <= "
+               f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})")
     _finish(s, out)
 
 

@@ -154,12 +154,12 @@ def fit_probe_weights(
         ``lbfgs-separable`` (separable, reference over budget or not asked for).
     """
     f, n, d = x.shape
-    with _threads_for(f * n * d * t.shape[2]):
+    with threads_for(f * n * d * t.shape[2]):
         return _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, exact_budget_s)
 
 
 @contextlib.contextmanager
-def _threads_for(work: int) -> Iterator[None]:
+def threads_for(work: int) -> Iterator[None]:
     """One torch thread for small matmuls: there, threads cost more in waits than they save."""
     before = torch.get_num_threads()
     if work < SMALL_WORK:
@@ -327,12 +327,23 @@ class ProbeSet:
         save_probes(folder, self.coef_, self.mean_, center=self.center, normalize=self.normalize, meta=meta)
 
     @classmethod
+    def from_weights(
+        cls, weights: Mapping[str, np.ndarray], mean: np.ndarray | None, *, center: bool = False, normalize: bool = False, **kwargs
+    ) -> ProbeSet:
+        """Fitted probes from their weights ``{name: [L, D]}`` and centring mean."""
+        probe = cls(center=center, normalize=normalize, **kwargs)
+        probe.names_, probe.coef_, probe.mean_ = tuple(weights), dict(weights), mean
+        probe.solver_ = {}
+        return probe
+
+    @classmethod
     def load(cls, folder: str | Path) -> ProbeSet:
         """Read a probe folder written by :func:`save_probes`."""
         coef, mean, meta = load_probes(folder)
-        probe = cls(meta.get("optimizer", "fast"), center=meta["center"], normalize=meta["normalize"], seed=meta.get("seed", 0))
-        probe.names_, probe.coef_, probe.mean_ = tuple(coef), coef, mean
+        probe = cls.from_weights(coef, mean, center=meta["center"], normalize=meta["normalize"],
+                                 optimizer=meta.get("optimizer", "fast"), seed=meta.get("seed", 0))
         probe.solver_ = meta.get("solver", {})
+        probe.meta_ = meta
         return probe
 
 
@@ -365,8 +376,18 @@ def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray |
     meta = read_json(folder / "probe.json", "probe file")
     if meta.get("format") != PROBE_FORMAT:
         raise BindscopeError(f"{folder / 'probe.json'} is not a bindscope probe file")
-    weights = {n: load_npy(folder / f"{n}.npy", "probe weights") for n in meta["names"]}
+    names = meta.get("names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names) \
+            or not isinstance(meta.get("center"), bool) or not isinstance(meta.get("normalize"), bool):
+        raise BindscopeError(f"{folder / 'probe.json'} is damaged: it needs 'names' (a list of probe names), "
+                             "'center' and 'normalize' (true/false); write the probes again with bindscope probe")
+    weights = {n: load_npy(folder / f"{n}.npy", "probe weights") for n in names}
+    dims = {w.shape[1] if w.ndim == 2 else -1 for w in weights.values()}
+    if len(dims) != 1 or -1 in dims:
+        raise BindscopeError(f"the probe weights in {folder} must be 2-D [labels, dim] arrays of one width")
     mean = load_npy(folder / "mean.npy", "probe mean") if meta["center"] else None
+    if mean is not None and mean.shape != (dims.pop(),):
+        raise BindscopeError(f"{folder / 'mean.npy'} does not match the probe width")
     return weights, mean, meta
 
 

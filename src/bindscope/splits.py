@@ -140,11 +140,17 @@ class ObjectSplit:
 Split = SceneSplit | ObjectSplit
 
 
-def carve_validation(indices: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Split ``indices`` into (fit, validation), validation = a seeded ``fraction`` of them."""
+def carve_validation(
+    indices: np.ndarray, fraction: float, seed: int, *, min_count: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``indices`` into (fit, validation), validation = a seeded ``fraction`` of them.
+
+    ``min_count`` raises the validation part to at least that many indices (when it leaves
+    some to fit on).
+    """
     check_fraction(fraction, "validation fraction")
     indices = _indices(indices)
-    n_val = _count(fraction, len(indices))
+    n_val = max(_count(fraction, len(indices)), min(min_count, len(indices) - 1))
     if n_val == 0 or n_val == len(indices):
         raise BindscopeError(
             f"a validation fraction of {fraction} of {len(indices)} scenes leaves an empty part; "

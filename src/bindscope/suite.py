@@ -64,14 +64,19 @@ def _row(analysis: str, variant: str, split: str, metric: str, seed: int, value:
     return dict(zip(COLUMNS, (analysis, variant, split, metric, int(seed), float(value))))
 
 
-def _accuracy_rows(analysis: str, variant: str, split: str, seed: int, acc: Mapping[str, float]) -> Iterator[dict]:
-    """object_acc, concept_acc (mean over concepts) and concept_acc.<name> rows."""
+def accuracy_metrics(acc: Mapping[str, float]) -> dict[str, float]:
+    """Per-probe accuracies as object_acc, concept_acc (mean over concepts) and concept_acc.<name>."""
     concepts = [k for k in acc if k != OBJECT]
-    yield _row(analysis, variant, split, "object_acc", seed, acc[OBJECT])
+    out = {"object_acc": float(acc[OBJECT])}
     if concepts:
-        yield _row(analysis, variant, split, "concept_acc", seed, np.mean([acc[c] for c in concepts]))
-    for c in concepts:
-        yield _row(analysis, variant, split, f"concept_acc.{c}", seed, acc[c])
+        out["concept_acc"] = float(np.mean([acc[c] for c in concepts]))
+    out.update({f"concept_acc.{c}": float(acc[c]) for c in concepts})
+    return out
+
+
+def _accuracy_rows(analysis: str, variant: str, split: str, seed: int, acc: Mapping[str, float]) -> Iterator[dict]:
+    for metric, value in accuracy_metrics(acc).items():
+        yield _row(analysis, variant, split, metric, seed, value)
 
 
 def probe_variant(
