@@ -69,8 +69,9 @@ class Literal(nn.Module):
             self.adds = nn.ModuleList(nn.Embedding(v, width) for _ in range(self.k) for v in self.sizes)
             self._load_table(self.adds, params["table_add"][0])
         if family.name == "mlp":
-            self.hidden = nn.Linear(params["w1"].shape[2], params["w1"].shape[1])
-            self.hidden.weight.data, self.hidden.bias.data = params["w1"][0].clone(), params["b1"][0].clone()
+            w1 = torch.cat([params[f"w1.{s}"][0] for s in range(len(self.tables))], dim=1)  # [h, S * d]
+            self.hidden = nn.Linear(w1.shape[1], w1.shape[0])
+            self.hidden.weight.data, self.hidden.bias.data = w1.clone(), params["b1"][0].clone()
         self.out = nn.Linear(params["w"].shape[2], params["w"].shape[1])
         self.out.weight.data, self.out.bias.data = params["w"][0].clone(), params["b"][0].clone()
 
@@ -127,7 +128,9 @@ def baseline(y, scenes, probes, settings, *, slice_epochs: int | None) -> tuple[
     targets = soft_targets(scenes)
     budget = settings.budget
     total, acc = 0.0, {}
+    per_family: dict[str, float] = {}
     for family in settings.families():
+        before = total
         if slice_epochs is not None:  # time a slice of one model at the largest training size
             big = max(plans, key=lambda p: len(p.train))
             model = Literal(family, scenes, width, init_params(family, layout, width, DIM, [big.seed]))
@@ -136,6 +139,7 @@ def baseline(y, scenes, probes, settings, *, slice_epochs: int | None) -> tuple[
                         yt[big.groups["validation"]], slice_epochs, settings.lr, slice_epochs)  # fmt: skip
             per_scene_epoch = (time.perf_counter() - start) / slice_epochs / len(big.train)
             total += per_scene_epoch * budget.epochs * sum(len(p.train) for p in plans)
+            per_family[family.label] = round(total - before, 1)
             continue
         start = time.perf_counter()
         accs = []
@@ -149,6 +153,8 @@ def baseline(y, scenes, probes, settings, *, slice_epochs: int | None) -> tuple[
             accs.append(score(pred, y[idx], {n: v[idx] for n, v in targets.items()}, probes)["object_acc"])
         total += time.perf_counter() - start
         acc[family.label] = float(np.mean(accs))
+        per_family[family.label] = round(total - before, 1)
+    print(f"baseline per family (s): {per_family}", flush=True)
     return total, acc, slice_epochs is not None
 
 
@@ -163,6 +169,10 @@ def ours(y, scenes, probes, settings) -> tuple[float, dict[str, float], dict]:
     return seconds, acc, summary
 
 
+def _seconds(summary: dict) -> dict[str, float]:
+    return {k: v["seconds"] for k, v in summary["approximators"].items()}
+
+
 def run(size: str, kind: str, slice_epochs: int) -> None:
     scenes = get_preset(size).build_scenes()
     scenes = scenes.subset(np.flatnonzero(scenes.num_objects() == 2))
@@ -173,12 +183,12 @@ def run(size: str, kind: str, slice_epochs: int) -> None:
     print(f"\n== {size}: {len(scenes):,} scenes x {DIM}, planted {kind}; default sweep (9 fractions x 3 seeds x 5 "
           f"families, mlp 1024), budget {settings.budget.to_dict()}", flush=True)  # fmt: skip
     t_ours, acc_ours, summary = ours(y, scenes, probes, settings)
-    print(f"ours (stacked, early stopping): {t_ours:8.1f} s   per family: {summary and {k: v['seconds'] for k, v in summary['approximators'].items()}}", flush=True)
+    print(f"ours (stacked, early stopping): {t_ours:8.1f} s   per family (s): {_seconds(summary)}", flush=True)
     extrapolated = size != "clevr"
     plain = replace(settings, budget=replace(settings.budget, patience=None))
     if not extrapolated:
-        t_plain, acc_plain, _ = ours(y, scenes, probes, plain)
-        print(f"ours (stacked, every epoch):    {t_plain:8.1f} s", flush=True)
+        t_plain, acc_plain, plain_summary = ours(y, scenes, probes, plain)
+        print(f"ours (stacked, every epoch):    {t_plain:8.1f} s   per family (s): {_seconds(plain_summary)}", flush=True)
     t_base, acc_base, _ = baseline(y, scenes, probes, plain, slice_epochs=slice_epochs if extrapolated else None)
     how = f"extrapolated from {slice_epochs} epochs of one model per family" if extrapolated else "measured in full"
     print(f"baseline (one at a time, every epoch, {how}): {t_base:8.1f} s = {t_base / 3600:.2f} h", flush=True)

@@ -80,7 +80,8 @@ def test_stacks_group_similar_sizes_within_the_memory_bound(scenes: SceneSet) ->
     assert sorted(i for g in groups for i in g) == list(range(len(plans)))
     for g in groups:
         sizes = [len(plans[i].train) for i in g]
-        assert min(sizes) >= 0.7 * max(sizes)
+        padded = len(sizes) * max(sizes) * 64  # widest activation: 4 slots x width 16
+        assert padded <= 2**22 or padded <= 1.4 * sum(sizes) * 64
 
 
 def test_area_and_f_star_on_hand_made_curves() -> None:

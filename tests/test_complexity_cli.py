@@ -54,7 +54,8 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert summary["budget"]["epochs"] == 40 and summary["budget"]["name"] == "cpu"
     assert summary["verdict"]["reading"] and summary["dropped_scenes"] == 0
     table = pd.read_parquet(out / "results.parquet")
-    assert list(table.columns) == ["analysis", "approximator", "fraction", "seed", "group", "checkpoint", "metric", "value"]
+    assert list(table.columns) == ["analysis", "approximator", "fraction", "seed", "group", "checkpoint", "metric", "value", "budget"]
+    assert set(table.budget) == {"cpu"}
     assert set(table.group) == {"train_only", "validation", "test_only", "mixed", "next_block"}
     assert set(table.checkpoint) == {"selected", "final", ""}
     fitted = table[(table.approximator == "additive") & (table.checkpoint == "selected")]

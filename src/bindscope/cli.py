@@ -359,11 +359,11 @@ def complexity(
     fs = sorted(settings.fractions)
     rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f:g} %" for f in (fs[0], fs[len(fs) // 2], fs[-1])), "seconds")]
     for label, a in s["approximators"].items():
-        accs = [f"{100 * a['object_acc'][f'{f:g}']:.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])]
+        accs = [f"{100 * a['object_acc'].get(f'{f:g}', float('nan')):.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])]
         rows.append((label, f"{a['parameters']:,}", f"{a['auc']:.3f} ± {a['auc_std']:.3f}",
                      "-" if a["f_star"] is None else f"{a['f_star']:g}", *accs, f"{a['seconds']:.0f}"))
     ind = s["in_distribution"]
-    rows.append(("in-distribution", "", "", "", *(f"{100 * ind[f'{f:g}']:.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])), ""))
+    rows.append(("in-distribution", "", "", "", *(f"{100 * ind.get(f'{f:g}', float('nan')):.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])), ""))
     _print_table(rows)
     b = s["budget"]
     typer.echo(f"\nverdict: {s['verdict']['reading']}")

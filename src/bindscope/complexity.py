@@ -6,7 +6,7 @@ the train_only scenes (a validation share of them held out for selection and ear
 never test) and its *predicted* embeddings are decoded by frozen probes. The sweep fits all
 (fraction, seed) models of a family together (:func:`bindscope.approxfit.fit_stack`).
 
-Outputs are tidy rows with the columns :data:`COLUMNS`, and a summary: per approximator the area
+Outputs are tidy rows with the columns :data:`COLUMNS` (plus the budget's name), and a summary: per approximator the area
 under test_only object accuracy over fractions and f*, the smallest fraction reaching 90% of the
 in-distribution accuracy (the frozen probes on the true embeddings of the same scenes).
 """
@@ -40,6 +40,8 @@ DEFAULT_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
+PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than another stack's steps
+PAD_WASTE = 1.4
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,8 @@ def _plan(scenes: SceneSet, objects: np.ndarray, split: ObjectSplit, nxt: Object
 
 
 def stacks(plans: list[Plan], family: Family, width: int, dim: int, layout: Layout) -> list[list[int]]:
-    """Group models of similar training size, within a memory bound, to be fitted together."""
+    """Group models to be fitted together: padding to the largest training set in a stack may waste
+    at most 40% of its work (or any amount while the stack is small), within a memory bound."""
     widest = max(layout.num_slots * layout.num_concepts * width, family.hidden or 0, dim, 2 * width)
     order = sorted(range(len(plans)), key=lambda i: len(plans[i].train))
     out: list[list[int]] = []
@@ -257,8 +260,9 @@ def stacks(plans: list[Plan], family: Family, width: int, dim: int, layout: Layo
         n = len(plans[i].train)
         if out:
             group = out[-1]
-            n_min = len(plans[group[0]].train)
-            if n_min >= 0.7 * n and (len(group) + 1) * n * widest <= STACK_ELEMENTS:
+            padded = (len(group) + 1) * n * widest
+            used = (sum(len(plans[j].train) for j in group) + n) * widest
+            if padded <= STACK_ELEMENTS and (padded <= PAD_FREE_ELEMENTS or padded <= PAD_WASTE * used):
                 group.append(i)
                 continue
         out.append([i])
@@ -408,9 +412,10 @@ def complexity_sweep(
         log.info("%s: %.1f s", family.label, seconds[family.label])
     if settings.device.startswith("cuda"):
         torch.cuda.empty_cache()
+    table = pd.DataFrame(rows, columns=COLUMNS).assign(budget=settings.budget.name)
     return ComplexityResult(
-        pd.DataFrame(rows, columns=COLUMNS),
-        pd.DataFrame(history, columns=HISTORY_COLUMNS),
+        table,
+        pd.DataFrame(history, columns=HISTORY_COLUMNS).assign(budget=settings.budget.name),
         len(scenes) - len(keep),
         seconds,
         parameters,
