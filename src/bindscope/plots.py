@@ -48,10 +48,11 @@ def complexity_plot(table: pd.DataFrame, approximators: list[str], path: str | P
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("object accuracy of predicted embeddings")
-    axes[-1].legend(fontsize=8, loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08 + 0.035 * ((len(labels) - 1) // 4), 1, 1))  # room for the legend below
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, "wb") as fh:
