@@ -14,7 +14,7 @@ import numpy as np
 
 from tqdm import tqdm
 
-from bindscope.complexity import ComplexitySettings, complexity_summary, complexity_sweep, num_stacks
+from bindscope.complexity import ComplexitySettings, complexity_summary, complexity_sweep
 from bindscope.datasets import Dataset, load_dataset
 from bindscope.errors import BindscopeError
 from bindscope.io import check_output_dir
@@ -165,8 +165,8 @@ def run_decompose(
 def load_frozen_probes(path: str | Path, inputs: Inputs, seed: int = 0) -> tuple[ProbeSet, Path]:
     """Probes from a probe folder (``probe.json``) or from a ``bindscope probe`` output folder.
 
-    They must belong to this dataset (when they record its hash) and have finite weights; their
-    shapes are checked against the dataset and embeddings by the sweep.
+    They must belong to this dataset (when they record its hash); :func:`load_probes` checks the
+    files themselves, and the sweep checks their shapes against the dataset and embeddings.
     """
     path = Path(path)
     folder = path if (path / "probe.json").is_file() else path / "probes" / f"seed{seed}"
@@ -180,9 +180,6 @@ def load_frozen_probes(path: str | Path, inputs: Inputs, seed: int = 0) -> tuple
     if recorded is not None and recorded != inputs.dataset.hash:
         raise BindscopeError(f"the probes in {folder} were fitted on another dataset (hash {str(recorded)[:12]}, this one "
                              f"{inputs.dataset.hash[:12]}); fit probes on these embeddings with bindscope probe")
-    bad = [n for n, w in probes.coef_.items() if not np.isfinite(w).all()]
-    if bad or (probes.mean_ is not None and not np.isfinite(probes.mean_).all()):
-        raise BindscopeError(f"the probes in {folder} hold NaN or infinite values ({', '.join(bad) or 'mean'}); fit them again")
     return probes, folder
 
 
@@ -217,9 +214,13 @@ def run_complexity(
         probe_set = ProbeSet.from_weights(fitted.weights[seed], fitted.means[seed], center=probe_settings.center,
                                           normalize=probe_settings.normalize)  # fmt: skip
         probe_source = Path(out) / "probes" / f"seed{seed}"
-    bar = tqdm(total=num_stacks(scenes, settings, y.shape[1]), desc="complexity", unit="stack", disable=None if progress else True)
-    with bar:
-        result = complexity_sweep(y, scenes, probe_set, settings, progress=bar.update)
+    with tqdm(desc="complexity", unit="stack", disable=None if progress else True) as bar:
+
+        def advance(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        result = complexity_sweep(y, scenes, probe_set, settings, progress=advance)
     summary = complexity_summary(result, settings)
     summary["probes"] = str(probe_source.resolve())
     summary["warnings"] = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []

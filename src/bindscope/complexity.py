@@ -35,7 +35,6 @@ from bindscope.suite import accuracy_metrics
 log = logging.getLogger(__name__)
 COLUMNS = ["analysis", "approximator", "fraction", "seed", "group", "checkpoint", "metric", "value"]
 HISTORY_COLUMNS = ["approximator", "fraction", "seed", "epoch", "train_mse", "val_mse"]
-GROUPS = ("train_only", "validation", "test_only", "mixed")
 DEFAULT_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
@@ -242,8 +241,8 @@ def _plan(scenes: SceneSet, objects: np.ndarray, split: ObjectSplit, nxt: Object
     groups = {"train_only": fit, "validation": val, "test_only": split.test_only, "mixed": split.mixed}
     cap = budget.max_eval_scenes
     train = covering_sample(fit, objects, budget.max_train_scenes, _rng(seed, f, 0))
-    scored = {g: sample(idx, cap, _rng(seed, f, 1 + j)) for j, (g, idx) in enumerate(groups.items())}
-    scored["train_only"] = sample(train, cap, _rng(seed, f, 1))
+    pools = {**groups, "train_only": train}  # train_only is scored on the scenes it was fitted on
+    scored = {g: sample(idx, cap, _rng(seed, f, 1 + j)) for j, (g, idx) in enumerate(pools.items())}
     nxt_train = nxt.train_only if nxt is not None else np.arange(len(scenes))
     block = np.setdiff1d(nxt_train, split.train_only, assume_unique=True)
     return Plan(f, seed, train, scored, {g: len(v) for g, v in groups.items()},
@@ -314,8 +313,8 @@ def _family_rows(family: Family, plans: list[Plan], fit: StackFit, members: list
                  description_length: bool) -> list[dict]:
     rows = []
     label, dim = family.label, y.shape[1]
+    wanted = [np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block])) for i in members]
     for checkpoint, params in (("selected", fit.selected), ("final", fit.final)):
-        wanted = [np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block])) for i in members]
         preds = predict_stack(family, params, layout, data, wanted)
         for j, i in enumerate(members):
             plan, lookup = plans[i], wanted[j]
@@ -365,7 +364,7 @@ def complexity_sweep(
     probes: ProbeSet,
     settings: ComplexitySettings = ComplexitySettings(),
     *,
-    progress: Callable[[int], object] | None = None,
+    progress: Callable[[int, int], object] | None = None,
 ) -> ComplexityResult:
     """Fit every approximator at every (fraction, seed) and score it under the frozen probes.
 
@@ -381,7 +380,8 @@ def complexity_sweep(
     settings
         Families, fractions, seeds, budget and device.
     progress
-        Called with 1 after each fitted stack (e.g. ``tqdm.update``).
+        Called as ``progress(done, total)`` with the number of stacks fitted so far (first 0)
+        and the number to fit.
     """
     y = np.asarray(y, dtype=np.float32)
     if y.ndim != 2 or len(y) != len(scenes):
@@ -398,16 +398,21 @@ def complexity_sweep(
     if settings.description_length:
         rows += baseline_block_rows(plans, ys)
     history, seconds, parameters = [], {}, {}
-    for family in settings.families():
+    work = {family: stacks(plans, family, width, ys.shape[1], layout) for family in settings.families()}
+    total, done = sum(len(w) for w in work.values()), 0
+    if progress is not None:
+        progress(done, total)
+    for family, family_stacks in work.items():
         start = time.perf_counter()
         parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
-        for members in stacks(plans, family, width, ys.shape[1], layout):
+        for members in family_stacks:
             fit = fit_stack(family, layout, data, [plans[i].train for i in members], [plans[i].groups["validation"] for i in members],
                             [plans[i].seed for i in members], settings.schedule(), width=width)  # fmt: skip
             rows += _family_rows(family, plans, fit, members, data, layout, ys, targets, probes, settings.description_length)
             history += [(family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v) for g, e, t, v in fit.history]
+            done += 1
             if progress is not None:
-                progress(1)
+                progress(done, total)
         seconds[family.label] = round(time.perf_counter() - start, 3)
         log.info("%s: %.1f s", family.label, seconds[family.label])
     if settings.device.startswith("cuda"):
@@ -420,14 +425,6 @@ def complexity_sweep(
         seconds,
         parameters,
     )
-
-
-def num_stacks(scenes: SceneSet, settings: ComplexitySettings, dim: int) -> int:
-    """How many stacks a sweep fits (the length of its progress bar)."""
-    sc = scenes.subset(k_object_scenes(scenes))
-    plans = plan_sweep(sc, settings)
-    layout, width = Layout.of(sc), settings.width or dim
-    return sum(len(stacks(plans, f, width, dim, layout)) for f in settings.families())
 
 
 def check_probes(probes: ProbeSet, scenes: SceneSet, dim: int) -> None:

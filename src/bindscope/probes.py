@@ -388,6 +388,9 @@ def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray |
     mean = load_npy(folder / "mean.npy", "probe mean") if meta["center"] else None
     if mean is not None and mean.shape != (dims.pop(),):
         raise BindscopeError(f"{folder / 'mean.npy'} does not match the probe width")
+    bad = [n for n, w in weights.items() if not np.isfinite(w).all()]
+    if bad or (mean is not None and not np.isfinite(mean).all()):
+        raise BindscopeError(f"the probes in {folder} hold NaN or infinite values ({', '.join(bad) or 'mean'}); fit them again")
     return weights, mean, meta
 
 
