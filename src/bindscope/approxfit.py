@@ -19,6 +19,7 @@ from bindscope.approximators import Family, Layout, Params, init_params, predict
 from bindscope.concepts import SceneSet
 from bindscope.errors import BindscopeError
 from bindscope.probes import threads_for
+from bindscope.splits import carve_validation
 
 BETAS = (0.9, 0.999)
 EPS = 1e-8
@@ -276,8 +277,6 @@ class Approximator:
 
     def fit(self, scenes: SceneSet, y: np.ndarray, validation: tuple[SceneSet, np.ndarray] | None = None) -> Approximator:
         """Fit on ``scenes`` and their embeddings ``y`` ``[N, D]``; keep the best validation checkpoint."""
-        from bindscope.splits import carve_validation
-
         y = np.asarray(y, dtype=np.float32)
         if y.ndim != 2 or len(y) != len(scenes):
             raise BindscopeError(f"y must be [{len(scenes)}, D], got {y.shape}")

@@ -168,10 +168,10 @@ def num_parameters(family: Family, layout: Layout, width: int, dim: int) -> int:
 
 # -- the forward pass ---------------------------------------------------------------------------------
 def _gather(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``table[g, rows[g, i, s]]``: ``[G, R, w]`` x ``[G, n, S]`` -> ``[G, n, S, w]``."""
+    """``table[g, rows[g, ...]]``: ``[G, R, w]`` x ``[G, ...]`` -> ``[G, ..., w]``."""
     g, r, w = table.shape
-    flat = rows + (torch.arange(g, device=rows.device) * r)[:, None, None]
-    return F.embedding(flat, table.reshape(g * r, w))
+    offsets = (torch.arange(g, device=rows.device) * r).view(g, *[1] * (rows.dim() - 1))
+    return F.embedding(rows + offsets, table.reshape(g * r, w))
 
 
 def _gather_sum(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -221,11 +221,16 @@ def _product(factors: list[torch.Tensor]) -> torch.Tensor:
     return out
 
 
+def _product_of(table: torch.Tensor, rows: torch.Tensor, columns: range) -> torch.Tensor:
+    """``prod_j table[g, rows[g, i, j]]`` over the given columns of ``rows``: ``[G, n, w]``."""
+    return _product([_gather(table, rows[..., j]) for j in columns])
+
+
 def _all_slots_product(params: Params, prep: Params, rows: torch.Tensor, objects: torch.Tensor) -> torch.Tensor:
     """``prod_s e_s`` per scene: from per-object products when prepared, else slot by slot."""
     if "objects" in prep:
-        return _product([_gather(prep["objects"], objects[..., k : k + 1])[:, :, 0] for k in range(objects.shape[-1])])
-    return _product([_gather(params["table"], rows[..., s : s + 1])[:, :, 0] for s in range(rows.shape[-1])])
+        return _product_of(prep["objects"], objects, range(objects.shape[-1]))
+    return _product_of(params["table"], rows, range(rows.shape[-1]))
 
 
 def predict(family: Family, params: Params, prep: Params, rows: torch.Tensor, objects: torch.Tensor, layout: Layout) -> torch.Tensor:
@@ -240,8 +245,7 @@ def predict(family: Family, params: Params, prep: Params, rows: torch.Tensor, ob
         if "folded" in prep:
             return _gather_sum(prep["folded"], objects) + params["b"][:, None, :]
         c = layout.num_concepts
-        per_object = [_product([_gather(params["table"], rows[..., k * c + j : k * c + j + 1])[:, :, 0] for j in range(c)])
-                      for k in range(layout.num_slots)]  # fmt: skip
+        per_object = [_product_of(params["table"], rows, range(k * c, (k + 1) * c)) for k in range(layout.num_slots)]
         return _linear(sum(per_object), params["w"], params["b"])
     z = _all_slots_product(params, prep, rows, objects)
     if name == "mult":
