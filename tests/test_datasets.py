@@ -206,3 +206,77 @@ def test_custom_yaml_dataset(tmp_path: Path) -> None:
     assert (ids[:, 0] != ids[:, 1]).all()  # allow_identical: false
     again = load_dataset(tmp_path / "c")
     np.testing.assert_array_equal(again.scenes.scenes, ds.scenes.scenes)
+
+
+# -- attached images -------------------------------------------------------------------------------------
+
+
+def _blank_images(root: Path, n: int, prefix: str) -> list[str]:
+    from PIL import Image
+
+    paths = []
+    for i in range(n):
+        rel = f"images/{prefix}{i:04d}.png"
+        Image.new("RGB", (4, 4), (i % 256, 0, 0)).save(root / rel)
+        paths.append(rel)
+    return paths
+
+
+def test_attach_images_records_scene_and_single_object_files(clevr_dir: Path, tmp_path: Path) -> None:
+    from bindscope.datasets import attach_images, single_object_captions
+
+    root = tmp_path / "ds"
+    shutil.copytree(clevr_dir, root)
+    before = load_dataset(root)
+    scenes = _blank_images(root, 576, "s")
+    singles = _blank_images(root, 24, "o")
+    ds = attach_images(root, scenes, singles)
+    assert ds.hash == before.hash, "attaching images does not change the content hash"
+    assert list(ds.images) == scenes and list(ds.single_images) == singles
+    assert ds.manifest["images"] == {"rendered": 576, "single_objects": 24}
+    assert "576 / 576 rendered, 24 single-object" in ds.summary()
+    assert list(single_object_captions(ds)[:3]) == ["a blue cube", "a brown cube", "a cyan cube"]
+    again = load_dataset(root)
+    assert list(again.single_images) == singles
+    np.testing.assert_array_equal(again.scenes.scenes, before.scenes.scenes)
+    import pyarrow.csv as pacsv
+
+    assert pacsv.read_csv(root / "scenes.csv")["image"].to_pylist() == scenes
+
+
+def test_attach_images_refuses_bad_lists(clevr_dir: Path, tmp_path: Path) -> None:
+    from bindscope.datasets import attach_images
+
+    root = tmp_path / "ds"
+    shutil.copytree(clevr_dir, root)
+    scenes = _blank_images(root, 576, "s")
+    with pytest.raises(BindscopeError, match="got 575 image paths but the dataset has 576 scenes"):
+        attach_images(root, scenes[:-1])
+    with pytest.raises(BindscopeError, match="must be relative to the dataset folder"):
+        attach_images(root, [str(root / scenes[0])] + scenes[1:])
+    with pytest.raises(BindscopeError, match="must be relative to the dataset folder"):
+        attach_images(root, ["../x.png"] + scenes[1:])
+    with pytest.raises(BindscopeError, match=r"image of scene 3 .* does not exist"):
+        attach_images(root, scenes[:3] + ["images/nope.png"] + scenes[4:])
+    with pytest.raises(BindscopeError, match="got 2 image paths but the dataset has 24 objects"):
+        attach_images(root, scenes, scenes[:2])
+    assert load_dataset(root).images[0] == "", "a refused attach changes nothing"
+
+
+def test_tampered_singles_table_is_refused(clevr_dir: Path, tmp_path: Path) -> None:
+    from bindscope.datasets import attach_images
+
+    root = tmp_path / "ds"
+    shutil.copytree(clevr_dir, root)
+    attach_images(root, _blank_images(root, 576, "s"), _blank_images(root, 24, "o"))
+    table = pq.read_table(root / "singles.parquet")
+    pq.write_table(table.slice(0, 23), root / "singles.parquet")
+    with pytest.raises(BindscopeError, match="singles.parquet has 23 rows but the space has 24 objects"):
+        load_dataset(root)
+    captions = table["caption"].to_pylist()
+    captions[0] = "a red sphere"
+    import pyarrow as pa
+
+    pq.write_table(table.set_column(table.column_names.index("caption"), "caption", pa.array(captions)), root / "singles.parquet")
+    with pytest.raises(BindscopeError, match="does not list the objects in id order with their captions"):
+        load_dataset(root)

@@ -27,6 +27,7 @@ from bindscope.approxfit import Schedule, SceneIndex, StackFit, fit_stack, predi
 from bindscope.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
 from bindscope.concepts import SceneSet
 from bindscope.decomposition import r2_score
+from bindscope.devices import check_device
 from bindscope.errors import BindscopeError
 from bindscope.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
 from bindscope.splits import ObjectSplit, carve_validation, check_fraction, object_splits
@@ -175,16 +176,6 @@ class ComplexityResult:
     dropped_scenes: int
     seconds: dict[str, float]
     parameters: dict[str, int]
-
-
-def check_device(device: str) -> None:
-    """A torch device string that exists here, or a clear error."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise BindscopeError(f"unknown device {device!r}; use cpu, cuda or cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise BindscopeError(f"device {device!r}: no CUDA device is available on this machine; use --device cpu")
 
 
 # -- planning ------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ A dataset folder holds::
     scenes.parquet    one row per scene (the source of truth)
     scenes.csv        the same table for spreadsheets and other tools
     images/           rendered images, filled in by a renderer (empty until then)
+    singles.parquet   optional: one row per object alone (column ``object`` = object id), with
+    singles.csv       its caption and single-object image, once images are attached
 
 Scene table columns: ``scene``, ``num_objects``, then for k = 1..K and each concept c
 ``object{k}_{c}`` (value name, empty where the scene has fewer objects) and ``object{k}_{c}_idx``
@@ -17,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,7 @@ import pyarrow.parquet as pq
 from bindscope.captions import captions as make_captions
 from bindscope.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.errors import BindscopeError
-from bindscope.io import read_json, read_manifest, staged_dir, write_json
+from bindscope.io import atomic_file, read_json, read_manifest, staged_dir, write_json
 from bindscope.presets import Preset, load_preset, preset_from_dict
 from bindscope.version import __version__
 
@@ -38,6 +41,8 @@ DATASET_FORMAT = "bindscope-dataset-v1"
 MANIFEST = "manifest.json"
 SCENES_PARQUET = "scenes.parquet"
 SCENES_CSV = "scenes.csv"
+SINGLES_PARQUET = "singles.parquet"
+SINGLES_CSV = "singles.csv"
 IMAGES_DIR = "images"
 REQUIRED_MANIFEST_KEYS = (
     "format",
@@ -61,6 +66,7 @@ class Dataset:
     scenes: SceneSet
     captions: np.ndarray
     images: np.ndarray
+    single_images: np.ndarray | None = None
 
     @property
     def space(self) -> ConceptSpace:
@@ -100,11 +106,14 @@ def dataset_hash(preset: Preset, scenes: SceneSet) -> str:
     return h.hexdigest()
 
 
-def scenes_table(scenes: SceneSet, captions: np.ndarray, images: np.ndarray) -> pa.Table:
-    """The scene table as a pyarrow Table, built column-wise (no per-scene Python loop)."""
+def scenes_table(scenes: SceneSet, captions: np.ndarray, images: np.ndarray, key: str = "scene") -> pa.Table:
+    """The scene table as a pyarrow Table, built column-wise (no per-scene Python loop).
+
+    ``key`` names the row-number column: ``scene``, or ``object`` for the single-object table.
+    """
     space = scenes.space
     data: dict[str, pa.Array] = {
-        "scene": pa.array(np.arange(len(scenes), dtype=np.int64)),
+        key: pa.array(np.arange(len(scenes), dtype=np.int64)),
         "num_objects": pa.array(scenes.num_objects().astype(np.int32)),
     }
     for slot in range(scenes.max_objects):
@@ -147,9 +156,7 @@ def build_dataset(
     images = np.full(len(scenes), "", dtype=object)
     manifest = _manifest(preset, scenes, content)
     with staged_dir(out, overwrite=overwrite) as stage:
-        table = scenes_table(scenes, captions, images)
-        pq.write_table(table, stage / SCENES_PARQUET)
-        pacsv.write_csv(table, stage / SCENES_CSV)
+        _write_table(scenes_table(scenes, captions, images), stage / SCENES_PARQUET, stage / SCENES_CSV)
         (stage / IMAGES_DIR).mkdir()
         write_json(stage / MANIFEST, manifest)
     return Dataset(out, manifest, preset, scenes, captions, images)
@@ -209,8 +216,93 @@ def load_dataset(root: str | Path) -> Dataset:
            f"({captions[bad[0]] if len(bad) else ''!r})")
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
     _check_images(root, images)
-    _check_csv(root, len(scenes))
-    return Dataset(root, manifest, preset, scenes, captions, images)
+    _check_csv(root, SCENES_CSV, len(scenes))
+    singles = _load_single_images(root, preset) if (root / SINGLES_PARQUET).exists() else None
+    return Dataset(root, manifest, preset, scenes, captions, images, singles)
+
+
+def single_object_scenes(ds: Dataset) -> SceneSet:
+    """Every object of the dataset's space alone (row o = object id o), one slot."""
+    return SceneSet.singles(ds.space, 1)
+
+
+def single_object_captions(ds: Dataset) -> np.ndarray:
+    """The caption of every object alone, in object-id order (e.g. "a red cube")."""
+    return make_captions(single_object_scenes(ds), ds.preset.template)
+
+
+def attach_images(
+    root: str | Path, scene_images: Sequence[str], single_images: Sequence[str] | None = None
+) -> Dataset:
+    """Record rendered image files in a dataset folder.
+
+    Parameters
+    ----------
+    root : path
+        The dataset folder.
+    scene_images : sequence of str
+        One path per scene, in scene order, relative to ``root`` (e.g. ``images/000012.png``).
+    single_images : sequence of str, optional
+        One path per object (in object-id order) showing that object alone; written to
+        ``singles.parquet`` for the interventions' ``single`` bank.
+
+    The files must exist inside the folder. The scene table (parquet and CSV) gains the paths;
+    the dataset's content hash does not change (it covers scenes, captions and renderer).
+    """
+    ds = load_dataset(root)
+    root = ds.root
+    scene_images = _check_image_list(root, scene_images, len(ds), "scene")
+    if single_images is not None:
+        single_images = _check_image_list(root, single_images, ds.space.num_objects, "object")
+        singles = single_object_scenes(ds)
+        table = scenes_table(singles, single_object_captions(ds), single_images, key="object")
+        _write_table(table, root / SINGLES_PARQUET, root / SINGLES_CSV)
+    _write_table(scenes_table(ds.scenes, ds.captions, scene_images), root / SCENES_PARQUET, root / SCENES_CSV)
+    rendered = {"rendered": int(sum(1 for p in scene_images if p))}
+    if single_images is not None or ds.single_images is not None:
+        rendered["single_objects"] = len(single_images if single_images is not None else ds.single_images)
+    write_json(root / MANIFEST, {**ds.manifest, "images": rendered})
+    return load_dataset(root)
+
+
+def _check_image_list(root: Path, paths: Sequence[str], expected: int, what: str) -> np.ndarray:
+    paths = np.asarray([str(p) for p in paths], dtype=object)
+    if len(paths) != expected:
+        raise BindscopeError(f"got {len(paths):,} image paths but the dataset has {expected:,} {what}s; give one per {what}")
+    for i, p in enumerate(paths):
+        path = Path(p)
+        if not p or path.is_absolute() or ".." in path.parts:
+            raise BindscopeError(f"image path of {what} {i} ({p!r}) must be relative to the dataset folder, "
+                                 f"e.g. {IMAGES_DIR}/{i:06d}.png")
+        if not (root / path).is_file():
+            raise BindscopeError(f"image of {what} {i} ({root / path}) does not exist; write the file first")
+    return paths
+
+
+def _write_table(table: pa.Table, parquet: Path, csv: Path) -> None:
+    """Write a table as parquet and CSV, each file atomically."""
+    with atomic_file(parquet, "wb") as fh:
+        pq.write_table(table, fh)
+    with atomic_file(csv, "wb") as fh:
+        pacsv.write_csv(table, fh)
+
+
+def _load_single_images(root: Path, preset: Preset) -> np.ndarray:
+    """Validate ``singles.parquet`` against the space and return its image paths (object-id order)."""
+    table = _read_table(root / SINGLES_PARQUET)
+    space = preset.space
+    singles = SceneSet.singles(space, 1)
+    expected = scenes_table(singles, make_captions(singles, preset.template), np.full(len(singles), "", object), key="object")
+    _check(table.column_names == expected.column_names, root,
+           f"{SINGLES_PARQUET} must have the columns {', '.join(expected.column_names)}; attach the images again")
+    _check(table.num_rows == space.num_objects, root,
+           f"{SINGLES_PARQUET} has {table.num_rows} rows but the space has {space.num_objects} objects; attach the images again")
+    _check(table.drop_columns(["image"]).equals(expected.drop_columns(["image"])), root,
+           f"{SINGLES_PARQUET} does not list the objects in id order with their captions; attach the images again")
+    images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
+    _check_images(root, images)
+    _check_csv(root, SINGLES_CSV, space.num_objects)
+    return images
 
 
 def _check(ok: bool, root: Path, message: str) -> None:
@@ -269,14 +361,14 @@ def _check_images(root: Path, images: np.ndarray) -> None:
         )
 
 
-def _check_csv(root: Path, num_rows: int) -> None:
-    path = root / SCENES_CSV
+def _check_csv(root: Path, name: str, num_rows: int) -> None:
+    path = root / name
     if not path.is_file():
-        raise BindscopeError(f"dataset {root}: {SCENES_CSV} is missing; rebuild the dataset")
+        raise BindscopeError(f"dataset {root}: {name} is missing; rebuild the dataset")
     with path.open("rb") as fh:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     _check(lines == num_rows + 1, root,
-           f"{SCENES_CSV} has {lines - 1} data rows but {SCENES_PARQUET} has {num_rows}; rebuild the dataset")
+           f"{name} has {lines - 1} data rows but its parquet table has {num_rows}; rebuild the dataset")
 
 
 def format_summary(ds: Dataset) -> str:
@@ -300,7 +392,8 @@ def format_summary(ds: Dataset) -> str:
         f"captions     e.g. {', '.join(examples)}",
         f"modalities   {', '.join(m.get('modalities', []))}"
         + (f"  (renderer: {m['renderer']})" if m.get("renderer") else ""),
-        f"images       {rendered:,} / {len(ds):,} rendered",
+        f"images       {rendered:,} / {len(ds):,} rendered"
+        + (f", {len(ds.single_images):,} single-object" if ds.single_images is not None else ""),
         f"hash         {ds.hash}",
         f"built with   bindscope {m['bindscope_version']}, {m.get('created', '?')}",
     ]

@@ -23,6 +23,7 @@ EMBEDDING_FORMAT = "bindscope-embeddings-v1"
 EMBEDDINGS_FILE = "embeddings.npy"
 MANIFEST = "manifest.json"
 MODALITIES = ("image", "text")
+ROWS = ("scenes", "single_objects")
 REQUIRED_KEYS = ("format", "name", "modality", "dim", "num_rows", "dataset_hash")
 
 
@@ -50,6 +51,11 @@ class EmbeddingSet:
     def dataset_hash(self) -> str:
         return str(self.manifest["dataset_hash"])
 
+    @property
+    def rows(self) -> str:
+        """``scenes`` (row i = scene i) or ``single_objects`` (row o = object id o alone)."""
+        return str(self.manifest.get("rows", "scenes"))
+
     def __len__(self) -> int:
         return int(self.array.shape[0])
 
@@ -60,8 +66,9 @@ class EmbeddingSet:
             [
                 f"embeddings   {self.name}  ({self.root})",
                 f"modality     {self.modality}",
-                f"shape        {len(self):,} x {self.dim}  (float32)",
+                f"shape        {len(self):,} x {self.dim}  (float32, one row per {self.rows[:-1].replace('_', '-')})",
                 f"dataset      {m.get('dataset_path', '?')}  (hash {self.dataset_hash[:12]})",
+                f"model        {m.get('model_spec') or '-'}" + (f"  (layer {m['layer']})" if m.get("layer") is not None else ""),
                 f"source       {m.get('source', {}).get('kind', '?')}",
                 f"built with   bindscope {m.get('bindscope_version', '?')}, {m.get('created', '?')}",
             ]
@@ -149,6 +156,7 @@ def import_embeddings(
     manifest = {
         "name": name,
         "modality": modality,
+        "rows": "scenes",
         "dataset_hash": ds.hash,
         "dataset_path": str(ds.root.resolve()),
         "dataset_preset": ds.name,
@@ -163,8 +171,14 @@ def import_embeddings(
     return write_embeddings(out, arr, manifest, overwrite=overwrite)
 
 
-def load_embeddings(root: str | Path, dataset: Dataset | None = None, *, mmap: bool = False) -> EmbeddingSet:
-    """Load and validate an embedding folder (against ``dataset`` when given)."""
+def load_embeddings(
+    root: str | Path, dataset: Dataset | None = None, *, mmap: bool = False, rows: str | None = "scenes"
+) -> EmbeddingSet:
+    """Load and validate an embedding folder (against ``dataset`` when given).
+
+    ``rows``: what the rows must be, ``scenes`` (what the analyses take) or ``single_objects``
+    (a bank of single-object embeddings); None accepts either.
+    """
     root = Path(root)
     manifest = read_manifest(
         root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, "import or embed the embeddings again"
@@ -181,14 +195,20 @@ def load_embeddings(root: str | Path, dataset: Dataset | None = None, *, mmap: b
         )
     if not mmap and not np.isfinite(arr).all():
         raise BindscopeError(f"{root / EMBEDDINGS_FILE} contains NaN or inf values; re-create the folder")
+    kind = manifest.get("rows", "scenes")
+    if rows is not None and kind != rows:
+        what = {"scenes": "scene embeddings", "single_objects": "single-object embeddings (embed --single-objects)"}
+        raise BindscopeError(f"{root} holds {what.get(kind, kind)}, but {what.get(rows, rows)} are needed here; "
+                             "give the other folder")
     if dataset is not None:
         if manifest["dataset_hash"] != dataset.hash:
             raise BindscopeError(
                 f"embeddings in {root} were made for dataset hash {manifest['dataset_hash'][:12]}, "
                 f"but {dataset.root} has hash {dataset.hash[:12]}; embed or import them for this dataset"
             )
-        if arr.shape[0] != len(dataset):
-            raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {len(dataset)} scenes")
+        expected, unit = (len(dataset), "scenes") if kind == "scenes" else (dataset.space.num_objects, "objects")
+        if arr.shape[0] != expected:
+            raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {expected} {unit}")
     return EmbeddingSet(root, manifest, arr)
 
 
@@ -218,6 +238,7 @@ def find_rand_control(emb: EmbeddingSet) -> Path | None:
         except BindscopeError:
             continue
         same = all(other.get(k) == emb.manifest.get(k) for k in ("dataset_hash", "modality", "layer"))
+        same = same and other.get("rows", "scenes") == emb.rows
         if same and other.get("model_spec") == f"{spec}+rand":
             return candidate
     return None
