@@ -23,6 +23,14 @@ settings.load_profile("bindscope")
 
 BINDSCOPE = Path(sys.executable).with_name("bindscope")
 
+# huggingface_hub reads these once, when it is first imported (possibly during collection), so they
+# are set for the whole session here as well as per test below.
+_HF_SESSION_HOME = tempfile.mkdtemp(prefix="bindscope-hf-")
+atexit.register(shutil.rmtree, _HF_SESSION_HOME, ignore_errors=True)
+os.environ["HF_HOME"] = _HF_SESSION_HOME
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -68,4 +76,55 @@ def clevr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("datasets") / "clevr"
     build_dataset("clevr", out)
+    return out
+
+
+def draw_scene_images(root: Path, size: int = 32) -> None:
+    """Draw a small picture of every scene (and of every object alone) and attach them.
+
+    Each object is its color, as a filled square, triangle-ish polygon or disc by shape, in its
+    slot's half of the picture; enough for an encoder to see different pixels per scene.
+    """
+    from PIL import Image, ImageDraw
+
+    from bindscope.datasets import attach_images, load_dataset
+
+    ds = load_dataset(root)
+    space = ds.space
+    palette = [(40 + 70 * (v % 4), 60 + 90 * (v // 4), 200 - 20 * v) for v in range(len(space.values[0]))]
+
+    def draw(objects: list[tuple[int, int]], path: Path) -> None:
+        img = Image.new("RGB", (size, size), (128, 128, 128))
+        pen = ImageDraw.Draw(img)
+        width = size // max(len(objects), 1)
+        for slot, (color, shape) in enumerate(objects):
+            box = (slot * width + 2, size // 4, slot * width + width - 2, size - size // 4)
+            fill = palette[color]
+            if shape % 3 == 0:
+                pen.rectangle(box, fill=fill)
+            elif shape % 3 == 1:
+                pen.polygon([(box[0], box[3]), ((box[0] + box[2]) // 2, box[1]), (box[2], box[3])], fill=fill)
+            else:
+                pen.ellipse(box, fill=fill)
+        img.save(path)
+
+    scene_paths = []
+    for i, scene in enumerate(ds.scenes.scenes):
+        rel = f"images/{i:06d}.png"
+        draw([(int(o[0]), int(o[1])) for o in scene if o[0] >= 0], root / rel)
+        scene_paths.append(rel)
+    single_paths = []
+    for o, values in enumerate(space.all_objects()):
+        rel = f"images/single_{o:04d}.png"
+        draw([(int(values[0]), int(values[1]))], root / rel)
+        single_paths.append(rel)
+    attach_images(root, scene_paths, single_paths)
+
+
+@pytest.fixture(scope="session")
+def clevr_images_dir(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
+    """A clevr dataset folder with small drawn images of every scene and every object alone."""
+    out = tmp_path_factory.mktemp("datasets") / "clevr-images"
+    shutil.copytree(clevr_dir, out)
+    draw_scene_images(out)
     return out

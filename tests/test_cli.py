@@ -72,13 +72,24 @@ def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
     assert info.returncode == 0 and "planted" in info.stdout
 
 
-def test_demo_builds_clevr_and_text(run_cli, tmp_path: Path) -> None:
-    out = run_cli("demo", "--out", tmp_path / "run")
+def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
+    out = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")
     assert out.returncode == 0, out.stderr
     assert "dataset      clevr" in out.stdout and "dataset      text" in out.stdout
     assert (tmp_path / "run" / "datasets" / "text" / "scenes.parquet").is_file()
-    again = run_cli("demo", "--out", tmp_path / "run")  # a finished step is a no-op
-    assert again.returncode == 0 and again.stdout == out.stdout
+    assert "st:all-MiniLM-L6-v2 -> " in out.stdout and "(embedded, 576 x 384)" in out.stdout
+    assert "st:all-MiniLM-L6-v2+rand -> " in out.stdout
+    for step in ("probe", "decompose", "complexity"):
+        assert (tmp_path / "run" / "results" / step / "summary.json").is_file()
+    probe = json.loads((tmp_path / "run" / "results" / "probe" / "summary.json").read_text())
+    assert probe["controls"]["rand"], "the +rand embeddings are found as the control"
+    assert "objects recoverable?" in out.stdout and "binding complexity:" in out.stdout
+    stamp = (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns
+    again = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")  # finished steps are no-ops
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("(existing, 576 x 384)") == 2
+    assert again.stdout.replace("existing", "embedded") == out.stdout
+    assert (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns == stamp
 
 
 @pytest.fixture(scope="module")

