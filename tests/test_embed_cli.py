@@ -85,3 +85,35 @@ def test_error_images_not_rendered(run_cli, clevr_dir: Path, tiny_clip: Path, tm
 def test_error_missing_dataset(run_cli, tmp_path: Path) -> None:
     assert_one_line_error(run_cli("embed", tmp_path / "nope", "-m", "st:all-MiniLM-L6-v2", "--modality", "text",
                                   "--out", tmp_path / "e"), "does not exist")
+
+
+def test_ctrl_c_then_the_same_command_resumes(clevr_dir: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import BINDSCOPE
+
+    args = [str(BINDSCOPE), "embed", str(clevr_dir), "-m", "st:all-MiniLM-L6-v2", "--modality", "text",
+            "--batch-size", "8", "--chunk-rows", "16", "--out", str(tmp_path / "e"), "-q"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".e.embedding-*/rows-*.npy")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no chunk was saved in time"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted; run the same command again")
+    assert not (tmp_path / "e").exists()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "reused from an interrupted run" in again.stdout
+    from bindscope.embed import embed_dataset
+
+    whole = embed_dataset(clevr_dir, "st:all-MiniLM-L6-v2", modality="text", batch_size=8, out=tmp_path / "whole")
+    np.testing.assert_array_equal(np.load(tmp_path / "e" / "embeddings.npy"), whole.embeddings.array)

@@ -454,14 +454,16 @@ def demo(
 def main(argv: list[str] | None = None) -> None:
     """Entry point. Bad input, usage mistakes included, is one line on stderr.
 
-    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`), 2 command-line usage.
+    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`), 2 command-line usage,
+    130 interrupted (Ctrl-C).
     """
+    interrupted = "interrupted; run the same command again (embed continues where it stopped)"
     try:
         status = app(args=argv, standalone_mode=False)
     except BindscopeError as exc:
         _fail(str(exc), 1)
-    except typer.Abort:
-        _fail("aborted", 1)
+    except (typer.Abort, KeyboardInterrupt):
+        _fail(interrupted, 130)
     except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":
@@ -470,6 +472,8 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         message = " ".join(exc.format_message().split())
         _fail(f"{message}{hint}", getattr(exc, "exit_code", 2))
+    if status == 130:  # typer turns Ctrl-C into a silent exit status 130
+        _fail(interrupted, 130)
     sys.exit(status if isinstance(status, int) else 0)
 
 

@@ -357,7 +357,7 @@ def _check_images(root: Path, images: np.ndarray) -> None:
     if missing:
         raise BindscopeError(
             f"dataset {root}: {len(missing)} image file(s) listed in the scenes table are missing, "
-            f"e.g. {missing[0]}; re-run `bindscope dataset build` to render them"
+            f"e.g. {missing[0]}; render or attach them again (bindscope.datasets.attach_images)"
         )
 
 

@@ -15,7 +15,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,7 +127,8 @@ def embed_dataset(
     reused = len(items) - sum(e - s for s, e in todo)
     bar = _progress(len(items), reused, modality, progress)
     try:
-        run_chunks(encoder, modality, items, todo, batch_size, partial.save_chunk, bar.update)
+        run_chunks(encoder, modality, items, todo, batch_size, partial.save_chunk, bar.update,
+                   overlap=not str(encoder.device).startswith("cpu"))
     finally:
         bar.close()
     array = check_embedding_array(partial.assemble(), len(items), what=f"embeddings of {spec}")
@@ -189,11 +190,14 @@ def run_chunks(
     batch_size: int,
     save: Callable[[int, np.ndarray], None],
     advance: Callable[[int], Any],
+    *,
+    overlap: bool = False,
 ) -> None:
     """Embed the rows of each ``(start, stop)`` chunk and ``save(start, rows)`` it.
 
-    Loading and preprocessing of the next batch run in a background thread while the model
-    runs on the current one.
+    With ``overlap`` the next batch is loaded and preprocessed in a background thread while the
+    model runs on the current one (worth it when the model runs on a GPU; on a CPU the forward
+    pass already uses every core and a second thread only competes with it).
     """
     batches = [(c0, c1, b, min(b + batch_size, c1)) for c0, c1 in chunks for b in range(c0, c1, batch_size)]
     if not batches:
@@ -205,16 +209,27 @@ def run_chunks(
 
     parts: list[np.ndarray] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bindscope-prepare") as pool:
-        pending = pool.submit(prepare, batches[0])
+        submit = pool.submit if overlap else _run_now
+        pending = submit(prepare, batches[0])
         for i, (c0, c1, b0, b1) in enumerate(batches):
             inputs = pending.result()
             if i + 1 < len(batches):
-                pending = pool.submit(prepare, batches[i + 1])
+                pending = submit(prepare, batches[i + 1])
             parts.append(_checked(encoder.forward(modality, inputs), b0, b1))
             if b1 == c1:
                 save(c0, np.concatenate(parts))
                 parts = []
             advance(b1 - b0)
+
+
+def _run_now(fn: Callable[..., Any], *args: Any) -> Future:
+    """``fn(*args)`` now, as a finished future (the no-overlap path of :func:`run_chunks`)."""
+    future: Future = Future()
+    try:
+        future.set_result(fn(*args))
+    except BaseException as exc:  # re-raised by .result(), as from a thread
+        future.set_exception(exc)
+    return future
 
 
 def load_image(path: str) -> Any:
