@@ -75,12 +75,12 @@ def clevr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from bindscope.datasets import build_dataset
 
     out = tmp_path_factory.mktemp("datasets") / "clevr"
-    build_dataset("clevr", out)
+    build_dataset("clevr", out, images=False)
     return out
 
 
 def draw_scene_images(root: Path, size: int = 32) -> None:
-    """Draw a small picture of every scene (and of every object alone) and attach them.
+    """Draw a small picture of every scene (and of every object alone at each slot) and attach them.
 
     Each object is its color, as a filled square, triangle-ish polygon or disc by shape, in its
     slot's half of the picture; enough for an encoder to see different pixels per scene.
@@ -93,11 +93,13 @@ def draw_scene_images(root: Path, size: int = 32) -> None:
     space = ds.space
     palette = [(40 + 70 * (v % 4), 60 + 90 * (v // 4), 200 - 20 * v) for v in range(len(space.values[0]))]
 
-    def draw(objects: list[tuple[int, int]], path: Path) -> None:
+    k = ds.scenes.max_objects
+
+    def draw(objects: list[tuple[int, int, int]], path: Path) -> None:
         img = Image.new("RGB", (size, size), (128, 128, 128))
         pen = ImageDraw.Draw(img)
-        width = size // max(len(objects), 1)
-        for slot, (color, shape) in enumerate(objects):
+        width = size // k
+        for slot, color, shape in objects:
             box = (slot * width + 2, size // 4, slot * width + width - 2, size - size // 4)
             fill = palette[color]
             if shape % 3 == 0:
@@ -111,13 +113,16 @@ def draw_scene_images(root: Path, size: int = 32) -> None:
     scene_paths = []
     for i, scene in enumerate(ds.scenes.scenes):
         rel = f"images/{i:06d}.png"
-        draw([(int(o[0]), int(o[1])) for o in scene if o[0] >= 0], root / rel)
+        draw([(slot, int(o[0]), int(o[1])) for slot, o in enumerate(scene) if o[0] >= 0], root / rel)
         scene_paths.append(rel)
     single_paths = []
     for o, values in enumerate(space.all_objects()):
-        rel = f"images/single_{o:04d}.png"
-        draw([(int(values[0]), int(values[1]))], root / rel)
-        single_paths.append(rel)
+        row = []
+        for slot in range(k):
+            rel = f"images/single_{o:04d}_slot{slot + 1}.png"
+            draw([(slot, int(values[0]), int(values[1]))], root / rel)
+            row.append(rel)
+        single_paths.append(row)
     attach_images(root, scene_paths, single_paths)
 
 

@@ -48,7 +48,7 @@ def test_presets_table(run_cli) -> None:
 
 def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
     ds = tmp_path / "clevr"
-    built = run_cli("dataset", "build", "clevr", "--out", ds)
+    built = run_cli("dataset", "build", "clevr", "--out", ds, "--no-images")
     assert built.returncode == 0, built.stderr
     assert "576" in built.stdout and "cube cylinder sphere" in built.stdout
     assert json.loads((ds / "manifest.json").read_text())["num_scenes"] == 576
@@ -97,7 +97,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from bindscope.datasets import build_dataset
 
     out = tmp_path_factory.mktemp("cli") / "clevr"
-    build_dataset("clevr", out)
+    build_dataset("clevr", out, images=False)
     return out
 
 

@@ -79,7 +79,7 @@ def test_load_round_trip(clevr_dir: Path) -> None:
 
 def test_rebuild_same_content_is_a_no_op(clevr_dir: Path) -> None:
     before = (clevr_dir / "manifest.json").stat().st_mtime_ns
-    ds = build_dataset("clevr", clevr_dir)
+    ds = build_dataset("clevr", clevr_dir, images=False)
     assert len(ds) == 576
     assert (clevr_dir / "manifest.json").stat().st_mtime_ns == before
 
@@ -88,7 +88,7 @@ def test_build_refuses_a_folder_holding_another_dataset(clevr_dir: Path, tmp_pat
     out = _copy(clevr_dir, tmp_path)
     with pytest.raises(BindscopeError, match="already holds a different dataset.*--overwrite"):
         build_dataset("clevr2d", out)
-    build_dataset("clevr2d", out, overwrite=True)
+    build_dataset("clevr2d", out, overwrite=True, images=False)
     assert load_dataset(out).name == "clevr2d"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging leftovers
 
@@ -109,7 +109,7 @@ def test_failed_build_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(datasets.pacsv, "write_csv", boom)
     with pytest.raises(RuntimeError, match="disk full"):
-        build_dataset("clevr", tmp_path / "out")
+        build_dataset("clevr", tmp_path / "out", images=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -229,15 +229,19 @@ def test_attach_images_records_scene_and_single_object_files(clevr_dir: Path, tm
     shutil.copytree(clevr_dir, root)
     before = load_dataset(root)
     scenes = _blank_images(root, 576, "s")
-    singles = _blank_images(root, 24, "o")
+    flat = _blank_images(root, 48, "o")
+    singles = [flat[2 * o : 2 * o + 2] for o in range(24)]
     ds = attach_images(root, scenes, singles)
     assert ds.hash == before.hash, "attaching images does not change the content hash"
-    assert list(ds.images) == scenes and list(ds.single_images) == singles
-    assert ds.manifest["images"] == {"rendered": 576, "single_objects": 24}
-    assert "576 / 576 rendered, 24 single-object" in ds.summary()
+    assert list(ds.images) == scenes and ds.single_images.tolist() == singles
+    assert ds.manifest["images"] == {"rendered": 576, "single_objects": 24, "single_positions": 2}
+    assert "576 / 576 rendered, 48 single-object (24 objects x 2 positions)" in ds.summary()
     assert list(single_object_captions(ds)[:3]) == ["a blue cube", "a brown cube", "a cyan cube"]
     again = load_dataset(root)
-    assert list(again.single_images) == singles
+    assert again.single_images.tolist() == singles
+    table = pq.read_table(root / "singles.parquet")
+    assert table["object"].to_pylist()[:4] == [0, 0, 1, 1] and table["slot"].to_pylist()[:4] == [1, 2, 1, 2]
+    assert table["caption"].to_pylist()[:3] == ["a blue cube", "a blue cube", "a brown cube"]
     np.testing.assert_array_equal(again.scenes.scenes, before.scenes.scenes)
     import pyarrow.csv as pacsv
 
@@ -258,8 +262,10 @@ def test_attach_images_refuses_bad_lists(clevr_dir: Path, tmp_path: Path) -> Non
         attach_images(root, ["../x.png"] + scenes[1:])
     with pytest.raises(BindscopeError, match=r"image of scene 3 .* does not exist"):
         attach_images(root, scenes[:3] + ["images/nope.png"] + scenes[4:])
-    with pytest.raises(BindscopeError, match="got 2 image paths but the dataset has 24 objects"):
+    with pytest.raises(BindscopeError, match="got 2 single-object image lists but the dataset has 24 objects"):
         attach_images(root, scenes, scenes[:2])
+    with pytest.raises(BindscopeError, match="image of single-object image 1 .* does not exist"):
+        attach_images(root, scenes, [[scenes[0], "images/nope.png"]] + [scenes[:2]] * 23)
     assert load_dataset(root).images[0] == "", "a refused attach changes nothing"
 
 
@@ -271,12 +277,12 @@ def test_tampered_singles_table_is_refused(clevr_dir: Path, tmp_path: Path) -> N
     attach_images(root, _blank_images(root, 576, "s"), _blank_images(root, 24, "o"))
     table = pq.read_table(root / "singles.parquet")
     pq.write_table(table.slice(0, 23), root / "singles.parquet")
-    with pytest.raises(BindscopeError, match="singles.parquet has 23 rows but the space has 24 objects"):
+    with pytest.raises(BindscopeError, match="singles.parquet has 23 rows, not a whole number of rows per each of the space's 24 objects"):
         load_dataset(root)
     captions = table["caption"].to_pylist()
     captions[0] = "a red sphere"
     import pyarrow as pa
 
     pq.write_table(table.set_column(table.column_names.index("caption"), "caption", pa.array(captions)), root / "singles.parquet")
-    with pytest.raises(BindscopeError, match="does not list the objects in id order with their captions"):
+    with pytest.raises(BindscopeError, match="does not list the objects in id order, each at slots 1..1, with their captions"):
         load_dataset(root)

@@ -125,8 +125,9 @@ def test_image_embeddings_with_a_tiny_clip(clevr_images_dir: Path, tiny_clip: Pa
     assert result.embeddings.manifest["source"]["images_sha256"]
     assert len(np.unique(result.embeddings.array.round(5), axis=0)) == 576, "every scene's picture differs"
     singles = embed_dataset(ds, spec, modality="image", out=tmp_path / "single", single_objects=True).embeddings
-    want = encoder.encode_images([load_image(str(ds.root / p)) for p in ds.single_images])
+    want = encoder.encode_images([load_image(str(ds.root / p)) for p in ds.single_images.ravel()])
     np.testing.assert_allclose(singles.array, want, atol=1e-5)
+    assert singles.array.shape == (48, 24) and singles.manifest["single_positions"] == 2
 
 
 def test_layer_and_rand_control_are_recorded_and_found(clevr_images_dir: Path, tiny_clip: Path, tmp_path: Path) -> None:
@@ -146,7 +147,7 @@ def test_layer_and_rand_control_are_recorded_and_found(clevr_images_dir: Path, t
 
 
 def test_dataset_without_images(clevr_dir: Path, tmp_path: Path, tiny_clip: Path) -> None:
-    with pytest.raises(BindscopeError, match="has no images for 576 row.*attach the rendered files first"):
+    with pytest.raises(BindscopeError, match="has no images for 576 row.*render them with `bindscope dataset build`"):
         embed_dataset(clevr_dir, f"hf:{tiny_clip}", modality="image", out=tmp_path / "e")
     with pytest.raises(BindscopeError, match="has no single-object images"):
         embed_dataset(clevr_dir, f"hf:{tiny_clip}", modality="image", out=tmp_path / "e", single_objects=True)

@@ -49,7 +49,7 @@ def test_embed_images_layer_and_single_objects(run_cli, clevr_images_dir: Path, 
     single = run_cli("embed", clevr_images_dir, "--model", f"hf:{tiny_clip}", "--modality", "image", "--single-objects",
                      "--out", tmp_path / "single", "-q")
     assert single.returncode == 0, single.stderr
-    assert "24 x 24" in single.stdout and "one row per single-object" in single.stdout
+    assert "48 x 24" in single.stdout and "one row per single-object" in single.stdout
     probe = run_cli("probe", tmp_path / "single", "--out", tmp_path / "p")
     assert_one_line_error(probe, "holds single-object embeddings")
 

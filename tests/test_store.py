@@ -39,7 +39,7 @@ def test_load_checks_against_dataset(clevr_dir: Path, tmp_path: Path) -> None:
     import_embeddings(clevr_dir, _save(tmp_path, x), name="ones", modality="text", out=tmp_path / "e")
     ds = load_dataset(clevr_dir)
     assert len(load_embeddings(tmp_path / "e", ds)) == 576
-    other = build_dataset("clevr2d", tmp_path / "clevr2d")
+    other = build_dataset("clevr2d", tmp_path / "clevr2d", images=False)
     with pytest.raises(BindscopeError, match="were made for dataset hash .* embed or import them for this dataset"):
         load_embeddings(tmp_path / "e", other)
 

@@ -150,13 +150,71 @@ def presets() -> None:
 def dataset_build(
     preset: Annotated[str, typer.Argument(help="Preset name (see `bindscope presets`) or a YAML file.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write; must be new or empty.")],
+    images: Annotated[bool, typer.Option(help="Render the images (presets with a renderer): every scene, and every object alone at each slot.")] = True,
+    image_size: Annotated[Optional[str], typer.Option(help="Image size WIDTHxHEIGHT or SIZE (default 224; CLEVR's own is 480x320). Part of the dataset's content.")] = None,
+    jitter: Annotated[Optional[float], typer.Option(help="Seeded jitter of position, size and rotation in [0, 1] (default 0). Part of the content.")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Rendering processes (default: all cores).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace a folder that holds a different dataset.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success, no progress bar.")] = False,
 ) -> None:
-    """Write a dataset folder: manifest.json, scenes.parquet, scenes.csv, images/."""
+    """Write a dataset folder: manifest.json, scenes.parquet/.csv, images/ (rendered; resumable)."""
     from bindscope.datasets import build_dataset
+    from bindscope.presets import load_preset, with_image_settings
 
-    ds = build_dataset(preset, out, overwrite=overwrite)
+    if workers is not None and workers < 1:
+        raise BindscopeError(f"--workers must be at least 1, got {workers}")
+    chosen = with_image_settings(load_preset(preset), size=image_size, jitter=jitter)
+    ds = build_dataset(chosen, out, overwrite=overwrite, images=images, workers=workers, progress=not quiet)
+    if not quiet:
+        typer.echo(ds.summary())
+
+
+@dataset_app.command("preview")
+def dataset_preview(
+    root: Annotated[Path, typer.Argument(help="A dataset folder with images.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG file to write.")],
+    rows: Annotated[int, typer.Option(help="Grid rows.")] = 4,
+    cols: Annotated[int, typer.Option(help="Grid columns.")] = 4,
+    seed: Annotated[int, typer.Option(help="Which images (a seeded sample).")] = 0,
+    singles: Annotated[bool, typer.Option("--singles", help="Show single-object images instead of scenes.")] = False,
+) -> None:
+    """Draw a grid of images with their captions: check that names match pixels."""
+    from bindscope.datasets import load_dataset
+    from bindscope.render.preview import preview_grid
+
+    typer.echo(f"wrote {preview_grid(load_dataset(root), out, rows=rows, cols=cols, seed=seed, singles=singles)}")
+
+
+@dataset_app.command("check")
+def dataset_check(
+    root: Annotated[Path, typer.Argument(help="A dataset folder with rendered images.")],
+    scenes: Annotated[Optional[int], typer.Option(help="Read back this many scene images (a seeded sample; default all).")] = None,
+) -> None:
+    """Prove the labels: read color and shape back from the pixels and compare with the names."""
+    from bindscope.datasets import load_dataset
+    from bindscope.render.check import check_labels
+
+    if scenes is not None and scenes < 1:
+        raise BindscopeError(f"--scenes must be at least 1, got {scenes}")
+    report = check_labels(load_dataset(root), scenes=scenes)
+    if not report.ok:
+        raise BindscopeError(report.summary())
+    typer.echo(report.summary())
+
+
+@dataset_app.command("import-pug")
+def dataset_import_pug(
+    csv: Annotated[Path, typer.Argument(help="The PUG:SPARE CSV (filename, world_name, character_name, ...).")],
+    images_dir: Annotated[Path, typer.Argument(help="The folder holding the CSV's image files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Dataset folder to write.")],
+    world: Annotated[str, typer.Option(help="Keep the rows of this world.")] = "Desert",
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success, no progress bar.")] = False,
+) -> None:
+    """Build the 7,392-scene pug_spare folder from your copy of PUG:SPARE (images are copied)."""
+    from bindscope.pug import import_pug
+
+    ds = import_pug(csv, images_dir, out=out, world=world, overwrite=overwrite, progress=not quiet)
     if not quiet:
         typer.echo(ds.summary())
 

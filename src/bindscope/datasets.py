@@ -6,8 +6,8 @@ A dataset folder holds::
     scenes.parquet    one row per scene (the source of truth)
     scenes.csv        the same table for spreadsheets and other tools
     images/           rendered images, filled in by a renderer (empty until then)
-    singles.parquet   optional: one row per object alone (column ``object`` = object id), with
-    singles.csv       its caption and single-object image, once images are attached
+    singles.parquet   optional: one row per object alone at each slot position (columns ``object``
+    singles.csv       = object id, ``slot`` = 1..S), its caption and image, once images are attached
 
 Scene table columns: ``scene``, ``num_objects``, then for k = 1..K and each concept c
 ``object{k}_{c}`` (value name, empty where the scene has fewer objects) and ``object{k}_{c}_idx``
@@ -101,7 +101,9 @@ def dataset_hash(preset: Preset, scenes: SceneSet) -> str:
     """Content hash of a dataset: its scenes, caption template and renderer."""
     h = hashlib.sha256(b"bindscope-dataset-v1\n")
     h.update(scenes.content_hash().encode())
-    extra = {"caption": preset.template.to_dict(), "renderer": preset.config.renderer}
+    extra: dict[str, Any] = {"caption": preset.template.to_dict(), "renderer": preset.config.renderer}
+    if preset.config.renderer in ("flat2d", "raycast3d"):  # what the images look like is part of the content
+        extra["image"] = preset.config.image.model_dump()
     h.update(json.dumps(extra, sort_keys=True).encode())
     return h.hexdigest()
 
@@ -133,12 +135,21 @@ def _value_names(space: ConceptSpace, concept: int, idx: np.ndarray) -> pa.Array
 
 
 def build_dataset(
-    preset: str | Path | Preset, out: str | Path, *, overwrite: bool = False
+    preset: str | Path | Preset,
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    images: bool = True,
+    workers: int | None = None,
+    progress: bool = False,
 ) -> Dataset:
     """Build a dataset folder for a preset name, a YAML file or a :class:`Preset`.
 
     Re-building the same content into the same folder is a no-op; a folder holding anything
-    else is refused unless ``overwrite``. The folder appears only once complete.
+    else is refused unless ``overwrite``. The folder appears only once complete. With
+    ``images`` (and a preset that names a renderer) every scene, and every object alone at each
+    slot position, is rendered into ``images/`` by ``workers`` processes (default: all cores);
+    an interrupted render leaves only complete PNGs, and building again renders the rest.
     """
     preset = preset if isinstance(preset, Preset) else load_preset(preset)
     out = Path(out)
@@ -146,20 +157,34 @@ def build_dataset(
     content = dataset_hash(preset, scenes)
     if (out / MANIFEST).is_file() and not overwrite:
         existing = read_json(out / MANIFEST, "dataset manifest")
-        if existing.get("hash") == content:
-            return load_dataset(out)
-        raise BindscopeError(
-            f"{out} already holds a different dataset ({existing.get('preset')}, hash "
-            f"{str(existing.get('hash'))[:12]}); choose another --out or pass --overwrite"
-        )
+        if existing.get("hash") != content:
+            raise BindscopeError(
+                f"{out} already holds a different dataset ({existing.get('preset')}, hash "
+                f"{str(existing.get('hash'))[:12]}); choose another --out or pass --overwrite"
+            )
+        return _with_images(load_dataset(out, check_images=not images), images, workers, progress)
     captions = make_captions(scenes, preset.template)
-    images = np.full(len(scenes), "", dtype=object)
+    paths = np.full(len(scenes), "", dtype=object)
     manifest = _manifest(preset, scenes, content)
     with staged_dir(out, overwrite=overwrite) as stage:
-        _write_table(scenes_table(scenes, captions, images), stage / SCENES_PARQUET, stage / SCENES_CSV)
+        _write_table(scenes_table(scenes, captions, paths), stage / SCENES_PARQUET, stage / SCENES_CSV)
         (stage / IMAGES_DIR).mkdir()
         write_json(stage / MANIFEST, manifest)
-    return Dataset(out, manifest, preset, scenes, captions, images)
+    return _with_images(Dataset(out, manifest, preset, scenes, captions, paths), images, workers, progress)
+
+
+def _with_images(ds: Dataset, images: bool, workers: int | None, progress: bool) -> Dataset:
+    """Render what is missing, when asked and when the preset has a renderer of this package."""
+    from bindscope.render.images import render_dataset_images, renders_images
+
+    if not images or not renders_images(ds):
+        return ds
+    wants_singles = ds.preset.config.image.single_objects
+    listed = [*ds.images, *(ds.single_images.ravel() if ds.single_images is not None else [])]
+    complete = all(ds.images) and (ds.single_images is not None or not wants_singles)
+    if complete and all((ds.root / p).is_file() for p in listed):
+        return ds
+    return render_dataset_images(ds, workers=workers, progress=progress)
 
 
 def _manifest(preset: Preset, scenes: SceneSet, content: str) -> dict[str, Any]:
@@ -188,8 +213,12 @@ def _manifest(preset: Preset, scenes: SceneSet, content: str) -> dict[str, Any]:
     }
 
 
-def load_dataset(root: str | Path) -> Dataset:
-    """Load and validate a dataset folder; any inconsistency is a :class:`BindscopeError`."""
+def load_dataset(root: str | Path, *, check_images: bool = True) -> Dataset:
+    """Load and validate a dataset folder; any inconsistency is a :class:`BindscopeError`.
+
+    ``check_images=False`` skips checking that the listed image files exist (the builder uses it
+    to render what is missing).
+    """
     root = Path(root)
     manifest = read_manifest(
         root, "dataset", REQUIRED_MANIFEST_KEYS, DATASET_FORMAT, "build it with `bindscope dataset build`"
@@ -215,9 +244,10 @@ def load_dataset(root: str | Path) -> Dataset:
            f"caption of scene {bad[0] if len(bad) else 0} does not match its objects "
            f"({captions[bad[0]] if len(bad) else ''!r})")
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
-    _check_images(root, images)
+    if check_images:
+        _check_images(root, images)
     _check_csv(root, SCENES_CSV, len(scenes))
-    singles = _load_single_images(root, preset) if (root / SINGLES_PARQUET).exists() else None
+    singles = _load_single_images(root, preset, check_images) if (root / SINGLES_PARQUET).exists() else None
     return Dataset(root, manifest, preset, scenes, captions, images, singles)
 
 
@@ -232,7 +262,7 @@ def single_object_captions(ds: Dataset) -> np.ndarray:
 
 
 def attach_images(
-    root: str | Path, scene_images: Sequence[str], single_images: Sequence[str] | None = None
+    root: str | Path, scene_images: Sequence[str], single_images: Sequence[Sequence[str]] | Sequence[str] | None = None
 ) -> Dataset:
     """Record rendered image files in a dataset folder.
 
@@ -242,9 +272,9 @@ def attach_images(
         The dataset folder.
     scene_images : sequence of str
         One path per scene, in scene order, relative to ``root`` (e.g. ``images/000012.png``).
-    single_images : sequence of str, optional
-        One path per object (in object-id order) showing that object alone; written to
-        ``singles.parquet`` for the interventions' ``single`` bank.
+    single_images : [U][S] nested sequence of str, or [U] sequence, optional
+        Per object (in object-id order), its image alone at each of S slot positions (a flat
+        list means S = 1); written to ``singles.parquet`` for the interventions' ``single`` bank.
 
     The files must exist inside the folder. The scene table (parquet and CSV) gains the paths;
     the dataset's content hash does not change (it covers scenes, captions and renderer).
@@ -252,17 +282,33 @@ def attach_images(
     ds = load_dataset(root)
     root = ds.root
     scene_images = _check_image_list(root, scene_images, len(ds), "scene")
+    singles = None
     if single_images is not None:
-        single_images = _check_image_list(root, single_images, ds.space.num_objects, "object")
-        singles = single_object_scenes(ds)
-        table = scenes_table(singles, single_object_captions(ds), single_images, key="object")
-        _write_table(table, root / SINGLES_PARQUET, root / SINGLES_CSV)
+        grid = np.asarray(single_images, dtype=object)
+        grid = grid[:, None] if grid.ndim == 1 else grid
+        if grid.ndim != 2 or grid.shape[0] != ds.space.num_objects:
+            raise BindscopeError(f"got {grid.shape[0] if grid.ndim else 0:,} single-object image lists but the dataset "
+                                 f"has {ds.space.num_objects:,} objects; give one list of slot positions per object")
+        singles = _check_image_list(root, grid.ravel(), grid.size, "single-object image").reshape(grid.shape)
+        _write_table(singles_table(ds.preset, singles), root / SINGLES_PARQUET, root / SINGLES_CSV)
     _write_table(scenes_table(ds.scenes, ds.captions, scene_images), root / SCENES_PARQUET, root / SCENES_CSV)
+    singles = singles if singles is not None else ds.single_images
     rendered = {"rendered": int(sum(1 for p in scene_images if p))}
-    if single_images is not None or ds.single_images is not None:
-        rendered["single_objects"] = len(single_images if single_images is not None else ds.single_images)
-    write_json(root / MANIFEST, {**ds.manifest, "images": rendered})
+    if singles is not None:
+        rendered.update(single_objects=int(singles.shape[0]), single_positions=int(singles.shape[1]))
+    write_json(root / MANIFEST, {**ds.manifest, "images": {**ds.manifest.get("images", {}), **rendered}})
     return load_dataset(root)
+
+
+def singles_table(preset: Preset, images: np.ndarray) -> pa.Table:
+    """The single-object table: one row per (object, slot position), object-major."""
+    u, positions = images.shape
+    singles = SceneSet.singles(preset.space, 1)
+    rows = np.repeat(np.arange(u), positions)
+    captions = make_captions(singles, preset.template)[rows]
+    table = scenes_table(singles.subset(rows), captions, images.ravel(), key="object")
+    table = table.set_column(0, "object", pa.array(rows.astype(np.int64)))
+    return table.add_column(1, "slot", pa.array(np.tile(np.arange(1, positions + 1), u).astype(np.int32)))
 
 
 def _check_image_list(root: Path, paths: Sequence[str], expected: int, what: str) -> np.ndarray:
@@ -287,22 +333,25 @@ def _write_table(table: pa.Table, parquet: Path, csv: Path) -> None:
         pacsv.write_csv(table, fh)
 
 
-def _load_single_images(root: Path, preset: Preset) -> np.ndarray:
-    """Validate ``singles.parquet`` against the space and return its image paths (object-id order)."""
+def _load_single_images(root: Path, preset: Preset, check_images: bool = True) -> np.ndarray:
+    """Validate ``singles.parquet`` against the space; its image paths as ``[objects, positions]``."""
     table = _read_table(root / SINGLES_PARQUET)
-    space = preset.space
-    singles = SceneSet.singles(space, 1)
-    expected = scenes_table(singles, make_captions(singles, preset.template), np.full(len(singles), "", object), key="object")
+    u = preset.space.num_objects
+    positions = table.num_rows // u if u else 0
+    _check(positions >= 1 and table.num_rows == u * positions, root,
+           f"{SINGLES_PARQUET} has {table.num_rows} rows, not a whole number of rows per each of the space's {u} objects; "
+           "attach the images again")
+    expected = singles_table(preset, np.full((u, positions), "", dtype=object))
     _check(table.column_names == expected.column_names, root,
            f"{SINGLES_PARQUET} must have the columns {', '.join(expected.column_names)}; attach the images again")
-    _check(table.num_rows == space.num_objects, root,
-           f"{SINGLES_PARQUET} has {table.num_rows} rows but the space has {space.num_objects} objects; attach the images again")
     _check(table.drop_columns(["image"]).equals(expected.drop_columns(["image"])), root,
-           f"{SINGLES_PARQUET} does not list the objects in id order with their captions; attach the images again")
+           f"{SINGLES_PARQUET} does not list the objects in id order, each at slots 1..{positions}, with their captions; "
+           "attach the images again")
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
-    _check_images(root, images)
-    _check_csv(root, SINGLES_CSV, space.num_objects)
-    return images
+    if check_images:
+        _check_images(root, images)
+    _check_csv(root, SINGLES_CSV, table.num_rows)
+    return images.reshape(u, positions)
 
 
 def _check(ok: bool, root: Path, message: str) -> None:
@@ -393,7 +442,8 @@ def format_summary(ds: Dataset) -> str:
         f"modalities   {', '.join(m.get('modalities', []))}"
         + (f"  (renderer: {m['renderer']})" if m.get("renderer") else ""),
         f"images       {rendered:,} / {len(ds):,} rendered"
-        + (f", {len(ds.single_images):,} single-object" if ds.single_images is not None else ""),
+        + (f", {ds.single_images.size:,} single-object ({ds.single_images.shape[0]:,} objects x "
+           f"{ds.single_images.shape[1]} positions)" if ds.single_images is not None else ""),
         f"hash         {ds.hash}",
         f"built with   bindscope {m['bindscope_version']}, {m.get('created', '?')}",
     ]

@@ -44,7 +44,7 @@ def run_demo(out: Path, plan: DemoPlan = DemoPlan(), *, say: Say = print, progre
 
     folders: dict[str, Path] = {}
     for preset in ("clevr", "text"):
-        ds = build_dataset(preset, out / "datasets" / preset)
+        ds = build_dataset(preset, out / "datasets" / preset, images=False)  # the demo embeds captions
         folders[f"dataset:{preset}"] = ds.root
         say(ds.summary() + "\n")
     clevr = out / "datasets" / "clevr"

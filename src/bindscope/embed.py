@@ -86,8 +86,8 @@ def embed_dataset(
     batch_size : int, optional
         Rows per forward pass (default 32 images or 256 texts).
     single_objects : bool
-        Embed every object alone (its single-object image or caption, row o = object id o):
-        the interventions' ``single`` bank.
+        Embed every object alone: its caption (row o = object id o) or its image at each of
+        the S slot positions (row o * S + s): the interventions' ``single`` bank.
     chunk_rows : int
         Rows per saved chunk: the most work an interruption can lose.
     overwrite : bool
@@ -152,15 +152,20 @@ def embed_items(ds: Dataset, modality: str, single_objects: bool = False) -> lis
                              f"{', '.join(available)}); use --modality {available[0]}")
     if modality == "text":
         return list(single_object_captions(ds) if single_objects else ds.captions)
-    paths = ds.single_images if single_objects else ds.images
+    paths = (ds.single_images.ravel() if ds.single_images is not None else None) if single_objects else ds.images
     what = "single-object images" if single_objects else "images"
     if paths is None or not all(paths):
-        missing = len(ds.space.all_objects()) if paths is None else int(sum(1 for p in paths if not p))
+        missing = ds.space.num_objects if paths is None else int(sum(1 for p in paths if not p))
         raise BindscopeError(
-            f"dataset {ds.root} has no {what} for {missing:,} row(s); attach the rendered files first "
-            f"(bindscope.datasets.attach_images) or embed --modality text"
+            f"dataset {ds.root} has no {what} for {missing:,} row(s); render them with `bindscope dataset build` "
+            "(or attach your own with bindscope.datasets.attach_images), or embed --modality text"
         )
     return [str(ds.root / p) for p in paths]
+
+
+def single_positions(ds: Dataset, modality: str) -> int:
+    """Rows per object in a single-object bank: its slot positions (images) or 1 (captions)."""
+    return int(ds.single_images.shape[1]) if modality == "image" and ds.single_images is not None else 1
 
 
 def content_key(dataset_hash: str, modality: str, rows: str, info: dict[str, Any], images_sha256: str | None) -> str:
@@ -379,6 +384,7 @@ def _manifest(ds: Dataset, spec: ModelSpec, encoder: Encoder, info: dict, modali
         "dataset_preset": ds.name,
         "model_spec": str(spec),
         "layer": encoder.layer,
+        **({"single_positions": single_positions(ds, modality)} if rows == "single_objects" else {}),
         "content_key": key,
         "model": info,
         "source": {"kind": "embed", "images_sha256": images_sha256, **run},

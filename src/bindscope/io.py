@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -138,3 +139,12 @@ def staged_dir(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

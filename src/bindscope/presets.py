@@ -54,6 +54,18 @@ class CaptionConfig(BaseModel):
     words: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
+class ImageConfig(BaseModel):
+    """How a renderer draws the dataset's images (ignored for presets without a renderer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    width: int = Field(default=224, ge=16, le=4096)
+    height: int = Field(default=224, ge=16, le=4096)
+    jitter: float = Field(default=0.0, ge=0.0, le=1.0)
+    seed: int = 0
+    single_objects: bool = True
+
+
 class PresetConfig(BaseModel):
     """Everything that defines a dataset: the schema of YAML files and of built-in presets."""
 
@@ -68,6 +80,7 @@ class PresetConfig(BaseModel):
     noun: str | None = None
     modalities: list[Modality] = Field(default_factory=lambda: ["text"], min_length=1)
     renderer: str | None = None
+    image: ImageConfig = Field(default_factory=ImageConfig)
     slot_layout: list[str] | None = None
     source: dict[str, Any] = Field(default_factory=dict)
 
@@ -267,6 +280,24 @@ _BUILTIN: dict[str, dict[str, Any]] = {
         "source": {"dataset": "PUG:SPARE", "world": "Desert", "images": "imported from the user's CSV + images"},
     },
 }
+
+
+def with_image_settings(preset: Preset, *, size: str | None = None, jitter: float | None = None) -> Preset:
+    """The preset with another image size (``"224"`` or ``"480x320"``) and/or jitter."""
+    if size is None and jitter is None:
+        return preset
+    update: dict[str, Any] = {}
+    if size is not None:
+        match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+)\s*)?", size)
+        if not match:
+            raise BindscopeError(f"image size {size!r}: write SIZE or WIDTHxHEIGHT, e.g. 224 or 480x320")
+        update["width"] = int(match.group(1))
+        update["height"] = int(match.group(2) or match.group(1))
+    if jitter is not None:
+        update["jitter"] = jitter
+    config = preset.config.model_dump()
+    config["image"] = {**config["image"], **update}
+    return preset_from_dict(config, origin="image settings")
 
 
 def list_presets() -> list[str]:

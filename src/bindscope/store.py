@@ -7,7 +7,6 @@ Every analysis reads this layout. Embeddings computed elsewhere come in through
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +15,7 @@ import numpy as np
 
 from bindscope.datasets import Dataset, load_dataset
 from bindscope.errors import BindscopeError
-from bindscope.io import load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
+from bindscope.io import file_sha256, load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
 from bindscope.version import __version__
 
 EMBEDDING_FORMAT = "bindscope-embeddings-v1"
@@ -164,7 +163,7 @@ def import_embeddings(
         "source": {
             "kind": "import",
             "path": str(array_path.resolve()),
-            "sha256": _file_sha256(array_path),
+            "sha256": file_sha256(array_path),
             "dtype": str(raw.dtype),
         },
     }
@@ -206,18 +205,12 @@ def load_embeddings(
                 f"embeddings in {root} were made for dataset hash {manifest['dataset_hash'][:12]}, "
                 f"but {dataset.root} has hash {dataset.hash[:12]}; embed or import them for this dataset"
             )
-        expected, unit = (len(dataset), "scenes") if kind == "scenes" else (dataset.space.num_objects, "objects")
+        positions = int(manifest.get("single_positions", 1))
+        expected, unit = ((len(dataset), "scenes") if kind == "scenes"
+                          else (dataset.space.num_objects * positions, f"objects x {positions} position(s)"))
         if arr.shape[0] != expected:
             raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {expected} {unit}")
     return EmbeddingSet(root, manifest, arr)
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def find_rand_control(emb: EmbeddingSet) -> Path | None:
