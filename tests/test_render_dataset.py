@@ -29,6 +29,13 @@ def clevr2d(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def clevr(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("render") / "clevr"
+    build_dataset(with_image_settings(get_preset("clevr"), size=SIZE), out, workers=2)
+    return out
+
+
 def test_every_scene_and_every_single_object_has_an_image(clevr2d: Path) -> None:
     ds = load_dataset(clevr2d)
     assert all(ds.images) and ds.single_images.shape == (24, 2)
@@ -40,7 +47,7 @@ def test_every_scene_and_every_single_object_has_an_image(clevr2d: Path) -> None
     assert m["spec"]["image"]["width"] == 96
 
 
-@pytest.mark.parametrize("name", ["clevr2d"])
+@pytest.mark.parametrize("name", ["clevr2d", "clevr"])
 def test_labels_match_pixels_for_every_preset_that_renders(name: str, request: pytest.FixtureRequest) -> None:
     ds = load_dataset(request.getfixturevalue(name))
     report = check_labels(ds)
@@ -58,7 +65,7 @@ def _swap_shape_names(ds, a: int, b: int):
     return dataclasses.replace(ds, preset=preset, scenes=SceneSet(preset.space, ds.scenes.scenes))
 
 
-@pytest.mark.parametrize(("name", "a", "b"), [("clevr2d", 1, 2)])
+@pytest.mark.parametrize(("name", "a", "b"), [("clevr", 1, 2), ("clevr2d", 1, 2)])
 def test_swapped_shape_names_fail_the_check(name: str, a: int, b: int, request: pytest.FixtureRequest) -> None:
     ds = _swap_shape_names(load_dataset(request.getfixturevalue(name)), a, b)
     assert isinstance(ds.space, ConceptSpace)
