@@ -337,7 +337,8 @@ def slot_boxes(num_slots: int, width: int, height: int) -> np.ndarray:
     layout = _layout(num_slots)
     r = layout.radius * MAX_SCALE
     angle = np.linspace(0, 2 * np.pi, 65)[:-1]
-    ring = np.stack([r * np.cos(angle), r * np.sin(angle)], axis=1)
+    outer = r / math.cos(math.pi / 64)  # a 64-gon around the circle, not inside it
+    ring = np.stack([outer * np.cos(angle), outer * np.sin(angle)], axis=1)
     corners = np.array([[-1, -1], [-1, 1], [1, -1], [1, 1]]) * layout.shift
     boxes = []
     for x, y in layout.xy:
@@ -348,7 +349,7 @@ def slot_boxes(num_slots: int, width: int, height: int) -> np.ndarray:
     return np.asarray(boxes)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def _windows(num_slots: int, width: int, height: int) -> tuple[np.ndarray, ...]:
     """Flat pixel indices inside each slot's box (one pixel of margin, clipped to the image)."""
     out = []
