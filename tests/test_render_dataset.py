@@ -155,3 +155,10 @@ def test_cli_errors(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
                           "write SIZE or WIDTHxHEIGHT")
     assert_one_line_error(run_cli("dataset", "build", "clevr", "--workers", "0", "--out", tmp_path / "x"),
                           "--workers must be at least 1")
+
+
+def test_check_names_an_unreadable_image(run_cli, clevr2d: Path, tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    shutil.copytree(clevr2d, root)
+    (root / "images" / "000003.png").write_bytes(b"not a png")
+    assert_one_line_error(run_cli("dataset", "check", root), "000003.png is not a readable image")

@@ -27,7 +27,7 @@ from bindscope.devices import check_device
 from bindscope.encoders import Encoder, ModelSpec, load_encoder, parse_spec
 from bindscope.encoders.base import DTYPES
 from bindscope.errors import BindscopeError
-from bindscope.io import check_output_dir, load_npy, read_json, save_npy, write_json
+from bindscope.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
 from bindscope.store import EMBEDDING_FORMAT, MANIFEST, EmbeddingSet, check_embedding_array, load_embeddings, write_embeddings
 
 log = logging.getLogger(__name__)
@@ -235,19 +235,6 @@ def _run_now(fn: Callable[..., Any], *args: Any) -> Future:
     except BaseException as exc:  # re-raised by .result(), as from a thread
         future.set_exception(exc)
     return future
-
-
-def load_image(path: str) -> Any:
-    """An RGB PIL image, or a clear error naming the file."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except FileNotFoundError:
-        raise BindscopeError(f"image file {path} is missing; render or attach the dataset's images again") from None
-    except (UnidentifiedImageError, OSError) as exc:
-        raise BindscopeError(f"image file {path} is not a readable image ({exc}); render it again") from None
 
 
 def _checked(rows: np.ndarray, b0: int, b1: int) -> np.ndarray:

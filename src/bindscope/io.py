@@ -148,3 +148,16 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def load_image(path: str | Path):
+    """An RGB PIL image, or a clear error naming the file."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except FileNotFoundError:
+        raise BindscopeError(f"image file {path} is missing; render or attach the dataset's images again") from None
+    except (UnidentifiedImageError, OSError) as exc:
+        raise BindscopeError(f"image file {path} is not a readable image ({exc}); render it again") from None

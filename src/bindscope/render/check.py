@@ -15,6 +15,7 @@ import numpy as np
 from bindscope.concepts import PAD
 from bindscope.datasets import Dataset
 from bindscope.errors import BindscopeError
+from bindscope.io import load_image
 from bindscope.render import get_renderer
 from bindscope.render.images import renders_images
 
@@ -63,15 +64,13 @@ def check_labels(ds: Dataset, *, scenes: int | None = None, seed: int = 0) -> La
 
 
 def _compare(ds: Dataset, renderer, paths: np.ndarray, values: np.ndarray, report: LabelReport) -> None:
-    from PIL import Image
-
     space = ds.space
     c, s = space.concept_index("color"), space.concept_index("shape")
     colors = np.asarray([*space.values[c], ""], dtype=object)   # index -1 (empty slot) -> ""
     shapes = np.asarray([*space.values[s], ""], dtype=object)
     for start in range(0, len(paths), BATCH):
         part = paths[start : start + BATCH]
-        images = np.stack([np.asarray(Image.open(ds.root / p).convert("RGB")) for p in part])
+        images = np.stack([np.asarray(load_image(ds.root / p)) for p in part])
         got_color, got_shape = renderer.identify(images, values.shape[1])
         want_color = colors[values[start : start + BATCH, :, c]]
         want_shape = shapes[values[start : start + BATCH, :, s]]

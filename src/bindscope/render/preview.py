@@ -8,7 +8,7 @@ import numpy as np
 
 from bindscope.datasets import Dataset, single_object_captions
 from bindscope.errors import BindscopeError
-from bindscope.io import atomic_file
+from bindscope.io import atomic_file, load_image
 
 
 def preview_grid(ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, seed: int = 0,
@@ -18,8 +18,6 @@ def preview_grid(ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from PIL import Image
-
     if rows < 1 or cols < 1:
         raise BindscopeError(f"--rows and --cols must be at least 1, got {rows} x {cols}")
     paths, captions = _items(ds, singles)
@@ -28,8 +26,7 @@ def preview_grid(ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, 
     for ax in axes.ravel():
         ax.axis("off")
     for ax, i in zip(axes.ravel(), pick):
-        with Image.open(ds.root / paths[i]) as im:
-            ax.imshow(np.asarray(im.convert("RGB")))
+        ax.imshow(np.asarray(load_image(ds.root / paths[i])))
         ax.set_title(_wrap(captions[i]), fontsize=8)
     fig.suptitle(f"{ds.name}: {len(pick)} of {len(paths):,} {'single-object images' if singles else 'scenes'}", fontsize=10)
     fig.tight_layout()
