@@ -133,3 +133,14 @@ def clevr_images_dir(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) 
     shutil.copytree(clevr_dir, out)
     draw_scene_images(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module: tiny models run faster so on a small shared machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

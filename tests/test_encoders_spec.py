@@ -98,6 +98,6 @@ def test_embedded_default_resolves_to_the_installed_package() -> None:
     assert where is not None and (where / "modules.json").is_file() and (where / "model.safetensors").is_file()
 
 
-def test_unimplemented_backend_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(BindscopeError, match="scratch: models are not available in this version"):
+def test_a_folder_that_is_not_a_scratch_model_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(BindscopeError, match="not a bindscope scratch model folder"):
         load_encoder(f"scratch:{tmp_path}")

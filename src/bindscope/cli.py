@@ -24,6 +24,9 @@ dataset_app = typer.Typer(help="Build, inspect and split dataset folders.", no_a
 embeddings_app = typer.Typer(help="Bring in and inspect embedding folders.", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(embeddings_app, name="embeddings")
+scratch_app = typer.Typer(help="Controlled models trained from scratch: train, sweep coverage, export for the analyses.",
+                          no_args_is_help=True)
+app.add_typer(scratch_app, name="scratch")
 
 
 class Modality(str, Enum):
@@ -493,6 +496,116 @@ def complexity(
     typer.echo(f"budget: {b['name']} (epochs {b['epochs']}, patience {b['patience']}, train scenes <= "
                f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})")
     _finish(s, out)
+
+
+ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="A built-in config (cpu-small, paper) or a YAML file.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def _scratch_config(config: str, **overrides):
+    from bindscope.scratch.config import load_config
+
+    return load_config(config, **overrides)
+
+
+@scratch_app.command("configs")
+def scratch_configs() -> None:
+    """List the built-in training configs and their settings."""
+    from bindscope.scratch.config import BUILTIN, load_config
+
+    keys = ("max_objects", "d_model", "layers", "heads", "ff", "d_out", "steps", "batch_size", "lr", "fraction")
+    rows = [("config", "objects", *keys)]
+    for name in BUILTIN:
+        cfg = load_config(name)
+        rows.append((name, f"{cfg.preset().space.num_objects}", *(f"{getattr(cfg, k):g}" for k in keys)))
+    _print_table(rows)
+
+
+@scratch_app.command("train")
+def scratch_train(
+    out: OutDir,
+    config: ConfigOpt = "cpu-small",
+    fraction: Annotated[Optional[float], typer.Option(help="Fraction of the objects to train on (coverage); default: the config's.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the object split, the initialisation and the sampler; default: the config's.")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Training steps; default: the config's.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Scenes per step; default: the config's.")] = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Train a scene and a query encoder from scratch (METHOD §9); an interrupted run continues where it stopped."""
+    from bindscope.scratch.train import train_model
+
+    cfg = _scratch_config(config, fraction=fraction, seed=seed, steps=steps, batch_size=batch_size)
+    result = train_model(cfg, out, device=device, overwrite=overwrite, progress=not quiet)
+    s = result.summary
+    if result.status == "existing":
+        typer.echo(f"{out} already holds this model; nothing to do")
+    sel = s["selected"]
+    typer.echo(f"config {s['config']}, fraction {s['fraction']:g} ({s['objects']['fit']} objects trained on, "
+               f"{s['objects']['validation']} validation, {s['objects']['test']} held out), seed {s['seed']}")
+    rows = [("objects", "object acc %", "concept acc %")]
+    for split, label in (("train", "trained on"), ("validation", "validation"), ("test", "held out")):
+        if f"{split}_object_acc" in sel:
+            rows.append((label, f"{100 * sel[f'{split}_object_acc']:.1f}", f"{100 * sel[f'{split}_concept_acc']:.1f}"))
+    _print_table(rows)
+    typer.echo(f"selected step {s['selected_step']} ({s['selected_on']}); chance {100 * s['chance_test_object_acc']:.2f} %; "
+               f"{s['steps']:,} steps in {s['seconds']:.0f} s")
+    typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out}")
+
+
+@scratch_app.command("sweep")
+def scratch_sweep(
+    out: OutDir,
+    config: ConfigOpt = "cpu-small",
+    fractions: Annotated[str, typer.Option(help="Comma-separated train fractions (coverage).")] = "0.2,0.4,0.6,0.8",
+    seeds: SeedsOpt = 3,
+    steps: Annotated[Optional[int], typer.Option(help="Training steps per run; default: the config's.")] = None,
+    workers: Annotated[int, typer.Option(help="Runs trained at once in worker processes (the CPU threads are split between them).")] = 1,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
+    from bindscope.scratch.sweep import sweep
+
+    try:
+        values = [float(f) for f in fractions.split(",") if f.strip()]
+    except ValueError:
+        raise BindscopeError(f"--fractions must be comma-separated numbers, e.g. 0.2,0.4,0.6,0.8; got {fractions!r}") from None
+    if seeds < 1:
+        raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
+    cfg = _scratch_config(config, steps=steps)
+    s = sweep(cfg, values, range(seeds), out, device=device, workers=workers, overwrite=overwrite, progress=not quiet and workers == 1,
+              say=typer.echo)
+    rows = [("fraction", "held-out object acc %", "sd", "min", "max", "trained-on object acc %")]
+    for f, entry in s["per_fraction"].items():
+        h, t = entry["test_object_acc"], entry["train_object_acc"]
+        rows.append((f, f"{100 * h['mean']:.1f}", f"{100 * h['sd']:.1f}", f"{100 * h['min']:.1f}", f"{100 * h['max']:.1f}",
+                     f"{100 * t['mean']:.1f}"))
+    _print_table(rows)
+    typer.echo(f"chance {100 * s['chance_object_acc']:.2f} %")
+    typer.echo(f"\nwrote {out}")
+
+
+@scratch_app.command("export")
+def scratch_export(
+    model: Annotated[Path, typer.Argument(help="A model folder of `bindscope scratch train`.")],
+    out: OutDir,
+    layer: Annotated[Optional[int], typer.Option(help="Embed this layer's EOS state (0 = embeddings, -1 = last block) instead of the final embedding.")] = None,
+    control: Annotated[bool, typer.Option(help="Also embed the +rand control next to the embeddings.")] = True,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Embed every ordered object pair with the scene encoder and write the query probes: inputs for every analysis."""
+    from bindscope.scratch.export import export_model
+
+    r = export_model(model, out, layer=layer, control=control, device=device, overwrite=overwrite, progress=not quiet)
+    typer.echo(f"dataset     {r.dataset}\nembeddings  {r.embeddings}" + (f"\ncontrol     {r.control}" if r.control else "")
+               + f"\nprobes      {r.probes}")
+    typer.echo(f"\nnext: bindscope probe {r.embeddings} --out RUN/probe; bindscope decompose {r.embeddings} --out RUN/decompose; "
+               f"bindscope complexity {r.embeddings} --probes {r.probes} --out RUN/complexity")
 
 
 @app.command()

@@ -115,6 +115,8 @@ def embed_dataset(
         check_device(device)
         encoder = load_encoder(spec, layer=layer, device=device, dtype=dtype)
     encoder.check_modality(modality)
+    own_items = encoder.dataset_items(ds, modality, single_objects)
+    items = items if own_items is None else own_items
     info = encoder.describe()
     images_sha256 = _files_sha256(items) if modality == "image" else None
     key = content_key(ds.hash, modality, rows, info, images_sha256)

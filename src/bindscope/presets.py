@@ -147,12 +147,7 @@ class Preset:
 
 def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
     """Validate a config mapping into a :class:`Preset`; errors are one line naming ``origin``."""
-    if not isinstance(data, dict):
-        raise BindscopeError(f"{origin} must be a mapping of settings, got {type(data).__name__}")
-    try:
-        config = PresetConfig.model_validate(data)
-    except ValidationError as exc:
-        raise BindscopeError(f"invalid {origin}: {_format_validation(exc)}") from None
+    config = validate_settings(PresetConfig, data, origin)
     try:
         space = ConceptSpace.from_dict(config.concepts)
         if config.caption is None:
@@ -172,7 +167,18 @@ def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
     return Preset(config, space, template)
 
 
-def _format_validation(exc: ValidationError) -> str:
+def validate_settings(schema: type[BaseModel], data: Any, origin: str) -> Any:
+    """``schema.model_validate(data)`` with errors as one line naming ``origin``."""
+    if not isinstance(data, dict):
+        raise BindscopeError(f"{origin} must be a mapping of settings, got {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise BindscopeError(f"invalid {origin}: {format_validation(exc)}") from None
+
+
+def format_validation(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``field: problem; ...``."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"

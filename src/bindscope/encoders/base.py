@@ -70,6 +70,10 @@ class Encoder(ABC):
         modality), preprocessing (per modality), random_init (``{"seed": s}`` or None).
         """
 
+    def dataset_items(self, dataset: Any, modality: str, single_objects: bool = False) -> Sequence[Any] | None:
+        """What this model embeds of a dataset's rows, when it is not their captions or images (None)."""
+        return None
+
     def check_modality(self, modality: str) -> None:
         """Refuse a modality this model cannot embed, saying which it can."""
         if modality not in MODALITIES:

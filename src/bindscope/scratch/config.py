@@ -1,0 +1,134 @@
+"""Training configs for controlled models (METHOD §9): built-in ``cpu-small`` and ``paper``, or YAML.
+
+A config names the concept space (a preset, a preset YAML file or inline concepts), the
+object-level split (train fraction of the objects, a validation slice carved from them, seed),
+the two encoders' shape, the training schedule and the evaluation sets.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bindscope.errors import BindscopeError
+from bindscope.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict, validate_settings
+
+
+class ScratchConfig(BaseModel):
+    """Everything that defines one training run; every field is validated, unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "custom"
+    # concept space: a preset name / preset YAML file, or inline concepts (exactly one)
+    space: str | None = None
+    concepts: dict[str, list[str]] | None = None
+    # data
+    max_objects: int = Field(default=3, ge=1, le=16)
+    fraction: float = Field(default=0.8, gt=0.0, lt=1.0)
+    validation_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    seed: int = Field(default=0, ge=0)
+    # model (both encoders)
+    d_model: int = Field(default=256, ge=8)
+    layers: int = Field(default=6, ge=1)
+    heads: int = Field(default=4, ge=1)
+    ff: int = Field(default=2048, ge=8)
+    d_out: int = Field(default=64, ge=2)
+    embedding_std: float = Field(default=0.02, gt=0.0)
+    # optimisation
+    steps: int = Field(default=50_000, ge=1)
+    batch_size: int = Field(default=512, ge=2)
+    lr: float = Field(default=3e-5, gt=0.0)
+    weight_decay: float = Field(default=0.1, ge=0.0)
+    warmup_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    tau_init: float = 1.15
+    max_logit_scale: float = Field(default=10.0, gt=0.0)
+    # evaluation and checkpoints
+    eval_every: int = Field(default=2_500, ge=1)
+    eval_scenes: int = Field(default=2_048, ge=1)
+    eval_objects: int = Field(default=2, ge=1)
+    checkpoint_every: int = Field(default=2_500, ge=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScratchConfig:
+        if (self.space is None) == (self.concepts is None):
+            raise ValueError("give exactly one of 'space' (a preset name or YAML file) and 'concepts'")
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
+        if self.eval_objects > self.max_objects:
+            raise ValueError(f"eval_objects ({self.eval_objects}) cannot exceed max_objects ({self.max_objects})")
+        return self
+
+    def preset(self) -> Preset:
+        """The concept space (and caption template) as a K = 2 preset of all ordered pairs."""
+        if self.space is not None:
+            base = load_preset(self.space).to_dict()
+            data = {**base, "objects_per_scene": 2, "scenes": {}, "modalities": ["text"], "renderer": None,
+                    "slot_layout": None, "source": {}}  # fmt: skip
+        else:
+            data = {"name": f"scratch-{self.name}", "concepts": self.concepts, "objects_per_scene": 2}
+        data["description"] = f"all ordered object pairs of scratch config {self.name}"
+        return preset_from_dict(data, origin=f"concept space of scratch config {self.name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _subset(n: int) -> dict[str, list[str]]:
+    return {"attribute": TEXT_ATTRIBUTES[:n], "noun": TEXT_NOUNS[:n]}
+
+
+#: Built-in configs. ``paper``: METHOD §9 values (a GPU). ``cpu-small``: minutes on two CPU cores.
+BUILTIN: dict[str, dict[str, Any]] = {
+    "paper": {"name": "paper", "space": "text"},
+    "cpu-small": {
+        "name": "cpu-small", "concepts": _subset(10), "max_objects": 2,
+        "d_model": 128, "layers": 2, "heads": 4, "ff": 256, "d_out": 32,
+        "steps": 3_000, "batch_size": 256, "lr": 1e-3, "eval_every": 250, "checkpoint_every": 250,
+        "eval_scenes": 1_024,
+    },  # fmt: skip
+}
+
+
+def list_configs() -> list[str]:
+    return sorted(BUILTIN)
+
+
+def load_config(name_or_path: str | Path, **overrides: Any) -> ScratchConfig:
+    """A built-in config by name or a YAML file, with ``overrides`` (None values ignored) applied."""
+    text = str(name_or_path)
+    if text in BUILTIN:
+        data, origin = dict(BUILTIN[text]), f"scratch config {text}"
+    elif text.endswith((".yaml", ".yml")) or Path(text).is_file():
+        data, origin = _read_yaml(Path(text)), f"scratch config {text}"
+    else:
+        raise BindscopeError(f"unknown scratch config {text!r}; choose one of {', '.join(list_configs())} or give a YAML file")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return config_from_dict(data, origin)
+
+
+def config_from_dict(data: Any, origin: str = "scratch config") -> ScratchConfig:
+    """Validate a mapping into a :class:`ScratchConfig`; errors are one line naming ``origin``."""
+    config = validate_settings(ScratchConfig, data, origin)
+    config.preset()  # the concept space must load
+    return config
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise BindscopeError(f"scratch config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise BindscopeError(f"scratch config {path} is not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise BindscopeError(f"scratch config {path} must be a mapping of settings")
+    return data
+
+
+def warmup_steps(config: ScratchConfig) -> int:
+    return int(math.floor(config.warmup_fraction * config.steps))

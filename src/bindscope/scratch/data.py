@@ -1,0 +1,234 @@
+"""Token sequences and the vectorised, seeded scene/query sampler of METHOD §9.
+
+Tokens: the value ``v`` of concept ``c`` is ``offset[c] + v`` (``c*V + v`` when every concept has
+V values), then SOO, EOO, EOS and PAD. A scene of n objects is ``[SOO v_0 .. v_{C-1} EOO]`` per
+object, then EOS, padded to ``(C+2)*Kmax + 1``. A concept query is ``[value, EOS]``, an object
+query ``[SOO v_0 .. v_{C-1} EOO EOS]``; queries are padded to ``C+3``.
+
+A training batch draws, per scene, 1..Kmax objects uniformly (with replacement) from the allowed
+objects, and one binding-swap query per multi-object scene: an object of the scene with one
+concept value copied from another object of the scene. Swaps that would make a disallowed
+(held-out) object are never drawn, so held-out objects appear nowhere in training, neither as
+positives nor as negatives. Labels are set membership, so a swap that coincides with an object of
+its scene is a positive. Every batch is a pure function of ``(seed, step)``: resuming needs no
+sampler state, and the same batch comes out on every device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bindscope.concepts import PAD as NO_OBJECT
+from bindscope.concepts import ConceptSpace
+from bindscope.errors import BindscopeError
+
+ENUMERATE_UP_TO = 200_000  # tuples; more are sampled
+MAX_DRAWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Token layout for a concept space with at most ``max_objects`` objects per scene."""
+
+    sizes: tuple[int, ...]
+    max_objects: int
+
+    @classmethod
+    def for_space(cls, space: ConceptSpace, max_objects: int) -> Vocabulary:
+        return cls(tuple(space.sizes), int(max_objects))
+
+    @property
+    def num_concepts(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def num_values(self) -> int:
+        return int(sum(self.sizes))
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        return torch.tensor(np.concatenate([[0], np.cumsum(self.sizes)[:-1]]), dtype=torch.long)
+
+    @property
+    def soo(self) -> int:
+        return self.num_values
+
+    @property
+    def eoo(self) -> int:
+        return self.num_values + 1
+
+    @property
+    def eos(self) -> int:
+        return self.num_values + 2
+
+    @property
+    def pad(self) -> int:
+        return self.num_values + 3
+
+    @property
+    def size(self) -> int:
+        return self.num_values + 4
+
+    @property
+    def scene_length(self) -> int:
+        return (self.num_concepts + 2) * self.max_objects + 1
+
+    @property
+    def query_length(self) -> int:
+        return self.num_concepts + 3
+
+    def object_blocks(self, values: torch.Tensor) -> torch.Tensor:
+        """``[..., C]`` value indices -> ``[..., C+2]`` blocks ``SOO tokens EOO``."""
+        tokens = values + self.offsets.to(values.device)
+        soo = torch.full_like(tokens[..., :1], self.soo)
+        return torch.cat([soo, tokens, torch.full_like(soo, self.eoo)], dim=-1)
+
+    def scene_tokens(self, values: torch.Tensor) -> torch.Tensor:
+        """``[B, K, C]`` values (-1 rows for absent objects, after the present ones) -> ``[B, L]``."""
+        b, k, c = values.shape
+        if k > self.max_objects or c != self.num_concepts:
+            raise BindscopeError(f"scenes of shape [*, {k}, {c}] do not fit this model "
+                                 f"(at most {self.max_objects} objects of {self.num_concepts} concepts)")
+        present = values[..., 0] >= 0
+        blocks = self.object_blocks(values.clamp(min=0))
+        blocks = torch.where(present[..., None], blocks, torch.full_like(blocks, self.pad)).reshape(b, -1)
+        out = torch.full((b, self.scene_length), self.pad, dtype=torch.long, device=values.device)
+        out[:, : blocks.shape[1]] = blocks
+        eos_at = present.sum(1) * (c + 2)
+        out[torch.arange(b, device=values.device), eos_at] = self.eos
+        return out
+
+    def object_queries(self, values: torch.Tensor) -> torch.Tensor:
+        """``[Q, C]`` object values -> ``[Q, C+3]`` object query tokens."""
+        return torch.cat([self.object_blocks(values), torch.full_like(values[:, :1], self.eos)], dim=1)
+
+    def concept_queries(self) -> torch.Tensor:
+        """``[sum V, C+3]``: one query ``[value, EOS, PAD..]`` per concept value, in token order."""
+        out = torch.full((self.num_values, self.query_length), self.pad, dtype=torch.long)
+        out[:, 0] = torch.arange(self.num_values)
+        out[:, 1] = self.eos
+        return out
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One training batch (CPU tensors).
+
+    scenes : ``[B, Kmax, C]`` values (-1 rows after the present objects)
+    scene_ids : ``[B, Kmax]`` object ids (-1 where absent)
+    query_ids : ``[Q]`` the object queries: every object present plus the swaps, unique, sorted
+    object_labels : ``[B, Q]`` 1 where the query object is in the scene
+    concept_labels : ``[B, sum V]`` 1 where the concept value is in the scene
+    swap_ids : ``[B]`` the binding-swap object of each scene (-1: none)
+    """
+
+    scenes: torch.Tensor
+    scene_ids: torch.Tensor
+    query_ids: torch.Tensor
+    object_labels: torch.Tensor
+    concept_labels: torch.Tensor
+    swap_ids: torch.Tensor
+
+
+def step_generator(seed: int, step: int) -> torch.Generator:
+    """The generator of batch ``step`` of run ``seed`` (independent streams, no carried state)."""
+    state = np.random.SeedSequence([int(seed), 0x5C7A7C, int(step)]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+class SceneSampler:
+    """Seeded batches of scenes drawn from ``allowed`` objects (METHOD §9).
+
+    Parameters
+    ----------
+    space : ConceptSpace
+    allowed : array of object ids
+        The only objects that may appear, as scene objects or as swap queries.
+    max_objects : int
+        Scenes hold 1..max_objects objects, uniformly.
+    """
+
+    def __init__(self, space: ConceptSpace, allowed: np.ndarray, max_objects: int) -> None:
+        allowed = np.unique(np.asarray(allowed, dtype=np.int64))
+        if len(allowed) == 0:
+            raise BindscopeError("the sampler needs at least one allowed object; raise the train fraction")
+        if allowed[0] < 0 or allowed[-1] >= space.num_objects:
+            raise BindscopeError(f"allowed object ids must lie in [0, {space.num_objects})")
+        self.space = space
+        self.max_objects = int(max_objects)
+        self.pool = torch.from_numpy(allowed)
+        self.is_allowed = torch.zeros(space.num_objects, dtype=torch.bool)
+        self.is_allowed[self.pool] = True
+        self.values = torch.from_numpy(space.all_objects().astype(np.int64))  # [U, C]
+        sizes = np.asarray(space.sizes, dtype=np.int64)
+        self.strides = torch.from_numpy(np.concatenate([[1], np.cumprod(sizes)[:-1]]))
+        k, c = self.max_objects, space.num_concepts
+        i, j, cc = torch.meshgrid(torch.arange(k), torch.arange(k), torch.arange(c), indexing="ij")
+        keep = (i != j).reshape(-1)
+        self._cand = (i.reshape(-1)[keep], j.reshape(-1)[keep], cc.reshape(-1)[keep])  # swap candidates
+
+    def sample(self, batch_size: int, seed: int, step: int) -> Batch:
+        """Batch ``step`` of the run seeded ``seed``."""
+        g = step_generator(seed, step)
+        b, k = int(batch_size), self.max_objects
+        n = torch.randint(1, k + 1, (b,), generator=g)
+        ids = self.pool[torch.randint(len(self.pool), (b, k), generator=g)]
+        ids = torch.where(torch.arange(k)[None] < n[:, None], ids, torch.full_like(ids, NO_OBJECT))
+        swap = self._swaps(ids, n, g)
+        values = torch.where(ids[..., None] >= 0, self.values[ids.clamp(min=0)], torch.full((1,), NO_OBJECT))
+        queries = torch.unique(torch.cat([ids[ids >= 0], swap[swap >= 0]]))
+        object_labels = (ids[:, :, None] == queries[None, None]).any(1).float()
+        return Batch(values, ids, queries, object_labels, self.concept_labels(values), swap)
+
+    def _swaps(self, ids: torch.Tensor, n: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        """One allowed binding swap per multi-object scene (-1 where none exists)."""
+        i, j, c = self._cand
+        if len(i) == 0:
+            return torch.full((len(ids),), NO_OBJECT, dtype=torch.long)
+        vals = self.values[ids.clamp(min=0)]  # [B, K, C]
+        vi, vj = vals[:, i, c], vals[:, j, c]  # [B, cand]
+        new = ids.clamp(min=0)[:, i] + (vj - vi) * self.strides[c]
+        valid = (i[None] < n[:, None]) & (j[None] < n[:, None]) & (vi != vj) & self.is_allowed[new]
+        score = torch.rand(valid.shape, generator=g).masked_fill_(~valid, -1.0)
+        pick = score.argmax(1)
+        chosen = new.gather(1, pick[:, None])[:, 0]
+        return torch.where(valid.any(1), chosen, torch.full_like(chosen, NO_OBJECT))
+
+    def concept_labels(self, values: torch.Tensor) -> torch.Tensor:
+        """``[B, K, C]`` values -> ``[B, sum V]`` presence of every concept value."""
+        b = len(values)
+        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(self.space.sizes)[:-1]]))
+        tokens = values + offsets
+        out = torch.zeros(b, int(sum(self.space.sizes)) + 1)
+        flat = torch.where(values >= 0, tokens, torch.full_like(tokens, out.shape[1] - 1)).reshape(b, -1)
+        out.scatter_(1, flat, 1.0)
+        return out[:, :-1]
+
+
+def fixed_scenes(space: ConceptSpace, objects: np.ndarray, num_objects: int, cap: int, seed: int,
+                 require: np.ndarray | None = None) -> np.ndarray:
+    """Evaluation scenes ``[N, num_objects, C]`` from ``objects``: every ordered tuple, or ``cap`` of them.
+
+    With ``require``, only tuples holding at least one of those objects. The tuples are drawn
+    uniformly without replacement (seeded), so N = min(cap, number of qualifying tuples).
+    """
+    objects = np.unique(np.asarray(objects, dtype=np.int64))
+    needed = np.unique(np.asarray(require, dtype=np.int64)) if require is not None else objects
+    n, k = len(objects), num_objects
+    qualifying = n**k - (n - int(np.isin(objects, needed).sum())) ** k
+    rng = np.random.default_rng(seed)
+    if n**k <= max(4 * cap, ENUMERATE_UP_TO):
+        grid = np.stack(np.meshgrid(*[objects] * k, indexing="ij"), -1).reshape(-1, k)
+        grid = grid[np.isin(grid, needed).any(1)]
+    else:  # rejection sampling: uniform over the qualifying tuples
+        grid = np.empty((0, k), dtype=np.int64)
+        draws = min(MAX_DRAWS, int(np.ceil(4 * cap * n**k / qualifying)))
+        while len(grid) < min(cap, qualifying):
+            tuples = objects[rng.integers(n, size=(draws, k))]
+            grid = np.unique(np.concatenate([grid, tuples[np.isin(tuples, needed).any(1)]]), axis=0)
+    if len(grid) > cap:
+        grid = grid[np.sort(rng.choice(len(grid), cap, replace=False))]
+    return space.object_values(grid.reshape(-1)).reshape(len(grid), k, space.num_concepts)

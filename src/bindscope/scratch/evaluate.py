@@ -1,0 +1,123 @@
+"""Object roles (fit / validation / test objects), fixed evaluation scenes and set-separation accuracy.
+
+The probes of a controlled model are its query encoder's L2-normalised embeddings: one per
+concept value and one per object. A scene is scored by cosine against them, and set separation
+(METHOD §3) decides whether it is correct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bindscope.concepts import ConceptSpace, SceneSet
+from bindscope.errors import BindscopeError
+from bindscope.probes import OBJECT, set_separation_correct, soft_targets
+from bindscope.scratch.config import ScratchConfig
+from bindscope.scratch.data import fixed_scenes
+from bindscope.splits import object_order
+
+EVAL_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class ObjectRoles:
+    """Object ids: ``fit`` (trained on), ``validation`` (train side, held out of fitting), ``test``."""
+
+    fit: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+    def to_dict(self) -> dict[str, list[int]]:
+        return {k: [int(i) for i in getattr(self, k)] for k in ("fit", "validation", "test")}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ObjectRoles:
+        return cls(*(np.asarray(data[k], dtype=np.int64) for k in ("fit", "validation", "test")))
+
+
+def object_roles(config: ScratchConfig, space: ConceptSpace) -> ObjectRoles:
+    """The object-level split of METHOD §2 at ``config.fraction``, with a validation slice of train objects.
+
+    Train objects are the first ``floor(f*U)`` of the seeded object order (nested across
+    fractions for one seed); the last ``validation_fraction`` of them (at least one when the
+    fraction is positive) are validation objects, never trained on.
+    """
+    u = space.num_objects
+    n_train = int(np.floor(config.fraction * u + 1e-9))
+    if n_train < 1 or n_train >= u:
+        raise BindscopeError(f"fraction {config.fraction} of {u} objects leaves no "
+                             f"{'train' if n_train < 1 else 'held-out'} objects; choose a fraction in "
+                             f"[{1 / u:.3g}, {(u - 1) / u:.3g}]")  # fmt: skip
+    n_val = max(1, int(np.floor(config.validation_fraction * n_train + 1e-9))) if config.validation_fraction > 0 else 0
+    if n_val >= n_train:
+        raise BindscopeError(f"a validation fraction of {config.validation_fraction} leaves no objects to train on "
+                             f"(of {n_train} train objects at fraction {config.fraction}); lower validation_fraction "
+                             "or raise the fraction")  # fmt: skip
+    order = object_order(u, config.seed)
+    train = order[:n_train]
+    return ObjectRoles(np.sort(train[: n_train - n_val]), np.sort(train[n_train - n_val:]), np.sort(order[n_train:]))
+
+
+def evaluation_scenes(config: ScratchConfig, space: ConceptSpace, roles: ObjectRoles) -> dict[str, np.ndarray]:
+    """Fixed scenes of ``eval_objects`` objects: ``test`` (held-out objects only), ``validation``
+    (train objects, at least one of them a validation object) and ``train`` (fit objects only)."""
+    k, cap, seed = config.eval_objects, config.eval_scenes, config.seed
+    sets = {"test": fixed_scenes(space, roles.test, k, cap, seed)}
+    if len(roles.validation):
+        train = np.concatenate([roles.fit, roles.validation])
+        sets["validation"] = fixed_scenes(space, train, k, cap, seed + 1, require=roles.validation)
+    sets["train"] = fixed_scenes(space, roles.fit, k, cap, seed + 2)
+    return sets
+
+
+@torch.no_grad()
+def query_probes(model: torch.nn.Module, space: ConceptSpace, device: str) -> dict[str, torch.Tensor]:
+    """L2-normalised query embeddings: ``{concept: [V_c, d], "object": [U, d]}``."""
+    vocab = model.vocab
+    concepts = _encode(model.query, vocab.concept_queries(), device)
+    values = torch.from_numpy(space.all_objects().astype(np.int64))
+    objects = _encode(model.query, vocab.object_queries(values), device)
+    out = dict(zip(space.concepts, torch.split(concepts, list(space.sizes))))
+    out[OBJECT] = objects
+    return {k: torch.nn.functional.normalize(v, dim=-1) for k, v in out.items()}
+
+
+@torch.no_grad()
+def scene_embeddings(model: torch.nn.Module, values: np.ndarray, device: str) -> torch.Tensor:
+    """Scene-encoder outputs ``[N, d_out]`` for scenes ``[N, K, C]``."""
+    return _encode(model.scene, model.vocab.scene_tokens(torch.from_numpy(np.asarray(values, dtype=np.int64))), device)
+
+
+def _encode(encoder: torch.nn.Module, tokens: torch.Tensor, device: str) -> torch.Tensor:
+    parts = [encoder(tokens[i: i + EVAL_BATCH].to(device)) for i in range(0, len(tokens), EVAL_BATCH)]
+    return torch.cat(parts).float()
+
+
+def accuracies(z: torch.Tensor, probes: dict[str, torch.Tensor], scenes: SceneSet) -> dict[str, float]:
+    """Set-separation accuracy of scene embeddings under the probes: ``object_acc``, ``concept_acc``
+    (mean over concepts) and ``acc_<concept>``."""
+    targets = soft_targets(scenes)
+    out: dict[str, float] = {}
+    for name, w in probes.items():
+        ok = set_separation_correct(z @ w.T, torch.from_numpy(targets[name]).to(z.device))
+        out["object_acc" if name == OBJECT else f"acc_{name}"] = float(ok.mean())
+    out["concept_acc"] = float(np.mean([out[f"acc_{c}"] for c in scenes.space.concepts]))
+    return out
+
+
+def evaluate(model: torch.nn.Module, space: ConceptSpace, sets: dict[str, np.ndarray], device: str) -> dict[str, float]:
+    """``{<set>_<metric>: value}`` for every evaluation set."""
+    was_training = model.training
+    model.eval()
+    try:
+        probes = query_probes(model, space, device)
+        out = {}
+        for name, values in sets.items():
+            acc = accuracies(scene_embeddings(model, values, device), probes, SceneSet(space, values))
+            out.update({f"{name}_{k}": v for k, v in acc.items()})
+        return out
+    finally:
+        model.train(was_training)

@@ -1,0 +1,89 @@
+"""The controlled model of METHOD §9: a scene encoder and a query encoder of the same shape.
+
+Each encoder: token embedding, sinusoidal positions, a pre-LN transformer encoder (GELU, no
+dropout) with a final LayerNorm, the hidden state at the EOS token, a linear head to ``d_out``.
+Scores are ``min(exp(tau), max_logit_scale) * cos(z_scene, w_query)`` with a learnable ``tau``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from bindscope.scratch.config import ScratchConfig
+from bindscope.scratch.data import Vocabulary
+
+
+def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
+    """``[length, dim]`` sine/cosine position codes (Vaswani et al.)."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10_000.0) / dim))
+    out = torch.zeros(length, dim)
+    out[:, 0::2] = torch.sin(pos * freq)
+    out[:, 1::2] = torch.cos(pos * freq[: dim // 2])
+    return out
+
+
+class SequenceEncoder(nn.Module):
+    """Token sequence -> the EOS hidden state through a pre-LN transformer -> ``d_out``."""
+
+    def __init__(self, vocab: Vocabulary, config: ScratchConfig) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.embed = nn.Embedding(vocab.size, config.d_model)
+        nn.init.normal_(self.embed.weight, std=config.embedding_std)  # small: attention starts positional
+        length = max(vocab.scene_length, vocab.query_length)
+        self.register_buffer("positions", sinusoidal_positions(length, config.d_model), persistent=False)
+        layer = nn.TransformerEncoderLayer(config.d_model, config.heads, config.ff, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)  # fmt: skip
+        self.blocks = nn.TransformerEncoder(layer, config.layers, norm=nn.LayerNorm(config.d_model),
+                                            enable_nested_tensor=False)  # fmt: skip
+        self.head = nn.Linear(config.d_model, config.d_out)
+
+    def hidden(self, tokens: torch.Tensor, layer: int | None = None) -> torch.Tensor:
+        """``[B, T]`` tokens -> ``[B, d_model]``: the EOS state after ``layer`` blocks (None: all, normed)."""
+        x = self.embed(tokens) + self.positions[: tokens.shape[1]]
+        padding = tokens == self.vocab.pad
+        stop = len(self.blocks.layers) if layer is None else layer
+        for block in self.blocks.layers[:stop]:
+            x = block(x, src_key_padding_mask=padding)
+        if layer is None:
+            x = self.blocks.norm(x)
+        eos = (tokens == self.vocab.eos).float().argmax(1)
+        return x[torch.arange(len(tokens), device=tokens.device), eos]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.hidden(tokens))
+
+
+class DualEncoder(nn.Module):
+    """Scene and query encoders plus the learnable temperature ``tau``."""
+
+    def __init__(self, vocab: Vocabulary, config: ScratchConfig) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.max_logit_scale = config.max_logit_scale
+        self.scene = SequenceEncoder(vocab, config)
+        self.query = SequenceEncoder(vocab, config)
+        self.tau = nn.Parameter(torch.tensor(float(config.tau_init)))
+
+    def logit_scale(self) -> torch.Tensor:
+        return self.tau.exp().clamp(max=self.max_logit_scale)
+
+    def scores(self, scene_tokens: torch.Tensor, query_tokens: torch.Tensor) -> torch.Tensor:
+        """``[B, Q]`` scaled cosine similarities of every scene with every query."""
+        z = nn.functional.normalize(self.scene(scene_tokens), dim=-1)
+        w = nn.functional.normalize(self.query(query_tokens), dim=-1)
+        return self.logit_scale() * z @ w.T
+
+
+def soft_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean over scenes of the cross-entropy against ``labels / labels.sum(1)``."""
+    target = labels / labels.sum(1, keepdim=True)
+    return -(target * torch.log_softmax(logits, dim=1)).sum(1).mean()
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())

@@ -1,0 +1,316 @@
+"""Training a controlled model (METHOD §9): resumable, seeded, selected on validation.
+
+Each step draws a fresh batch from the fit objects (:class:`SceneSampler`), scores every scene
+against every concept value and every object query of the batch, and minimises the soft
+cross-entropy of both tasks with AdamW (warm-up, then linear decay to zero). Every
+``eval_every`` steps the model is scored on fixed scenes of test, validation and train objects;
+the weights with the best validation object accuracy are kept (never selected on test).
+Checkpoints every ``checkpoint_every`` steps make an interrupted run continue exactly: the
+result equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from pydantic import ValidationError
+from tqdm.auto import tqdm
+
+from bindscope.concepts import SceneSet
+from bindscope.devices import check_device
+from bindscope.encoders.base import seeded_init
+from bindscope.errors import BindscopeError
+from bindscope.io import check_output_dir, read_json, staged_dir, write_json
+from bindscope.probes import chance_accuracy, soft_targets
+from bindscope.runs import versions
+from bindscope.scratch.checkpoint import (
+    CONFIG,
+    MODEL_FORMAT,
+    WEIGHTS,
+    latest_checkpoint,
+    load_weights,
+    optimizer_tensors,  # fmt: skip
+    read_model_config,
+    restore_optimizer,
+    save_weights,
+    write_checkpoint,
+)
+from bindscope.scratch.config import ScratchConfig, warmup_steps
+from bindscope.scratch.data import SceneSampler, Vocabulary
+from bindscope.scratch.evaluate import ObjectRoles, evaluate, evaluation_scenes, object_roles
+from bindscope.scratch.model import DualEncoder, count_parameters, soft_cross_entropy
+
+log = logging.getLogger(__name__)
+LOG_EVERY = 25
+SELECT_ON = "validation_object_acc"
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train_model` did: ``status`` is trained, resumed or existing."""
+
+    out: Path
+    summary: dict[str, Any]
+    status: str
+
+
+def build_model(config: ScratchConfig, vocab: Vocabulary, seed: int | None = None) -> DualEncoder:
+    """A freshly initialised model, its weights drawn from ``seed`` (default: the config's)."""
+    with seeded_init(config.seed if seed is None else seed):
+        return DualEncoder(vocab, config)
+
+
+def learning_rate(config: ScratchConfig, step: int) -> float:
+    """Linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0."""
+    warm = warmup_steps(config)
+    if step < warm:
+        return config.lr * (step + 1) / warm
+    return config.lr * max(0.0, (config.steps - step) / max(1, config.steps - warm))
+
+
+def make_optimizer(model: DualEncoder, config: ScratchConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on every parameter but ``tau``."""
+    decay = [p for n, p in model.named_parameters() if n != "tau"]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                              {"params": [model.tau], "weight_decay": 0.0}], lr=config.lr)  # fmt: skip
+
+
+class Trainer:
+    """One run's model, optimizer, sampler and evaluation sets."""
+
+    def __init__(self, config: ScratchConfig, device: str = "cpu") -> None:
+        self.config = config
+        self.device = device
+        self.preset = config.preset()
+        self.space = self.preset.space
+        self.vocab = Vocabulary.for_space(self.space, config.max_objects)
+        self.roles = object_roles(config, self.space)
+        self.sampler = SceneSampler(self.space, self.roles.fit, config.max_objects)
+        self.sets = evaluation_scenes(config, self.space, self.roles)
+        self.model = build_model(config, self.vocab).to(device)
+        self.optimizer = make_optimizer(self.model, config)
+        self.concept_queries = self.vocab.concept_queries().to(device)
+        self.step = 0
+        self.log_rows: list[dict] = []
+        self.eval_rows: list[dict] = []
+        self.best: dict[str, Any] = {"step": None, "score": None}
+        self.best_weights: dict[str, torch.Tensor] | None = None
+        self.seconds = 0.0
+        self._window: list[torch.Tensor] = []
+
+    def train_step(self) -> None:
+        """One optimisation step on batch ``self.step``."""
+        cfg = self.config
+        batch = self.sampler.sample(cfg.batch_size, cfg.seed, self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, self.step)
+        scenes = self.vocab.scene_tokens(batch.scenes).to(self.device)
+        objects = self.vocab.object_queries(self.sampler.values[batch.query_ids]).to(self.device)
+        queries = torch.cat([self.concept_queries, objects])
+        scores = self.model.scores(scenes, queries)
+        n_values = len(self.concept_queries)
+        concept_loss = soft_cross_entropy(scores[:, :n_values], batch.concept_labels.to(self.device))
+        object_loss = soft_cross_entropy(scores[:, n_values:], batch.object_labels.to(self.device))
+        loss = concept_loss + object_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self._window.append(torch.stack([loss, concept_loss, object_loss, self.model.logit_scale()]).detach())
+        self.step += 1
+        if self.step % min(LOG_EVERY, cfg.eval_every) == 0 or self.step == cfg.steps:
+            self._log()
+
+    def _log(self) -> None:
+        mean = torch.stack(self._window).mean(0).cpu().tolist()
+        self._window = []
+        self.log_rows.append({"step": self.step, "loss": mean[0], "concept_loss": mean[1], "object_loss": mean[2],
+                              "logit_scale": mean[3], "lr": learning_rate(self.config, self.step - 1)})  # fmt: skip
+
+    def evaluate_now(self) -> dict[str, float]:
+        """Score the current weights, log the numbers and keep them if validation improved."""
+        metrics = evaluate(self.model, self.space, self.sets, self.device)
+        for key, value in metrics.items():
+            split, metric = key.split("_", 1)
+            self.eval_rows.append({"step": self.step, "split": split, "metric": metric, "value": value})
+        score = metrics.get(SELECT_ON)
+        if score is None or self.best["score"] is None or score > self.best["score"]:
+            self.best = {"step": self.step, "score": score}
+            self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        return metrics
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def save(self, work: Path) -> None:
+        tensors, groups = optimizer_tensors(self.optimizer)
+        state = {"step": self.step, "best": self.best, "param_groups": groups, "log": self.log_rows,
+                 "evaluation": self.eval_rows, "seconds": self.seconds,
+                 "window": [w.cpu().tolist() for w in self._window]}  # fmt: skip
+        files = {"model": self.model.state_dict(), "optimizer": tensors}
+        if self.best_weights is not None:
+            files["best"] = self.best_weights
+        write_checkpoint(work, self.step, files, state)
+
+    def restore(self, folder: Path) -> None:
+        state = read_json(folder / "state.json", "training checkpoint")
+        self.model.load_state_dict(load_weights(folder / "model.safetensors"))
+        restore_optimizer(self.optimizer, load_weights(folder / "optimizer.safetensors"), state["param_groups"])
+        self.step, self.best = int(state["step"]), state["best"]
+        self.log_rows, self.eval_rows, self.seconds = state["log"], state["evaluation"], float(state["seconds"])
+        self._window = [torch.tensor(w, device=self.device) for w in state.get("window", [])]
+        best = folder / "best.safetensors"
+        self.best_weights = {k: v.to(self.device) for k, v in load_weights(best).items()} if best.is_file() else None
+
+
+def train_model(
+    config: ScratchConfig,
+    out: str | Path,
+    *,
+    device: str = "cpu",
+    overwrite: bool = False,
+    progress: bool = False,
+    on_step: Callable[[int], None] | None = None,
+) -> TrainResult:
+    """Train (or resume, or find finished) a controlled model into the folder ``out``.
+
+    Parameters
+    ----------
+    config : ScratchConfig
+    out : path
+        The model folder; it appears only when training is complete.
+    device : str
+        Torch device (``cpu``, ``cuda``, ``cuda:1``, ``mps``).
+    overwrite : bool
+        Replace a finished model or an unfinished run of another config.
+    progress : bool
+        Show a progress bar.
+    on_step : callable, optional
+        Called with the step count after every step (e.g. to stop a run early in tests).
+    """
+    out = Path(out)
+    check_device(device)
+    work = out.with_name(f".{out.name}.training")
+    existing = _finished(out, config, overwrite)
+    if existing is not None:
+        return TrainResult(out, existing, "existing")
+    check_output_dir(out, overwrite=overwrite)
+    resumed = _prepare_work(work, config, overwrite)
+    trainer = Trainer(config, device)
+    if resumed is not None:
+        trainer.restore(resumed)
+        log.info("resuming %s at step %d", out, trainer.step)
+    _run(trainer, work, progress, on_step)
+    summary = _finish(trainer, out, overwrite)
+    shutil.rmtree(work, ignore_errors=True)
+    return TrainResult(out, summary, "resumed" if resumed is not None else "trained")
+
+
+def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], None] | None) -> None:
+    cfg = trainer.config
+    bar = tqdm(total=cfg.steps, initial=trainer.step, desc="train", unit="step", disable=None if progress else True)
+    started = time.perf_counter() - trainer.seconds
+    with bar:
+        while trainer.step < cfg.steps:
+            trainer.train_step()
+            bar.update(1)
+            if trainer.step % cfg.eval_every == 0 or trainer.step == cfg.steps:
+                metrics = trainer.evaluate_now()
+                bar.set_postfix(test_obj=f"{metrics['test_object_acc']:.3f}", loss=f"{trainer.log_rows[-1]['loss']:.3f}")
+            if trainer.step % cfg.checkpoint_every == 0 and trainer.step < cfg.steps:
+                trainer.seconds = time.perf_counter() - started
+                trainer.save(work)
+            if on_step is not None:
+                on_step(trainer.step)
+    trainer.seconds = time.perf_counter() - started
+
+
+def _prepare_work(work: Path, config: ScratchConfig, overwrite: bool) -> Path | None:
+    """The checkpoint to resume from (None: a fresh start); refuses a run of another config."""
+    record = work / "run.json"
+    if work.exists() and (overwrite or not record.is_file()):
+        shutil.rmtree(work)
+    if record.is_file():
+        recorded = read_json(record, "unfinished training record").get("config")
+        if recorded != config.to_dict():
+            changed = sorted(k for k in config.to_dict() if (recorded or {}).get(k) != config.to_dict()[k])
+            raise BindscopeError(f"{work} holds an unfinished run of another config (differs in {', '.join(changed)}); "
+                                 "run the original command to finish it, or pass --overwrite to start over")
+        return latest_checkpoint(work)
+    work.mkdir(parents=True)
+    write_json(record, {"config": config.to_dict()})
+    return None
+
+
+def _finished(out: Path, config: ScratchConfig, overwrite: bool) -> dict | None:
+    """The summary of a finished run of this config in ``out`` (None: nothing finished there)."""
+    if overwrite or not (out / CONFIG).is_file() or not (out / "summary.json").is_file():
+        return None
+    recorded = read_json(out / CONFIG, "scratch model config")
+    if recorded.get("format") == MODEL_FORMAT and recorded.get("config") == config.to_dict():
+        return read_json(out / "summary.json", "training summary")
+    raise BindscopeError(f"{out} holds a model trained with another config; choose another --out or pass --overwrite")
+
+
+def _at(rows: list[dict], step: int | None) -> dict[str, float]:
+    return {f"{r['split']}_{r['metric']}": r["value"] for r in rows if r["step"] == step}
+
+
+def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
+    cfg = trainer.config
+    selected = trainer.best["step"] if trainer.best_weights is not None else trainer.step
+    weights = trainer.best_weights if trainer.best_weights is not None else trainer.model.state_dict()
+    chance = {name: chance_accuracy(t) for name, t in soft_targets(SceneSet(trainer.space, trainer.sets["test"])).items()}
+    summary = {
+        "config": cfg.name, "fraction": cfg.fraction, "seed": cfg.seed,
+        "objects": {k: len(v) for k, v in trainer.roles.to_dict().items()},
+        "coverage": len(trainer.roles.fit) / trainer.space.num_objects,
+        "selected_step": selected, "selected_on": SELECT_ON if trainer.best["score"] is not None else "last step",
+        "selected": _at(trainer.eval_rows, selected), "final": _at(trainer.eval_rows, trainer.step),
+        "chance_test_object_acc": chance["object"], "steps": cfg.steps, "seconds": trainer.seconds,
+        "steps_per_second": cfg.steps / trainer.seconds if trainer.seconds > 0 else None,
+        "parameters": {"scene": count_parameters(trainer.model.scene), "query": count_parameters(trainer.model.query)},
+    }  # fmt: skip
+    record = {"format": MODEL_FORMAT, "config": cfg.to_dict(), "preset": trainer.preset.to_dict(),
+              "vocabulary": {"sizes": list(trainer.vocab.sizes), "max_objects": trainer.vocab.max_objects},
+              "objects": trainer.roles.to_dict(), "selected_step": selected}  # fmt: skip
+    manifest = {"command": "scratch train", "device": trainer.device, "seconds": trainer.seconds, "versions": versions(),
+                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+    with staged_dir(out, overwrite=overwrite) as stage:
+        save_weights(stage / WEIGHTS, weights)
+        save_weights(stage / "final.safetensors", trainer.model.state_dict())
+        pd.DataFrame(trainer.log_rows).to_csv(stage / "metrics.csv", index=False)
+        pd.DataFrame(trainer.eval_rows).to_csv(stage / "evaluation.csv", index=False)
+        write_json(stage / "summary.json", summary)
+        write_json(stage / "manifest.json", manifest)
+        write_json(stage / CONFIG, record)
+    return summary
+
+
+def load_model(folder: str | Path, *, weights: str = WEIGHTS, device: str = "cpu") -> tuple[DualEncoder, dict]:
+    """A finished model folder's model (eval mode) and its ``config.json`` record."""
+    folder = Path(folder)
+    record = read_model_config(folder)
+    try:
+        config = ScratchConfig.model_validate(record["config"])
+    except ValidationError:
+        raise BindscopeError(f"{folder / CONFIG} holds an invalid training config; train the model again") from None
+    vocab = Vocabulary(tuple(record["vocabulary"]["sizes"]), int(record["vocabulary"]["max_objects"]))
+    model = build_model(config, vocab)
+    try:
+        model.load_state_dict(load_weights(folder / weights))
+    except RuntimeError as exc:
+        raise BindscopeError(f"{folder / weights} does not match its config ({str(exc).splitlines()[0]}); train again") from None
+    return model.to(device).eval(), record
+
+
+def roles_of(record: dict) -> ObjectRoles:
+    return ObjectRoles.from_dict(record["objects"])
+
+
