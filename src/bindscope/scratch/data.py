@@ -179,9 +179,14 @@ class SceneSampler:
         ids = torch.where(torch.arange(k)[None] < n[:, None], ids, torch.full_like(ids, NO_OBJECT))
         swap = self._swaps(ids, n, g)
         values = torch.where(ids[..., None] >= 0, self.values[ids.clamp(min=0)], torch.full((1,), NO_OBJECT))
-        queries = torch.unique(torch.cat([ids[ids >= 0], swap[swap >= 0]]))
-        object_labels = (ids[:, :, None] == queries[None, None]).any(1).float()
-        return Batch(values, ids, queries, object_labels, self.concept_labels(values), swap)
+        present = ids >= 0
+        queries = torch.unique(torch.cat([ids[present], swap[swap >= 0]]))
+        column = torch.empty(self.space.num_objects, dtype=torch.long)
+        column[queries] = torch.arange(len(queries))
+        object_labels = torch.zeros(b, len(queries) + 1)  # the last column collects absent slots
+        slots = torch.where(present, column[ids.clamp(min=0)], torch.full_like(ids, len(queries)))
+        object_labels.scatter_(1, slots, 1.0)
+        return Batch(values, ids, queries, object_labels[:, :-1], self.concept_labels(values), swap)
 
     def _swaps(self, ids: torch.Tensor, n: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         """One allowed binding swap per multi-object scene (-1 where none exists)."""
