@@ -180,7 +180,7 @@ def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[fl
                 values = at[(at.split == split) & (at.metric == metric)]["value"]
                 if len(values):
                     entry[f"{split}_{metric}"] = _spread(values)
-        entry["coverage"] = float(at["coverage"].mean())
+        entry["coverage"] = round(float(at["coverage"].mean()), 6)
         per[f"{fraction:g}"] = entry
     headline = {f: per[f].get("test_object_acc", {}).get("mean") for f in per}
     return {
