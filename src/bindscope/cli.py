@@ -502,12 +502,6 @@ ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="A built-in confi
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
-def _scratch_config(config: str, **overrides):
-    from bindscope.scratch.config import load_config
-
-    return load_config(config, **overrides)
-
-
 @scratch_app.command("configs")
 def scratch_configs() -> None:
     """List the built-in training configs and their settings."""
@@ -534,9 +528,10 @@ def scratch_train(
     quiet: QuietOpt = False,
 ) -> None:
     """Train a scene and a query encoder from scratch (METHOD §9); an interrupted run continues where it stopped."""
+    from bindscope.scratch.config import load_config
     from bindscope.scratch.train import train_model
 
-    cfg = _scratch_config(config, fraction=fraction, seed=seed, steps=steps, batch_size=batch_size)
+    cfg = load_config(config, fraction=fraction, seed=seed, steps=steps, batch_size=batch_size)
     result = train_model(cfg, out, device=device, overwrite=overwrite, progress=not quiet)
     s = result.summary
     if result.status == "existing":
@@ -567,6 +562,7 @@ def scratch_sweep(
     quiet: QuietOpt = False,
 ) -> None:
     """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
+    from bindscope.scratch.config import load_config
     from bindscope.scratch.sweep import sweep
 
     try:
@@ -575,7 +571,7 @@ def scratch_sweep(
         raise BindscopeError(f"--fractions must be comma-separated numbers, e.g. 0.2,0.4,0.6,0.8; got {fractions!r}") from None
     if seeds < 1:
         raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
-    cfg = _scratch_config(config, steps=steps)
+    cfg = load_config(config, steps=steps)
     s = sweep(cfg, values, range(seeds), out, device=device, workers=workers, overwrite=overwrite, progress=not quiet and workers == 1,
               say=typer.echo)
     rows = [("fraction", "held-out object acc %", "sd", "min", "max", "trained-on object acc %")]

@@ -36,8 +36,8 @@ def check_fraction(value: float, name: str = "fraction") -> float:
     return f
 
 
-def _count(fraction: float, total: int) -> int:
-    # the epsilon keeps 0.29 * 100 at 29 despite float rounding
+def fraction_count(fraction: float, total: int) -> int:
+    """``floor(fraction * total)``; the epsilon keeps 0.29 * 100 at 29 despite float rounding."""
     return int(math.floor(fraction * total + 1e-9))
 
 
@@ -118,7 +118,7 @@ class ObjectSplit:
             return replace(self, train_only=fit, validation=val)
         if by != "objects":
             raise BindscopeError(f"validation must be carved by 'scenes' or 'objects', got {by!r}")
-        n_val = max(1, _count(fraction, len(self.train_objects)))
+        n_val = max(1, fraction_count(fraction, len(self.train_objects)))
         if n_val >= len(self.train_objects):
             raise BindscopeError(
                 f"a validation fraction of {fraction} leaves no fitting objects out of "
@@ -150,7 +150,7 @@ def carve_validation(
     """
     check_fraction(fraction, "validation fraction")
     indices = _indices(indices)
-    n_val = max(_count(fraction, len(indices)), min(min_count, len(indices) - 1))
+    n_val = max(fraction_count(fraction, len(indices)), min(min_count, len(indices) - 1))
     if n_val == 0 or n_val == len(indices):
         raise BindscopeError(
             f"a validation fraction of {fraction} of {len(indices)} scenes leaves an empty part; "
@@ -165,7 +165,7 @@ def scene_split(
 ) -> SceneSplit:
     """Permute scenes with ``seed``; the first ``floor(train_fraction * N)`` train, the rest test."""
     f = check_fraction(train_fraction, "train_fraction")
-    n_train = _count(f, num_scenes)
+    n_train = fraction_count(f, num_scenes)
     if n_train == 0 or n_train == num_scenes:
         raise BindscopeError(
             f"train_fraction {train_fraction} of {num_scenes} scenes leaves an empty train or test "
@@ -210,7 +210,7 @@ def object_splits(
     out = []
     for fraction in fractions:
         f = check_fraction(fraction)
-        n_train = _count(f, u)
+        n_train = fraction_count(f, u)
         if n_train == 0 or n_train == u:
             raise BindscopeError(
                 f"fraction {fraction} of {u} objects leaves no {'train' if n_train == 0 else 'test'} "

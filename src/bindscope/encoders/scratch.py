@@ -37,13 +37,11 @@ class ScratchEncoder(Encoder):
         from bindscope.io import file_sha256
         from bindscope.presets import preset_from_dict
         from bindscope.scratch.checkpoint import WEIGHTS
-        from bindscope.scratch.train import build_model, load_model
+        from bindscope.scratch.train import load_model
 
         self._torch = torch
         self.folder = Path(spec.target).resolve()
-        model, record = load_model(self.folder)
-        if spec.random:  # the same architecture, initialised from the +rand seed
-            model = build_model(model_config(record), model.vocab, seed=spec.rand_seed).eval()
+        model, record = load_model(self.folder, random_seed=spec.rand_seed)
         self.record = record
         self.space = preset_from_dict(record["preset"], origin=f"{self.folder}/config.json").space
         self.vocab = model.vocab
@@ -96,9 +94,3 @@ class ScratchEncoder(Encoder):
             "random_init": {"seed": self.spec.rand_seed} if self.spec.random else None,
             "selected_step": self.record["selected_step"],
         }  # fmt: skip
-
-
-def model_config(record: dict) -> Any:
-    from bindscope.scratch.config import ScratchConfig
-
-    return ScratchConfig.model_validate(record["config"])

@@ -29,6 +29,11 @@ ENUMERATE_UP_TO = 200_000  # tuples; more are sampled
 MAX_DRAWS = 1_000_000
 
 
+def value_offsets(sizes: tuple[int, ...]) -> torch.Tensor:
+    """Token of value 0 of each concept: ``[0, V_0, V_0 + V_1, ...]``."""
+    return torch.tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]), dtype=torch.long)
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """Token layout for a concept space with at most ``max_objects`` objects per scene."""
@@ -50,7 +55,7 @@ class Vocabulary:
 
     @property
     def offsets(self) -> torch.Tensor:
-        return torch.tensor(np.concatenate([[0], np.cumsum(self.sizes)[:-1]]), dtype=torch.long)
+        return value_offsets(self.sizes)
 
     @property
     def soo(self) -> int:
@@ -163,6 +168,7 @@ class SceneSampler:
         self.is_allowed = torch.zeros(space.num_objects, dtype=torch.bool)
         self.is_allowed[self.pool] = True
         self.values = torch.from_numpy(space.all_objects().astype(np.int64))  # [U, C]
+        self.offsets = value_offsets(space.sizes)
         sizes = np.asarray(space.sizes, dtype=np.int64)
         self.strides = torch.from_numpy(np.concatenate([[1], np.cumprod(sizes)[:-1]]))
         k, c = self.max_objects, space.num_concepts
@@ -205,8 +211,7 @@ class SceneSampler:
     def concept_labels(self, values: torch.Tensor) -> torch.Tensor:
         """``[B, K, C]`` values -> ``[B, sum V]`` presence of every concept value."""
         b = len(values)
-        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(self.space.sizes)[:-1]]))
-        tokens = values + offsets
+        tokens = values + self.offsets
         out = torch.zeros(b, int(sum(self.space.sizes)) + 1)
         flat = torch.where(values >= 0, tokens, torch.full_like(tokens, out.shape[1] - 1)).reshape(b, -1)
         out.scatter_(1, flat, 1.0)

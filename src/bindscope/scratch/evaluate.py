@@ -17,7 +17,7 @@ from bindscope.errors import BindscopeError
 from bindscope.probes import OBJECT, set_separation_correct, soft_targets
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import fixed_scenes
-from bindscope.splits import object_order
+from bindscope.splits import fraction_count, object_order
 
 EVAL_BATCH = 4096
 
@@ -46,12 +46,12 @@ def object_roles(config: ScratchConfig, space: ConceptSpace) -> ObjectRoles:
     fraction is positive) are validation objects, never trained on.
     """
     u = space.num_objects
-    n_train = int(np.floor(config.fraction * u + 1e-9))
+    n_train = fraction_count(config.fraction, u)
     if n_train < 1 or n_train >= u:
         raise BindscopeError(f"fraction {config.fraction} of {u} objects leaves no "
                              f"{'train' if n_train < 1 else 'held-out'} objects; choose a fraction in "
                              f"[{1 / u:.3g}, {(u - 1) / u:.3g}]")  # fmt: skip
-    n_val = max(1, int(np.floor(config.validation_fraction * n_train + 1e-9))) if config.validation_fraction > 0 else 0
+    n_val = max(1, fraction_count(config.validation_fraction, n_train)) if config.validation_fraction > 0 else 0
     if n_val >= n_train:
         raise BindscopeError(f"a validation fraction of {config.validation_fraction} leaves no objects to train on "
                              f"(of {n_train} train objects at fraction {config.fraction}); lower validation_fraction "

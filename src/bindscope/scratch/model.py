@@ -83,7 +83,3 @@ def soft_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     """Mean over scenes of the cross-entropy against ``labels / labels.sum(1)``."""
     target = labels / labels.sum(1, keepdim=True)
     return -(target * torch.log_softmax(logits, dim=1)).sum(1).mean()
-
-
-def count_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())

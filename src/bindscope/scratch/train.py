@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from bindscope.concepts import SceneSet
 from bindscope.devices import check_device
-from bindscope.encoders.base import seeded_init
+from bindscope.encoders.base import count_parameters, seeded_init
 from bindscope.errors import BindscopeError
 from bindscope.io import check_output_dir, read_json, staged_dir, write_json
 from bindscope.probes import chance_accuracy, soft_targets
@@ -47,7 +47,7 @@ from bindscope.scratch.checkpoint import (
 from bindscope.scratch.config import ScratchConfig, warmup_steps
 from bindscope.scratch.data import SceneSampler, Vocabulary
 from bindscope.scratch.evaluate import ObjectRoles, evaluate, evaluation_scenes, object_roles
-from bindscope.scratch.model import DualEncoder, count_parameters, soft_cross_entropy
+from bindscope.scratch.model import DualEncoder, soft_cross_entropy
 
 log = logging.getLogger(__name__)
 LOG_EVERY = 25
@@ -293,8 +293,14 @@ def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
     return summary
 
 
-def load_model(folder: str | Path, *, weights: str = WEIGHTS, device: str = "cpu") -> tuple[DualEncoder, dict]:
-    """A finished model folder's model (eval mode) and its ``config.json`` record."""
+def load_model(
+    folder: str | Path, *, weights: str = WEIGHTS, random_seed: int | None = None, device: str = "cpu"
+) -> tuple[DualEncoder, dict]:
+    """A finished model folder's model (eval mode) and its ``config.json`` record.
+
+    With ``random_seed`` the weights are not read: the same architecture is initialised from that
+    seed (the ``+rand`` control).
+    """
     folder = Path(folder)
     record = read_model_config(folder)
     try:
@@ -302,6 +308,8 @@ def load_model(folder: str | Path, *, weights: str = WEIGHTS, device: str = "cpu
     except ValidationError:
         raise BindscopeError(f"{folder / CONFIG} holds an invalid training config; train the model again") from None
     vocab = Vocabulary(tuple(record["vocabulary"]["sizes"]), int(record["vocabulary"]["max_objects"]))
+    if random_seed is not None:
+        return build_model(config, vocab, seed=random_seed).to(device).eval(), record
     model = build_model(config, vocab)
     try:
         model.load_state_dict(load_weights(folder / weights))
