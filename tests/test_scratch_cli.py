@@ -210,6 +210,16 @@ def test_complexity_with_the_exported_probes(run_cli, exported, tmp_path: Path) 
     assert set(json.loads((out / "summary.json").read_text())["approximators"]) == {"additive", "mult"}
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(("--seeds", "0"), "--seeds must be at least 1, got 0"), (("--workers", "0"), "--workers must be at least 1, got 0")],
+)
+def test_sweep_bad_counts(run_cli, tiny_yaml: Path, tmp_path: Path, option: tuple[str, str], message: str) -> None:
+    result = run_cli("scratch", "sweep", "--config", tiny_yaml, *option, "--out", tmp_path / "s", "-q")
+    assert_one_line_error(result, message)
+    assert not (tmp_path / "s").exists() and not (tmp_path / ".s.sweep").exists()
+
+
 def test_bad_train_inputs(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "m"
     assert_one_line_error(run_cli("scratch", "train", "--config", "nope", "--out", out, "-q"),

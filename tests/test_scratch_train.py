@@ -441,13 +441,19 @@ def test_export_control_and_again(learned, exported) -> None:
     np.testing.assert_array_equal(load_embeddings(again.embeddings).array, emb.array)
 
 
-def test_export_refuses_another_models_folder(reference: Path, exported) -> None:
+def test_export_refuses_another_models_folder(reference: Path, exported, tmp_path: Path) -> None:
     from bindscope.scratch.export import export_model
 
     _, out = exported
     with pytest.raises(BindscopeError) as err:
         export_model(reference, out)
     assert "holds an export of" in str(err.value) and "--overwrite" in str(err.value)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(BindscopeError, match="holds other files; choose another --out or pass --overwrite"):
+        export_model(reference, other)
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
 
 def test_scratch_models_embed_only_their_own_concept_space(learned, clevr_dir: Path, tmp_path: Path) -> None:
