@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    One call of ``bindscope.complexity.complexity_sweep`` with the default settings: 9 fractions
+    One call of ``bindscope.analyses.complexity.sweep.complexity_sweep`` with the default settings: 9 fractions
     (0.1 ... 0.9) x 3 seeds x the 5 families (``mlp`` at width 1024) under the ``cpu`` budget
     (the default on a CPU: at most 400 epochs, validation every 20, early stopping after 8
     checks without improvement, at most 1,024 training scenes per fit and 5,000 scored scenes per
@@ -46,12 +46,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from bindscope.approximators import Family, Layout, init_params
-from bindscope.complexity import ComplexitySettings, complexity_summary, complexity_sweep, plan_sweep, resolve_budget, score
-from bindscope.concepts import SceneSet
-from bindscope.planted import planted_embeddings
-from bindscope.presets import get_preset
-from bindscope.probes import ProbeSet, soft_targets
+from bindscope.analyses.complexity.approximators import Family, Layout, init_params
+from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, plan_sweep, resolve_budget, score
+from bindscope.space.concepts import SceneSet
+from bindscope.space.planted import planted_embeddings
+from bindscope.data.presets import get_preset
+from bindscope.analyses.probes import ProbeSet, soft_targets
 
 DIM = 512
 PROBE_ROWS = 20_000

@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    ``bindscope.embed.embed_dataset`` end to end with the encoder already loaded: reading and
+    ``bindscope.embeddings.embed.embed_dataset`` end to end with the encoder already loaded: reading and
     validating the dataset folder, hashing the image files (content key), loading and
     preprocessing every batch, the forward pass, saving each chunk atomically, assembling and
     writing the embedding folder.
@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from conftest import draw_scene_images  # noqa: E402
 from tiny_models import save_tiny_clip  # noqa: E402
 
-from bindscope.datasets import build_dataset, load_dataset  # noqa: E402
-from bindscope.embed import embed_dataset, load_image  # noqa: E402
-from bindscope.encoders import load_encoder  # noqa: E402
+from bindscope.data.datasets import build_dataset, load_dataset  # noqa: E402
+from bindscope.embeddings.embed import embed_dataset, load_image  # noqa: E402
+from bindscope.embeddings.encoders import load_encoder  # noqa: E402
 
 
 def best_of(repeats: int, run) -> float:

@@ -1,4 +1,4 @@
-"""Benchmark the flat 2-D renderer (``bindscope.render.flat2d.render``) against a PIL drawing loop.
+"""Benchmark the flat 2-D renderer (``bindscope.data.render.flat2d.render``) against a PIL drawing loop.
 
 What is timed
 -------------
@@ -33,8 +33,8 @@ import time
 import numpy as np
 from PIL import Image, ImageDraw
 
-from bindscope.render import flat2d
-from bindscope.render.base import PALETTE, SceneBatch
+from bindscope.data.render import flat2d
+from bindscope.data.render.base import PALETTE, SceneBatch
 
 CLEVR_COLORS = ("blue", "brown", "cyan", "gray", "green", "purple", "red", "yellow")
 CLEVR2D_SHAPES = ("square", "triangle", "circle")

@@ -3,14 +3,14 @@
 What is timed
 -------------
 ours
-    One call of ``bindscope.suite.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
+    One call of ``bindscope.analyses.suite.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
     four additive models on each seed's 80/20 scene split (plus its permuted-label control),
     and the five subtraction probe runs (base, objects, objects_perm, concepts, concepts_perm)
     on each seed's 40/60 split with the default ``fast`` optimiser.
 baseline
     The paper's way, written out here: for each model and seed a dense one-hot design matrix
     and ``numpy.linalg.lstsq``; for each variant (residuals from
-    ``bindscope.decomposition.subtract``, as ours) and seed one probe fit at a time with
+    ``bindscope.analyses.decomposition.subtract``, as ours) and seed one probe fit at a time with
     autograd: ``nn.Linear``'s initialisation, ``torch.optim.Adam`` (lr 1e-2) with
     ``CosineAnnealingLR`` over 10,000 full-batch steps, scored by set separation on the test
     scenes.
@@ -46,13 +46,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bindscope.concepts import PAD, SceneSet
-from bindscope.decomposition import MODELS, design_columns, r2_score, subtract
-from bindscope.planted import planted_embeddings
-from bindscope.presets import get_preset
-from bindscope.probes import OBJECT, _default_init, _loss, set_separation_correct, soft_targets, stack_targets
-from bindscope.splits import scene_split
-from bindscope.suite import SUBTRACTION_VARIANTS, ProbeSettings, decompose_analysis
+from bindscope.space.concepts import PAD, SceneSet
+from bindscope.analyses.decomposition import MODELS, design_columns, r2_score, subtract
+from bindscope.space.planted import planted_embeddings
+from bindscope.data.presets import get_preset
+from bindscope.analyses.probes import OBJECT, _default_init, _loss, set_separation_correct, soft_targets, stack_targets
+from bindscope.space.splits import scene_split
+from bindscope.analyses.suite import SUBTRACTION_VARIANTS, ProbeSettings, decompose_analysis
 
 SIZES = ("clevr", "text")
 DEFAULT_NOISE = {"clevr": 1.5, "text": 8.0}

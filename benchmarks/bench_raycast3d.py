@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    ``bindscope.render.raycast3d.render`` on the 576 clevr scenes (8 CLEVR colors x 3 shapes,
+    ``bindscope.data.render.raycast3d.render`` on the 576 clevr scenes (8 CLEVR colors x 3 shapes,
     every ordered pair, two slots: back-left and front-right) at 224x224, rubber, no jitter, all
     in one call (it chunks internally). Best of ``--repeats``.
 ours, jitter and metal
@@ -37,9 +37,9 @@ import time
 
 import numpy as np
 
-from bindscope.presets import CLEVR_COLORS
-from bindscope.render import raycast3d as r3d
-from bindscope.render.base import PALETTE, SceneBatch
+from bindscope.data.presets import CLEVR_COLORS
+from bindscope.data.render import raycast3d as r3d
+from bindscope.data.render.base import PALETTE, SceneBatch
 
 SIZE = 224
 

@@ -35,8 +35,8 @@ import time
 import numpy as np
 import torch
 
-from bindscope.concepts import ConceptSpace
-from bindscope.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
+from bindscope.space.concepts import ConceptSpace
+from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
 from bindscope.scratch.config import load_config
 from bindscope.scratch.data import SceneSampler, Vocabulary
 from bindscope.scratch.train import Trainer

@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    ``bindscope.datasets.build_dataset("text", out)`` end to end: enumerate the scenes,
+    ``bindscope.data.datasets.build_dataset("text", out)`` end to end: enumerate the scenes,
     caption them, write ``scenes.parquet``, ``scenes.csv`` and ``manifest.json``. Run
     ``--repeats`` times (default 3), each into a fresh folder; the best time is reported.
 baseline
@@ -34,8 +34,8 @@ from typing import Any
 
 import pandas as pd
 
-from bindscope.datasets import build_dataset
-from bindscope.presets import get_preset
+from bindscope.data.datasets import build_dataset
+from bindscope.data.presets import get_preset
 
 PRESET = "text"
 TARGET_S = 5.0

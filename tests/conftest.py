@@ -72,7 +72,7 @@ def run_cli():
 @pytest.fixture(scope="session")
 def clevr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A built clevr dataset folder, shared read-only by the tests."""
-    from bindscope.datasets import build_dataset
+    from bindscope.data.datasets import build_dataset
 
     out = tmp_path_factory.mktemp("datasets") / "clevr"
     build_dataset("clevr", out, images=False)
@@ -87,7 +87,7 @@ def draw_scene_images(root: Path, size: int = 32) -> None:
     """
     from PIL import Image, ImageDraw
 
-    from bindscope.datasets import attach_images, load_dataset
+    from bindscope.data.datasets import attach_images, load_dataset
 
     ds = load_dataset(root)
     space = ds.space

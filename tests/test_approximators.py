@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from bindscope.approxfit import Approximator, SceneIndex, Schedule, fit_stack, predict_stack
-from bindscope.approximators import FAMILIES, Family, Layout, init_params, num_parameters, predict, prepare
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.errors import BindscopeError
+from bindscope.analyses.complexity.approxfit import Approximator, SceneIndex, Schedule, fit_stack, predict_stack
+from bindscope.analyses.complexity.approximators import FAMILIES, Family, Layout, init_params, num_parameters, predict, prepare
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
 
 SPACE = ConceptSpace.from_dict({"color": ["r", "g", "b"], "shape": ["cube", "ball"], "size": ["s", "l"]})
 ALL = [Family("additive"), Family("mult"), Family("mult_within_object"), Family("sum_mult"), Family("mlp", 7)]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bindscope.captions import (
+from bindscope.space.captions import (
     CaptionTemplate,
     attribute_swap,
     captions,
@@ -20,9 +20,9 @@ from bindscope.captions import (
     reverse_order,
     swap_concept,
 )
-from bindscope.concepts import PAD, ConceptSpace, SceneSet
-from bindscope.errors import BindscopeError
-from bindscope.presets import get_preset
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
 
 PROPERTY = settings(
     max_examples=40,

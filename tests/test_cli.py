@@ -94,7 +94,7 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from bindscope.datasets import build_dataset
+    from bindscope.data.datasets import build_dataset
 
     out = tmp_path_factory.mktemp("cli") / "clevr"
     build_dataset("clevr", out, images=False)
@@ -177,9 +177,9 @@ def test_missing_option_is_a_usage_error(run_cli) -> None:
 @pytest.fixture(scope="module")
 def planted_emb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
     """Object-additive planted embeddings with a +rand sibling, imported through the API."""
-    from bindscope.datasets import load_dataset
-    from bindscope.planted import planted_embeddings
-    from bindscope.store import import_embeddings
+    from bindscope.data.datasets import load_dataset
+    from bindscope.space.planted import planted_embeddings
+    from bindscope.embeddings.store import import_embeddings
 
     root = tmp_path_factory.mktemp("emb")
     scenes = load_dataset(built).scenes

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.complexity import (
+from bindscope.analyses.complexity.sweep import (
     BUDGETS,
     COLUMNS,
     ComplexityResult,
@@ -22,12 +22,12 @@ from bindscope.complexity import (
     resolve_budget,
     stacks,
 )
-from bindscope.approximators import Family, Layout
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.errors import BindscopeError
-from bindscope.planted import planted_embeddings
-from bindscope.presets import get_preset
-from bindscope.probes import ProbeSet, soft_targets
+from bindscope.analyses.complexity.approximators import Family, Layout
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.space.planted import planted_embeddings
+from bindscope.data.presets import get_preset
+from bindscope.analyses.probes import ProbeSet, soft_targets
 
 SPACE = ConceptSpace.from_dict({"a": [f"a{i}" for i in range(6)], "b": [f"b{i}" for i in range(5)]})
 

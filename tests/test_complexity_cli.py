@@ -17,9 +17,9 @@ QUICK = ["--fraction", "0.5", "--fraction", "0.9", "--seeds", "2", "--epochs", "
 
 @pytest.fixture(scope="module")
 def emb(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
-    from bindscope.datasets import load_dataset
-    from bindscope.planted import planted_embeddings
-    from bindscope.store import import_embeddings
+    from bindscope.data.datasets import load_dataset
+    from bindscope.space.planted import planted_embeddings
+    from bindscope.embeddings.store import import_embeddings
 
     root = tmp_path_factory.mktemp("cemb")
     y = planted_embeddings(load_dataset(clevr_dir).scenes, "additive_concepts_objects", dim=24, noise=0.05, seed=0)
@@ -30,8 +30,8 @@ def emb(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def probe_run(tmp_path_factory: pytest.TempPathFactory, emb: Path) -> Path:
-    from bindscope.analyses import run_probe
-    from bindscope.suite import ProbeSettings
+    from bindscope.analyses.run import run_probe
+    from bindscope.analyses.suite import ProbeSettings
 
     out = tmp_path_factory.mktemp("probe") / "p"
     run_probe(emb, out, ProbeSettings(optimizer="lbfgs", seeds=(0, 1)))

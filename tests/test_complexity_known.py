@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.planted import planted_embeddings
-from bindscope.probes import ProbeSet, soft_targets
+from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.planted import planted_embeddings
+from bindscope.analyses.probes import ProbeSet, soft_targets
 
 FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 

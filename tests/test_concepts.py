@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from bindscope.concepts import PAD, ConceptSpace, SceneSet
-from bindscope.errors import BindscopeError
-from bindscope.presets import get_preset
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
 
 # Explicit settings on every property test: no example database in the repo, no deadline.
 PROPERTY = settings(

@@ -11,9 +11,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from bindscope.datasets import build_dataset, column_names, load_dataset
-from bindscope.errors import BindscopeError
-from bindscope.presets import get_preset
+from bindscope.data.datasets import build_dataset, column_names, load_dataset
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
 
 
 def _copy(src: Path, tmp_path: Path) -> Path:
@@ -102,7 +102,7 @@ def test_build_refuses_a_non_empty_unrelated_folder(tmp_path: Path) -> None:
 
 
 def test_failed_build_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bindscope.datasets as datasets
+    import bindscope.data.datasets as datasets
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -223,7 +223,7 @@ def _blank_images(root: Path, n: int, prefix: str) -> list[str]:
 
 
 def test_attach_images_records_scene_and_single_object_files(clevr_dir: Path, tmp_path: Path) -> None:
-    from bindscope.datasets import attach_images, single_object_captions
+    from bindscope.data.datasets import attach_images, single_object_captions
 
     root = tmp_path / "ds"
     shutil.copytree(clevr_dir, root)
@@ -249,7 +249,7 @@ def test_attach_images_records_scene_and_single_object_files(clevr_dir: Path, tm
 
 
 def test_attach_images_refuses_bad_lists(clevr_dir: Path, tmp_path: Path) -> None:
-    from bindscope.datasets import attach_images
+    from bindscope.data.datasets import attach_images
 
     root = tmp_path / "ds"
     shutil.copytree(clevr_dir, root)
@@ -270,7 +270,7 @@ def test_attach_images_refuses_bad_lists(clevr_dir: Path, tmp_path: Path) -> Non
 
 
 def test_tampered_singles_table_is_refused(clevr_dir: Path, tmp_path: Path) -> None:
-    from bindscope.datasets import attach_images
+    from bindscope.data.datasets import attach_images
 
     root = tmp_path / "ds"
     shutil.copytree(clevr_dir, root)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.decomposition import MODELS, design_columns, fit_additive, permutations_for, r2_score, subtract
-from bindscope.errors import BindscopeError
-from bindscope.planted import planted_embeddings
-from bindscope.presets import get_preset
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.analyses.decomposition import MODELS, design_columns, fit_additive, permutations_for, r2_score, subtract
+from bindscope.core.errors import BindscopeError
+from bindscope.space.planted import planted_embeddings
+from bindscope.data.presets import get_preset
 
 
 @pytest.fixture(scope="module")

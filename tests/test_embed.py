@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.datasets import build_dataset, load_dataset, single_object_captions
-from bindscope.embed import PartialEmbedding, embed_dataset, load_image
-from bindscope.encoders import load_encoder
-from bindscope.errors import BindscopeError
-from bindscope.store import find_rand_control, load_embeddings
+from bindscope.data.datasets import build_dataset, load_dataset, single_object_captions
+from bindscope.embeddings.embed import PartialEmbedding, embed_dataset, load_image
+from bindscope.embeddings.encoders import load_encoder
+from bindscope.core.errors import BindscopeError
+from bindscope.embeddings.store import find_rand_control, load_embeddings
 from tiny_models import save_tiny_clip, save_tiny_dinov2
 
 MINILM = "st:all-MiniLM-L6-v2"

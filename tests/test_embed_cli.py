@@ -113,7 +113,7 @@ def test_ctrl_c_then_the_same_command_resumes(clevr_dir: Path, tmp_path: Path) -
     again = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert "reused from an interrupted run" in again.stdout
-    from bindscope.embed import embed_dataset
+    from bindscope.embeddings.embed import embed_dataset
 
     whole = embed_dataset(clevr_dir, "st:all-MiniLM-L6-v2", modality="text", batch_size=8, out=tmp_path / "whole")
     np.testing.assert_array_equal(np.load(tmp_path / "e" / "embeddings.npy"), whole.embeddings.array)

@@ -14,9 +14,9 @@ import torch
 from PIL import Image
 from tiny_models import save_tiny_bert, save_tiny_clip, save_tiny_dinov2, save_tiny_siglip
 
-from bindscope.encoders import load_encoder
-from bindscope.encoders.base import count_parameters, weights_sha256
-from bindscope.errors import BindscopeError
+from bindscope.embeddings.encoders import load_encoder
+from bindscope.embeddings.encoders.base import count_parameters, weights_sha256
+from bindscope.core.errors import BindscopeError
 
 TEXTS = ["a red cube", "a small blue sphere left of a large green cylinder", "cube", "two red cubes and a ball",
          "a yellow cylinder behind a purple cube", " ".join(["a big shiny metal sphere"] * 8),  # > 32 tokens: truncated

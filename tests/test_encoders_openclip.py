@@ -16,10 +16,10 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 from tiny_openclip import CONTEXT, EMBED, LAYERS, WIDTH, save_tiny_openclip  # noqa: E402
 
-from bindscope.encoders import load_encoder, parse_spec  # noqa: E402
-from bindscope.encoders import openclip as backend  # noqa: E402
-from bindscope.encoders.base import weights_sha256  # noqa: E402
-from bindscope.errors import BindscopeError  # noqa: E402
+from bindscope.embeddings.encoders import load_encoder, parse_spec  # noqa: E402
+from bindscope.embeddings.encoders import openclip as backend  # noqa: E402
+from bindscope.embeddings.encoders.base import weights_sha256  # noqa: E402
+from bindscope.core.errors import BindscopeError  # noqa: E402
 
 TEXTS = ["a red cube", "a small blue sphere left of a green cylinder", "", "two yellow cubes",
          "a very long caption that goes on and on well past the tiny context length of sixteen tokens", "x", "cube"]

@@ -17,10 +17,10 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
-from bindscope.encoders import load_encoder, parse_spec  # noqa: E402
-from bindscope.encoders import sentence  # noqa: E402
-from bindscope.encoders.base import weights_sha256  # noqa: E402
-from bindscope.errors import BindscopeError  # noqa: E402
+from bindscope.embeddings.encoders import load_encoder, parse_spec  # noqa: E402
+from bindscope.embeddings.encoders import sentence  # noqa: E402
+from bindscope.embeddings.encoders.base import weights_sha256  # noqa: E402
+from bindscope.core.errors import BindscopeError  # noqa: E402
 
 SPEC = "st:all-MiniLM-L6-v2"
 FOLDER = Path(gt_minilm.get_model_path())

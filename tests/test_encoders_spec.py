@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bindscope.encoders import BACKENDS, DEFAULT_MODEL, embedded_default, load_encoder
-from bindscope.encoders.spec import ModelSpec, parse_spec
-from bindscope.errors import BindscopeError
+from bindscope.embeddings.encoders import BACKENDS, DEFAULT_MODEL, embedded_default, load_encoder
+from bindscope.embeddings.encoders.spec import ModelSpec, parse_spec
+from bindscope.core.errors import BindscopeError
 
 
 @pytest.mark.parametrize(

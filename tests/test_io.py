@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.errors import BindscopeError
-from bindscope.io import atomic_file, read_json, save_npy, staged_dir
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import atomic_file, read_json, save_npy, staged_dir
 
 
 def test_failed_atomic_write_keeps_the_old_file(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.errors import BindscopeError
-from bindscope.presets import get_preset, list_presets, load_preset
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset, list_presets, load_preset
 
 
 def test_registry_lists_the_papers_datasets() -> None:

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from bindscope import pug
-from bindscope.datasets import dataset_hash, load_dataset
-from bindscope.errors import BindscopeError
-from bindscope.presets import PUG_ANIMALS, PUG_TEXTURES, get_preset
-from bindscope.pug import import_pug
+from bindscope.data import pug
+from bindscope.data.datasets import dataset_hash, load_dataset
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import PUG_ANIMALS, PUG_TEXTURES, get_preset
+from bindscope.data.pug import import_pug
 
 N_SCENES = 7392
 N_OTHER_WORLD = 30

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.datasets import build_dataset, load_dataset
-from bindscope.errors import BindscopeError
-from bindscope.presets import get_preset, preset_from_dict, with_image_settings
-from bindscope.render.check import check_labels
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.data.datasets import build_dataset, load_dataset
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset, preset_from_dict, with_image_settings
+from bindscope.data.check import check_labels
 
 from test_cli import assert_one_line_error
 
@@ -93,7 +93,7 @@ def test_rebuilding_renders_only_what_is_missing(clevr2d: Path, tmp_path: Path) 
 
 
 def test_an_interrupted_render_leaves_only_whole_pngs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bindscope.render.images as images
+    import bindscope.data.render.images as images
 
     real = images.render_files
     calls = {"n": 0}
@@ -119,7 +119,7 @@ def test_an_interrupted_render_leaves_only_whole_pngs(tmp_path: Path, monkeypatc
 
 
 def test_image_settings_change_the_content_hash() -> None:
-    from bindscope.datasets import dataset_hash
+    from bindscope.data.datasets import dataset_hash
 
     base = get_preset("clevr")
     scenes = base.build_scenes()

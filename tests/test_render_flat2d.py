@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from bindscope.errors import BindscopeError
-from bindscope.render import flat2d
-from bindscope.render.base import PALETTE, SceneBatch
+from bindscope.core.errors import BindscopeError
+from bindscope.data.render import flat2d
+from bindscope.data.render.base import PALETTE, SceneBatch
 
 NAMES = np.array(list(PALETTE), dtype=object)
 RGB = np.array(list(PALETTE.values()), dtype=np.float32) / 255

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.errors import BindscopeError
-from bindscope.presets import CLEVR_COLORS
-from bindscope.render import raycast3d as r3d
-from bindscope.render import silhouette
-from bindscope.render.base import PALETTE, SceneBatch
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import CLEVR_COLORS
+from bindscope.data.render import raycast3d as r3d
+from bindscope.data.render import silhouette
+from bindscope.data.render.base import PALETTE, SceneBatch
 
 OBJECTS = [(c, s) for c in CLEVR_COLORS for s in r3d.SHAPES]  # the 24 CLEVR objects
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from bindscope.concepts import ConceptSpace
-from bindscope.errors import BindscopeError
+from bindscope.space.concepts import ConceptSpace
+from bindscope.core.errors import BindscopeError
 from bindscope.scratch.data import SceneSampler, Vocabulary, fixed_scenes
 
 SPACE = ConceptSpace.from_dict({"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2", "b3"], "c": ["c0", "c1"]})  # 24 objects

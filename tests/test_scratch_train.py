@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from bindscope.concepts import SceneSet
-from bindscope.errors import BindscopeError
-from bindscope.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
-from bindscope.probes import ProbeSet, load_probes, soft_targets
+from bindscope.space.concepts import SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
+from bindscope.analyses.probes import ProbeSet, load_probes, soft_targets
 from bindscope.scratch import train as train_module
 from bindscope.scratch.config import load_config
 from bindscope.scratch.evaluate import (
@@ -356,8 +356,8 @@ def test_config_files(tmp_path: Path) -> None:
 
 # -- conversion into an embedding set -------------------------------------------------------------
 def test_export_round_trip(learned, exported) -> None:
-    from bindscope.datasets import load_dataset
-    from bindscope.store import load_embeddings
+    from bindscope.data.datasets import load_dataset
+    from bindscope.embeddings.store import load_embeddings
 
     model_dir, _ = learned
     result, out = exported
@@ -382,9 +382,9 @@ def test_export_round_trip(learned, exported) -> None:
 
 def fit_pair_rows(learned, exported):
     """The exported rows whose two objects are both fit objects, their scenes and embeddings, and the model."""
-    from bindscope.datasets import load_dataset
+    from bindscope.data.datasets import load_dataset
     from bindscope.scratch.train import roles_of
-    from bindscope.store import load_embeddings
+    from bindscope.embeddings.store import load_embeddings
 
     model_dir, _ = learned
     result, _ = exported
@@ -423,7 +423,7 @@ def test_exported_probes_load_as_a_probe_set(learned, exported) -> None:
 
 def test_export_control_and_again(learned, exported) -> None:
     from bindscope.scratch.export import export_model
-    from bindscope.store import load_embeddings
+    from bindscope.embeddings.store import load_embeddings
 
     model_dir, _ = learned
     result, out = exported
@@ -457,7 +457,7 @@ def test_export_refuses_another_models_folder(reference: Path, exported, tmp_pat
 
 
 def test_scratch_models_embed_only_their_own_concept_space(learned, clevr_dir: Path, tmp_path: Path) -> None:
-    from bindscope.embed import embed_dataset
+    from bindscope.embeddings.embed import embed_dataset
 
     model_dir, _ = learned
     with pytest.raises(BindscopeError) as err:
@@ -468,7 +468,7 @@ def test_scratch_models_embed_only_their_own_concept_space(learned, clevr_dir: P
 
 
 def test_load_encoder_and_layers(learned) -> None:
-    from bindscope.encoders import load_encoder
+    from bindscope.embeddings.encoders import load_encoder
 
     model_dir, _ = learned
     model, _ = load_model(model_dir)

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bindscope.concepts import PAD, ConceptSpace, SceneSet
-from bindscope.errors import BindscopeError
-from bindscope.presets import get_preset
-from bindscope.splits import (
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
+from bindscope.space.splits import (
     ObjectSplit,
     SceneSplit,
     load_split,

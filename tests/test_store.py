@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.datasets import build_dataset, load_dataset
-from bindscope.errors import BindscopeError
-from bindscope.store import import_embeddings, load_embeddings
+from bindscope.data.datasets import build_dataset, load_dataset
+from bindscope.core.errors import BindscopeError
+from bindscope.embeddings.store import import_embeddings, load_embeddings
 
 
 def _save(tmp_path: Path, array: np.ndarray, name: str = "emb.npy") -> Path:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.planted import planted_embeddings
-from bindscope.presets import get_preset
-from bindscope.suite import (
+from bindscope.space.planted import planted_embeddings
+from bindscope.data.presets import get_preset
+from bindscope.analyses.suite import (
     ProbeSettings,
     decompose_analysis,
     decompose_summary,

@@ -1,10 +1,10 @@
 """bindscope: measure how embedding models bind concepts."""
 
-from bindscope.version import __version__
-from bindscope.errors import BindscopeError
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.presets import Preset, get_preset, list_presets, load_preset
-from bindscope.splits import (
+from bindscope.core.version import __version__
+from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.data.presets import Preset, get_preset, list_presets, load_preset
+from bindscope.space.splits import (
     ObjectSplit,
     SceneSplit,
     load_split,
@@ -13,8 +13,8 @@ from bindscope.splits import (
     save_split,
     scene_split,
 )
-from bindscope.datasets import Dataset, build_dataset, load_dataset
-from bindscope.store import EmbeddingSet, import_embeddings, load_embeddings
+from bindscope.data.datasets import Dataset, build_dataset, load_dataset
+from bindscope.embeddings.store import EmbeddingSet, import_embeddings, load_embeddings
 
 __all__ = [
     "__version__",

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from bindscope.errors import BindscopeError
-from bindscope.io import read_json, write_json
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import read_json, write_json
 
 MODEL_FORMAT = "bindscope-scratch-v1"
 CONFIG = "config.json"

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bindscope.errors import BindscopeError
-from bindscope.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict, validate_settings
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict, validate_settings
 
 
 class ScratchConfig(BaseModel):

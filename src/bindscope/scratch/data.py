@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.concepts import PAD as NO_OBJECT
-from bindscope.concepts import ConceptSpace
-from bindscope.errors import BindscopeError
+from bindscope.space.concepts import PAD as NO_OBJECT
+from bindscope.space.concepts import ConceptSpace
+from bindscope.core.errors import BindscopeError
 
 ENUMERATE_UP_TO = 200_000  # tuples; more are sampled
 MAX_DRAWS = 1_000_000

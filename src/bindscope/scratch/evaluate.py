@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.concepts import ConceptSpace, SceneSet
-from bindscope.errors import BindscopeError
-from bindscope.probes import OBJECT, set_separation_correct, soft_targets
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import fixed_scenes
-from bindscope.splits import fraction_count, object_order
+from bindscope.space.splits import fraction_count, object_order
 
 EVAL_BATCH = 4096
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bindscope.errors import BindscopeError
-from bindscope.io import read_json, write_json
-from bindscope.probes import save_probes
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import read_json, write_json
+from bindscope.analyses.probes import save_probes
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,8 @@ def export_model(
     """
     import torch
 
-    from bindscope.datasets import build_dataset
-    from bindscope.embed import embed_dataset
+    from bindscope.data.datasets import build_dataset
+    from bindscope.embeddings.embed import embed_dataset
     from bindscope.scratch.evaluate import query_probes
     from bindscope.scratch.train import load_model
 
@@ -91,7 +91,7 @@ def export_model(
 
 
 def _preset(record: dict):
-    from bindscope.presets import preset_from_dict
+    from bindscope.data.presets import preset_from_dict
 
     return preset_from_dict(record["preset"], origin="the model's concept space")
 

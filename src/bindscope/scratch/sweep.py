@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bindscope.errors import BindscopeError
-from bindscope.io import check_output_dir, read_json, write_json
-from bindscope.runs import write_run
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir, read_json, write_json
+from bindscope.analyses.results import write_run
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.train import train_model
 
@@ -96,7 +96,7 @@ def sweep(
     summary = sweep_summary(table, config, fractions, seeds)
 
     def extra(stage: Path) -> None:
-        from bindscope.plots import coverage_plot
+        from bindscope.analyses.plots import coverage_plot
 
         coverage_plot(table, stage / "plots" / "coverage.png", title=f"scratch {config.name}: binding generalisation "
                       f"against coverage ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")  # fmt: skip

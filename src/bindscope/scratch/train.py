@@ -25,13 +25,13 @@ import torch
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from bindscope.concepts import SceneSet
-from bindscope.devices import check_device
-from bindscope.encoders.base import count_parameters, seeded_init
-from bindscope.errors import BindscopeError
-from bindscope.io import check_output_dir, read_json, staged_dir, write_json
-from bindscope.probes import chance_accuracy, soft_targets
-from bindscope.runs import versions
+from bindscope.space.concepts import SceneSet
+from bindscope.core.devices import check_device
+from bindscope.embeddings.encoders.base import count_parameters, seeded_init
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
+from bindscope.analyses.probes import chance_accuracy, soft_targets
+from bindscope.analyses.results import versions
 from bindscope.scratch.checkpoint import (
     CONFIG,
     MODEL_FORMAT,

@@ -1,0 +1,310 @@
+"""Fit stacks of approximators at once: full-batch Adam, cosine decay, validation selection and
+early stopping (METHOD §6), plus a scikit-learn style estimator for a single model.
+
+Each model in a stack has its own training and validation scenes (padded index matrices with
+masks), its own seed and its own loss; summing the losses keeps the gradients independent, and
+Adam is elementwise, so a stack of G models follows exactly the G trajectories one-at-a-time
+fits would. Models that stop early leave the stack, so the rest run on smaller matmuls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from bindscope.analyses.complexity.approximators import Family, Layout, Params, init_params, predict, prepare, scene_objects, scene_rows
+from bindscope.space.concepts import SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.analyses.probes import threads_for
+from bindscope.space.splits import carve_validation
+
+BETAS = (0.9, 0.999)
+EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long and how a stack is trained.
+
+    Parameters
+    ----------
+    epochs
+        Full-batch Adam steps at most (the paper: 4,000).
+    lr
+        Peak learning rate, decayed to 0 on a cosine over ``epochs`` (the paper: 1e-2).
+    eval_every
+        Epochs between validation checks (selection and early stopping).
+    patience
+        Stop a model after this many checks without a validation improvement; None trains
+        every model for all ``epochs`` (the paper).
+    min_delta
+        Relative validation-MSE decrease that counts as an improvement.
+    """
+
+    epochs: int = 4000
+    lr: float = 1e-2
+    eval_every: int = 50
+    patience: int | None = None
+    min_delta: float = 1e-4
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.eval_every < 1:
+            raise BindscopeError(f"epochs and eval_every must be at least 1, got {self.epochs} and {self.eval_every}")
+        if not self.lr > 0:
+            raise BindscopeError(f"the learning rate must be positive, got {self.lr}")
+        if self.patience is not None and self.patience < 1:
+            raise BindscopeError(f"patience must be at least 1 check (or None), got {self.patience}")
+
+    def lr_at(self, step: int) -> float:
+        """``CosineAnnealingLR(T_max=epochs, eta_min=0)`` at ``step``."""
+        return self.lr * 0.5 * (1.0 + math.cos(math.pi * step / self.epochs))
+
+
+@dataclass
+class StackFit:
+    """The outcome of fitting a stack of G models."""
+
+    selected: Params  # parameters at the best validation MSE
+    final: Params  # parameters when training ended (stopped early or at the last epoch)
+    best_epoch: np.ndarray  # [G] epochs run before the selected checkpoint
+    epochs_run: np.ndarray  # [G]
+    best_val_mse: np.ndarray  # [G]
+    history: list[tuple[int, int, float, float]] = field(default_factory=list)  # (model, epoch, train_mse, val_mse)
+
+
+@dataclass(frozen=True)
+class SceneIndex:
+    """Per-scene inputs of the approximators, as tensors on one device."""
+
+    rows: torch.Tensor  # [N, S] slot rows
+    objects: torch.Tensor  # [N, K] object-slot rows
+    y: torch.Tensor  # [N, D] targets
+
+    @classmethod
+    def of(cls, scenes: SceneSet, y: np.ndarray, device: str = "cpu") -> SceneIndex:
+        return cls(
+            torch.as_tensor(scene_rows(scenes), device=device),
+            torch.as_tensor(scene_objects(scenes), device=device),
+            torch.as_tensor(np.asarray(y, dtype=np.float32), device=device),
+        )
+
+
+def pad_indices(parts: list[np.ndarray], device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Index lists of different lengths as ``[G, n_max]`` indices and a float mask."""
+    if any(len(p) == 0 for p in parts):
+        raise BindscopeError("every model needs at least one scene to fit and one to validate on")
+    n = max(len(p) for p in parts)
+    idx = np.zeros((len(parts), n), dtype=np.int64)
+    mask = np.zeros((len(parts), n), dtype=np.float32)
+    for i, p in enumerate(parts):
+        idx[i, : len(p)] = p
+        mask[i, : len(p)] = 1.0
+    return torch.as_tensor(idx, device=device), torch.as_tensor(mask, device=device)
+
+
+def stack_mse(family: Family, params: Params, layout: Layout, data: SceneIndex, idx: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-model MSE ``[G]`` (mean over its scenes and the embedding dimensions)."""
+    prep = prepare(family, params, layout, idx.shape[1])
+    pred = predict(family, params, prep, data.rows[idx], data.objects[idx], layout)
+    err = ((pred - data.y[idx]) ** 2).sum(-1) * mask
+    return err.sum(1) / (mask.sum(1) * data.y.shape[1])
+
+
+class StackAdam:
+    """``torch.optim.Adam`` (fused where the build has it) over stacked parameters, with models
+    that can leave the stack: :meth:`keep` slices the parameters and the Adam state alike."""
+
+    def __init__(self, params: Params, lr: float) -> None:
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.opt = self._adam(list(self.params.values()), lr)
+
+    @staticmethod
+    def _adam(tensors: list[torch.Tensor], lr: float) -> torch.optim.Adam:
+        try:
+            return torch.optim.Adam(tensors, lr=lr, betas=BETAS, eps=EPS, fused=True)
+        except RuntimeError:  # a build or device without the fused kernel
+            return torch.optim.Adam(tensors, lr=lr, betas=BETAS, eps=EPS)
+
+    def step(self, loss: torch.Tensor, lr: float) -> None:
+        """One update of every model from the summed loss (the models' gradients stay separate)."""
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        self.opt.step()
+
+    def keep(self, mask: torch.Tensor) -> None:
+        """Keep the models where ``mask`` is true (parameters and Adam state)."""
+        old = self.params
+        self.params = {k: v.detach()[mask].clone().requires_grad_(True) for k, v in old.items()}
+        opt = self._adam(list(self.params.values()), self.opt.param_groups[0]["lr"])
+        for k, v in self.params.items():
+            state = self.opt.state.get(old[k])
+            if state:
+                opt.state[v] = {n: (t.clone() if n == "step" else t[mask].clone()) for n, t in state.items()}
+        self.opt = opt
+
+
+def fit_stack(
+    family: Family,
+    layout: Layout,
+    data: SceneIndex,
+    train: list[np.ndarray],
+    validation: list[np.ndarray],
+    seeds: list[int],
+    schedule: Schedule,
+    *,
+    width: int,
+) -> StackFit:
+    """Fit ``len(seeds)`` models, model i on scenes ``train[i]``, selected on ``validation[i]``."""
+    n = max(len(t) for t in train) if train else 0
+    with threads_for(len(seeds) * n * max(width, family.hidden or 0) * data.y.shape[1]):
+        return _fit_stack(family, layout, data, train, validation, seeds, schedule, width)
+
+
+def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) -> StackFit:
+    device = data.y.device
+    g_all = len(seeds)
+    adam = StackAdam(init_params(family, layout, width, data.y.shape[1], seeds, str(device)), schedule.lr)
+    selected = {k: v.detach().clone() for k, v in adam.params.items()}
+    final = {k: v.detach().clone() for k, v in adam.params.items()}
+    t_idx, t_mask = pad_indices(train, str(device))
+    v_idx, v_mask = pad_indices(validation, str(device))
+    active = np.arange(g_all)
+    best = np.full(g_all, np.inf)
+    best_epoch = np.zeros(g_all, dtype=np.int64)
+    epochs_run = np.full(g_all, schedule.epochs, dtype=np.int64)
+    since = np.zeros(g_all, dtype=np.int64)
+    history = []
+    for step in range(1, schedule.epochs + 1):
+        loss = stack_mse(family, adam.params, layout, data, t_idx, t_mask)
+        adam.step(loss, schedule.lr_at(step - 1))
+        if step % schedule.eval_every and step != schedule.epochs:
+            continue
+        with torch.no_grad():
+            params = {k: v.detach() for k, v in adam.params.items()}
+            val = stack_mse(family, params, layout, data, v_idx, v_mask).cpu().numpy().astype(np.float64)
+        train_mse = loss.detach().cpu().numpy()
+        history += [(int(a), step, float(t), float(e)) for a, t, e in zip(active, train_mse, val)]
+        improved = val < best[active] * (1 - schedule.min_delta)
+        for k in params:
+            selected[k][active[improved]] = params[k][torch.as_tensor(improved, device=device)]
+        best[active[improved]] = val[improved]
+        best_epoch[active[improved]] = step
+        since[active] = np.where(improved, 0, since[active] + 1)
+        stop = since[active] >= schedule.patience if schedule.patience else np.zeros(len(active), bool)
+        if step == schedule.epochs:
+            stop[:] = True
+        if stop.any():
+            keep = torch.as_tensor(~stop, device=device)
+            for k in params:
+                final[k][active[stop]] = params[k][~keep]
+            epochs_run[active[stop]] = step
+            active = active[~stop]
+            if not len(active):
+                break
+            adam.keep(keep)
+            t_idx, t_mask, v_idx, v_mask = t_idx[keep], t_mask[keep], v_idx[keep], v_mask[keep]
+    return StackFit(selected, final, best_epoch, epochs_run, best, history)
+
+
+def predict_stack(family: Family, params: Params, layout: Layout, data: SceneIndex, idx: list[np.ndarray], chunk: int = 8192) -> list[np.ndarray]:
+    """Predicted embeddings of scenes ``idx[i]`` under model i, float32 ``[n_i, D]`` each."""
+    out: list[list[np.ndarray]] = [[] for _ in idx]
+    n_max = max((len(i) for i in idx), default=0)
+    device = data.y.device
+    with torch.no_grad():
+        prep = prepare(family, params, layout, max(n_max, 1))
+        for start in range(0, n_max, chunk):
+            parts = [i[start : start + chunk] for i in idx]
+            width = max(len(p) for p in parts)
+            padded = torch.as_tensor(np.stack([np.pad(p, (0, width - len(p))) for p in parts]), device=device)
+            pred = predict(family, params, prep, data.rows[padded], data.objects[padded], layout).cpu().numpy()
+            for i, p in enumerate(parts):
+                out[i].append(pred[i, : len(p)])
+    return [np.concatenate(o) if o else np.empty((0, data.y.shape[1]), np.float32) for o in out]
+
+
+class Approximator:
+    """One approximator as an estimator (scikit-learn style): ``fit(scenes, y)``, ``predict(scenes)``.
+
+    Parameters
+    ----------
+    family
+        ``"additive"``, ``"mult"``, ``"mult_within_object"``, ``"sum_mult"``, ``"mlp"`` or
+        ``"mlp(H)"``.
+    hidden
+        MLP width when ``family`` is ``"mlp"`` (the paper: 1024).
+    width
+        Table width d; None means the embedding width.
+    epochs, lr, eval_every, patience
+        The training schedule (see :class:`Schedule`); the paper: 4,000 epochs, lr 1e-2.
+    validation_fraction
+        Share of the training scenes held out for selection when ``fit`` gets no validation set.
+    seed
+        Seed of the initialisation and of the held-out share.
+    device
+        Torch device.
+    """
+
+    def __init__(
+        self,
+        family: str = "additive",
+        *,
+        hidden: int = 1024,
+        width: int | None = None,
+        epochs: int = 4000,
+        lr: float = 1e-2,
+        eval_every: int = 50,
+        patience: int | None = None,
+        validation_fraction: float = 0.1,
+        seed: int = 0,
+        device: str = "cpu",
+    ) -> None:
+        self.family = family
+        self.hidden = hidden
+        self.width = width
+        self.epochs = epochs
+        self.lr = lr
+        self.eval_every = eval_every
+        self.patience = patience
+        self.validation_fraction = validation_fraction
+        self.seed = seed
+        self.device = device
+
+    def fit(self, scenes: SceneSet, y: np.ndarray, validation: tuple[SceneSet, np.ndarray] | None = None) -> Approximator:
+        """Fit on ``scenes`` and their embeddings ``y`` ``[N, D]``; keep the best validation checkpoint."""
+        y = np.asarray(y, dtype=np.float32)
+        if y.ndim != 2 or len(y) != len(scenes):
+            raise BindscopeError(f"y must be [{len(scenes)}, D], got {y.shape}")
+        self.family_ = Family.parse(self.family, self.hidden)
+        if validation is None:
+            fit_idx, val_idx = carve_validation(np.arange(len(scenes)), self.validation_fraction, self.seed, min_count=1)
+            all_scenes, all_y = scenes, y
+        else:
+            all_scenes = scenes.concat(validation[0])
+            all_y = np.concatenate([y, np.asarray(validation[1], dtype=np.float32)])
+            fit_idx, val_idx = np.arange(len(scenes)), np.arange(len(scenes), len(all_scenes))
+        self.layout_ = Layout.of(all_scenes)
+        self.width_ = self.width or y.shape[1]
+        data = SceneIndex.of(all_scenes, all_y, self.device)
+        schedule = Schedule(self.epochs, self.lr, self.eval_every, self.patience)
+        fit = fit_stack(self.family_, self.layout_, data, [fit_idx], [val_idx], [self.seed], schedule, width=self.width_)
+        self.params_ = {k: v[:1] for k, v in fit.selected.items()}
+        self.final_params_ = fit.final
+        self.best_epoch_ = int(fit.best_epoch[0])
+        self.epochs_run_ = int(fit.epochs_run[0])
+        self.best_val_mse_ = float(fit.best_val_mse[0])
+        return self
+
+    def predict(self, scenes: SceneSet, *, final: bool = False) -> np.ndarray:
+        """Predicted embeddings ``[N, D]`` (the selected checkpoint, or the final one)."""
+        if Layout.of(scenes).sizes != self.layout_.sizes or scenes.max_objects != self.layout_.num_slots:
+            raise BindscopeError("these scenes come from a different concept space or K than the fitted ones")
+        d = self.params_["b"].shape[-1]
+        data = SceneIndex.of(scenes, np.zeros((len(scenes), d), np.float32), self.device)
+        params = self.final_params_ if final else self.params_
+        return predict_stack(self.family_, params, self.layout_, data, [np.arange(len(scenes))])[0]

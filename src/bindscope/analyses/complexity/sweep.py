@@ -1,0 +1,525 @@
+"""Binding-function complexity (METHOD §6): which approximator families generalise to scenes of
+unseen objects, and from how little coverage.
+
+For every seed, nested object-level splits at each fraction f; every approximator is fitted on
+the train_only scenes (a validation share of them held out for selection and early stopping,
+never test) and its *predicted* embeddings are decoded by frozen probes. The sweep fits all
+(fraction, seed) models of a family together (:func:`bindscope.analyses.complexity.approxfit.fit_stack`).
+
+Outputs are tidy rows with the columns :data:`COLUMNS` (plus the budget's name), and a summary: per approximator the area
+under test_only object accuracy over fractions and f*, the smallest fraction reaching 90% of the
+in-distribution accuracy (the frozen probes on the true embeddings of the same scenes).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bindscope.analyses.complexity.approxfit import Schedule, SceneIndex, StackFit, fit_stack, predict_stack
+from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
+from bindscope.space.concepts import SceneSet
+from bindscope.analyses.decomposition import r2_score
+from bindscope.core.devices import check_device
+from bindscope.core.errors import BindscopeError
+from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
+from bindscope.space.splits import ObjectSplit, carve_validation, check_fraction, object_splits
+from bindscope.analyses.suite import accuracy_metrics
+
+log = logging.getLogger(__name__)
+COLUMNS = ["analysis", "approximator", "fraction", "seed", "group", "checkpoint", "metric", "value"]
+HISTORY_COLUMNS = ["approximator", "fraction", "seed", "epoch", "train_mse", "val_mse"]
+DEFAULT_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
+GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
+STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
+PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than another stack's steps
+PAD_WASTE = 1.4
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a sweep may spend per fit; every result records the budget that produced it.
+
+    Parameters
+    ----------
+    name
+        ``paper`` (METHOD §6 unchanged: a GPU budget at text size) or ``cpu`` (capped).
+    epochs, eval_every, patience
+        Full-batch Adam epochs at most, epochs between validation checks, and checks without
+        improvement before a model stops (None: never stop early).
+    max_train_scenes
+        Cap on the train_only scenes one model is fitted on (a seeded sample that holds every
+        train object in every slot), None for all.
+    max_eval_scenes
+        Cap on the scenes scored per group (a seeded sample), None for all.
+    """
+
+    name: str = "paper"
+    epochs: int = 4000
+    eval_every: int = 50
+    patience: int | None = None
+    max_train_scenes: int | None = None
+    max_eval_scenes: int | None = None
+
+    def __post_init__(self) -> None:
+        for what, cap in (("max_train_scenes", self.max_train_scenes), ("max_eval_scenes", self.max_eval_scenes)):
+            if cap is not None and cap < 2:
+                raise BindscopeError(f"{what} must be at least 2 (or unset for all scenes), got {cap}")
+        Schedule(self.epochs, 1e-2, self.eval_every, self.patience)  # validates the rest
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+BUDGETS = {
+    "paper": Budget("paper", 4000, 50, None, None, None),
+    "cpu": Budget("cpu", 400, 20, 8, 1024, 5000),
+}
+
+
+def resolve_budget(name: str = "auto", device: str = "cpu", **overrides: object) -> Budget:
+    """A named budget (``auto``: ``paper`` on CUDA, ``cpu`` otherwise) with explicit overrides.
+
+    Overrides whose value is None are ignored; use ``patience=0`` or a cap of 0 to switch early
+    stopping or a cap off.
+    """
+    if name == "auto":
+        name = "paper" if str(device).startswith("cuda") else "cpu"
+    if name not in BUDGETS:
+        raise BindscopeError(f"unknown budget {name!r}; choose auto, {', '.join(BUDGETS)}")
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    for key in ("patience", "max_train_scenes", "max_eval_scenes"):
+        if changes.get(key) == 0:
+            changes[key] = None
+    return replace(BUDGETS[name], **changes)
+
+
+@dataclass(frozen=True)
+class ComplexitySettings:
+    """A complexity sweep (METHOD §6 defaults)."""
+
+    approximators: tuple[str, ...] = DEFAULT_APPROXIMATORS
+    hidden: tuple[int, ...] = (DEFAULT_HIDDEN,)
+    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    lr: float = 1e-2
+    width: int | None = None
+    validation_fraction: float = 0.1
+    budget: Budget = field(default_factory=Budget)
+    description_length: bool = True
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise BindscopeError("give at least one seed")
+        if not self.fractions:
+            raise BindscopeError("give at least one fraction")
+        for f in self.fractions:
+            check_fraction(f)
+        if len(set(self.fractions)) != len(self.fractions):
+            raise BindscopeError(f"fractions repeat: {list(self.fractions)}")
+        check_fraction(self.validation_fraction, "validation fraction")
+        if self.width is not None and self.width < 1:
+            raise BindscopeError(f"table width must be at least 1, got {self.width}")
+        self.families()  # unknown names fail here, not after an hour of fitting
+        check_device(self.device)
+
+    def families(self) -> list[Family]:
+        """The families to fit, ``mlp`` expanded to one per hidden width."""
+        out: list[Family] = []
+        for name in self.approximators:
+            out += [Family("mlp", h) for h in self.hidden] if name.strip() == "mlp" else [Family.parse(name)]
+        if not out:
+            raise BindscopeError("give at least one approximator")
+        labels = [f.label for f in out]
+        if len(set(labels)) != len(labels):
+            raise BindscopeError(f"approximators repeat: {labels}")
+        return out
+
+    def schedule(self) -> Schedule:
+        b = self.budget
+        return Schedule(b.epochs, self.lr, b.eval_every, b.patience)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["fractions"], out["seeds"] = list(self.fractions), list(self.seeds)
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One model of the sweep: its fraction, seed and scene indices (into the K-object scenes)."""
+
+    fraction: float
+    seed: int
+    train: np.ndarray  # scenes fitted on
+    groups: dict[str, np.ndarray]  # scenes scored per group (possibly a sample)
+    group_sizes: dict[str, int]  # scenes in each group before sampling
+    block: np.ndarray  # prequential: the next block's scenes scored (possibly a sample)
+    block_size: int
+
+
+@dataclass
+class ComplexityResult:
+    """The tidy table, the training curves and the scenes actually used."""
+
+    table: pd.DataFrame
+    history: pd.DataFrame
+    dropped_scenes: int
+    seconds: dict[str, float]
+    parameters: dict[str, int]
+
+
+# -- planning ------------------------------------------------------------------------------------------
+def _rng(seed: int, fraction: float, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), int(round(fraction * 1_000_000)), purpose])
+
+
+def sample(indices: np.ndarray, cap: int | None, rng: np.random.Generator) -> np.ndarray:
+    """All ``indices`` or a seeded sample of ``cap`` of them, sorted."""
+    if cap is None or len(indices) <= cap:
+        return np.sort(indices)
+    return np.sort(rng.choice(indices, size=cap, replace=False))
+
+
+def covering_sample(indices: np.ndarray, objects: np.ndarray, cap: int | None, rng: np.random.Generator) -> np.ndarray:
+    """A seeded sample of ``cap`` scenes that holds every object present in every slot where it occurs.
+
+    ``objects`` is ``[N, K]`` (object ids per slot of all scenes). One random scene per (slot,
+    object) comes first, the rest is filled at random; if the cover alone exceeds ``cap`` a random
+    part of it is kept.
+    """
+    if cap is None or len(indices) <= cap:
+        return np.sort(indices)
+    perm = rng.permutation(indices)
+    first = np.unique(np.concatenate([np.unique(objects[perm, k], return_index=True)[1] for k in range(objects.shape[1])]))
+    if len(first) >= cap:
+        return np.sort(perm[rng.choice(first, size=cap, replace=False)])
+    rest = np.setdiff1d(np.arange(len(perm)), first, assume_unique=True)[: cap - len(first)]
+    return np.sort(perm[np.concatenate([first, rest])])
+
+
+def plan_sweep(scenes: SceneSet, settings: ComplexitySettings) -> list[Plan]:
+    """Every (fraction, seed) model: its training scenes, scored groups and prequential block."""
+    objects = scenes.object_ids()
+    budget = settings.budget
+    fractions = sorted(settings.fractions)
+    plans = []
+    for seed in settings.seeds:
+        splits = object_splits(scenes, fractions, seed)
+        for i, split in enumerate(splits):
+            plans.append(_plan(scenes, objects, split, splits[i + 1] if i + 1 < len(splits) else None, settings, budget))
+    return plans
+
+
+def _plan(scenes: SceneSet, objects: np.ndarray, split: ObjectSplit, nxt: ObjectSplit | None,
+          settings: ComplexitySettings, budget: Budget) -> Plan:
+    f, seed = split.fraction, split.seed
+    if len(split.train_only) < 2:
+        raise BindscopeError(
+            f"fraction {f:g} (seed {seed}) leaves {len(split.train_only)} scene(s) made only of train objects; "
+            "at least 2 are needed (one to fit, one to validate): drop that fraction or start the sweep higher"
+        )
+    fit, val = carve_validation(split.train_only, settings.validation_fraction, seed, min_count=1)
+    groups = {"train_only": fit, "validation": val, "test_only": split.test_only, "mixed": split.mixed}
+    cap = budget.max_eval_scenes
+    train = covering_sample(fit, objects, budget.max_train_scenes, _rng(seed, f, 0))
+    pools = {**groups, "train_only": train}  # train_only is scored on the scenes it was fitted on
+    scored = {g: sample(idx, cap, _rng(seed, f, 1 + j)) for j, (g, idx) in enumerate(pools.items())}
+    nxt_train = nxt.train_only if nxt is not None else np.arange(len(scenes))
+    block = np.setdiff1d(nxt_train, split.train_only, assume_unique=True)
+    return Plan(f, seed, train, scored, {g: len(v) for g, v in groups.items()},
+                sample(block, cap, _rng(seed, f, 9)), len(block))  # fmt: skip
+
+
+def stacks(plans: list[Plan], family: Family, width: int, dim: int, layout: Layout) -> list[list[int]]:
+    """Group models to be fitted together: padding to the largest training set in a stack may waste
+    at most 40% of its work (or any amount while the stack is small), within a memory bound."""
+    widest = max(layout.num_slots * layout.num_concepts * width, family.hidden or 0, dim, 2 * width)
+    order = sorted(range(len(plans)), key=lambda i: len(plans[i].train))
+    out: list[list[int]] = []
+    for i in order:
+        n = len(plans[i].train)
+        if out:
+            group = out[-1]
+            padded = (len(group) + 1) * n * widest
+            used = (sum(len(plans[j].train) for j in group) + n) * widest
+            if padded <= STACK_ELEMENTS and (padded <= PAD_FREE_ELEMENTS or padded <= PAD_WASTE * used):
+                group.append(i)
+                continue
+        out.append([i])
+    return out
+
+
+# -- scoring -------------------------------------------------------------------------------------------
+def score(pred: np.ndarray, y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet) -> dict[str, float]:
+    """Accuracies of ``pred`` under the frozen probes, and R^2 and MSE against ``y``."""
+    logits = probes.decision_function(pred)
+    correct = {n: set_separation_correct(logits[n], t) for n, t in targets.items()}
+    out = accuracy_metrics({n: c.mean() for n, c in correct.items()})
+    out["r2"] = r2_score(y, pred)
+    out["mse"] = float(np.mean((np.asarray(y, np.float64) - pred) ** 2))
+    return out
+
+
+def _rows(approximator: str, plan: Plan, group: str, checkpoint: str, metrics: dict[str, float]) -> Iterator[dict]:
+    for metric, value in metrics.items():
+        yield dict(zip(COLUMNS, ("complexity", approximator, plan.fraction, plan.seed, group, checkpoint, metric, float(value))))
+
+
+def reference_rows(plans: list[Plan], y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet) -> list[dict]:
+    """Per model and group: the probes on the true embeddings ("embeddings"), chance, group sizes."""
+    rows = []
+    for plan in plans:
+        for group, idx in plan.groups.items():
+            rows += _rows("scenes", plan, group, "", {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)})
+            if not len(idx):  # e.g. no test_only scene at this fraction: nothing to score
+                continue
+            t = {n: v[idx] for n, v in targets.items()}
+            truth = score(y[idx], y[idx], t, probes)
+            rows += _rows("embeddings", plan, group, "", {k: v for k, v in truth.items() if k not in ("r2", "mse")})
+            chance = accuracy_metrics({n: chance_accuracy(v) for n, v in t.items()})
+            rows += _rows("chance", plan, group, "", chance)
+        rows += _rows("scenes", plan, "train_only", "", {"fitted_scenes": len(plan.train)})
+    return rows
+
+
+def _block_bits(mse: float, scenes: int, dim: int) -> float:
+    """Bits to send ``scenes`` x ``dim`` values under a Gaussian with the block's own MSE (+ its variance)."""
+    if scenes == 0:
+        return 0.0
+    return scenes * dim / 2 * math.log2(2 * math.pi * math.e * max(mse, 1e-300)) + 0.5 * math.log2(scenes * dim)
+
+
+def _family_rows(family: Family, plans: list[Plan], fit: StackFit, members: list[int], data: SceneIndex,
+                 layout: Layout, y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet,
+                 description_length: bool) -> list[dict]:
+    rows = []
+    label, dim = family.label, y.shape[1]
+    wanted = [np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block])) for i in members]
+    for checkpoint, params in (("selected", fit.selected), ("final", fit.final)):
+        preds = predict_stack(family, params, layout, data, wanted)
+        for j, i in enumerate(members):
+            plan, lookup = plans[i], wanted[j]
+            for group, idx in plan.groups.items():
+                if not len(idx):
+                    continue
+                pred = preds[j][np.searchsorted(lookup, idx)]
+                rows += _rows(label, plan, group, checkpoint, score(pred, y[idx], {n: v[idx] for n, v in targets.items()}, probes))
+            if description_length and checkpoint == "selected" and len(plan.block):
+                err = preds[j][np.searchsorted(lookup, plan.block)] - y[plan.block]
+                mse = float(np.mean(err.astype(np.float64) ** 2))
+                rows += _rows(label, plan, "next_block", checkpoint,
+                              {"block_mse": mse, "block_scenes": plan.block_size, "code_bits": _block_bits(mse, plan.block_size, dim)})
+    for j, i in enumerate(members):
+        rows += _rows(label, plans[i], "train_only", "", {
+            "epochs_run": fit.epochs_run[j], "best_epoch": fit.best_epoch[j], "best_val_mse": fit.best_val_mse[j],
+        })  # fmt: skip
+    return rows
+
+
+def baseline_block_rows(plans: list[Plan], y: np.ndarray) -> list[dict]:
+    """Prequential code of the next block with no model: the mean of the scenes seen so far."""
+    rows = []
+    for plan in plans:
+        if not len(plan.block):
+            continue
+        seen = np.concatenate([plan.groups["validation"], plan.train])
+        mse = float(np.mean((y[plan.block].astype(np.float64) - y[seen].mean(axis=0)) ** 2))
+        rows += _rows("mean", plan, "next_block", "", {
+            "block_mse": mse, "block_scenes": plan.block_size, "code_bits": _block_bits(mse, plan.block_size, y.shape[1]),
+        })  # fmt: skip
+    return rows
+
+
+# -- the sweep -----------------------------------------------------------------------------------------
+def k_object_scenes(scenes: SceneSet) -> np.ndarray:
+    """Indices of the scenes holding all K objects (the sweep's scenes)."""
+    keep = np.flatnonzero(scenes.num_objects() == scenes.max_objects)
+    if len(keep) == 0:
+        raise BindscopeError("no scene holds all K objects; the complexity sweep needs K-object scenes")
+    return keep
+
+
+def complexity_sweep(
+    y: np.ndarray,
+    scenes: SceneSet,
+    probes: ProbeSet,
+    settings: ComplexitySettings = ComplexitySettings(),
+    *,
+    progress: Callable[[int, int], object] | None = None,
+) -> ComplexityResult:
+    """Fit every approximator at every (fraction, seed) and score it under the frozen probes.
+
+    Parameters
+    ----------
+    y
+        Scene embeddings ``[N, D]`` aligned with ``scenes``.
+    scenes
+        The scenes; only those with all K objects are used (others, e.g. single objects, are
+        dropped and counted in ``dropped_scenes``).
+    probes
+        Frozen probes (an object probe and one per concept) for these embeddings.
+    settings
+        Families, fractions, seeds, budget and device.
+    progress
+        Called as ``progress(done, total)`` with the number of stacks fitted so far (first 0)
+        and the number to fit.
+    """
+    y = np.asarray(y, dtype=np.float32)
+    if y.ndim != 2 or len(y) != len(scenes):
+        raise BindscopeError(f"embeddings must be [{len(scenes)}, D], got {y.shape}")
+    keep = k_object_scenes(scenes)
+    sc, ys = scenes.subset(keep), y[keep]
+    check_probes(probes, sc, ys.shape[1])
+    targets = soft_targets(sc)
+    layout = Layout.of(sc)
+    width = settings.width or ys.shape[1]
+    plans = plan_sweep(sc, settings)
+    data = SceneIndex.of(sc, ys, settings.device)
+    rows = reference_rows(plans, ys, targets, probes)
+    if settings.description_length:
+        rows += baseline_block_rows(plans, ys)
+    history, seconds, parameters = [], {}, {}
+    work = {family: stacks(plans, family, width, ys.shape[1], layout) for family in settings.families()}
+    total, done = sum(len(w) for w in work.values()), 0
+    if progress is not None:
+        progress(done, total)
+    for family, family_stacks in work.items():
+        start = time.perf_counter()
+        parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
+        for members in family_stacks:
+            fit = fit_stack(family, layout, data, [plans[i].train for i in members], [plans[i].groups["validation"] for i in members],
+                            [plans[i].seed for i in members], settings.schedule(), width=width)  # fmt: skip
+            rows += _family_rows(family, plans, fit, members, data, layout, ys, targets, probes, settings.description_length)
+            history += [(family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v) for g, e, t, v in fit.history]
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        seconds[family.label] = round(time.perf_counter() - start, 3)
+        log.info("%s: %.1f s", family.label, seconds[family.label])
+    if settings.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    table = pd.DataFrame(rows, columns=COLUMNS).assign(budget=settings.budget.name)
+    return ComplexityResult(
+        table,
+        pd.DataFrame(history, columns=HISTORY_COLUMNS).assign(budget=settings.budget.name),
+        len(scenes) - len(keep),
+        seconds,
+        parameters,
+    )
+
+
+def check_probes(probes: ProbeSet, scenes: SceneSet, dim: int) -> None:
+    """Frozen probes must decode this space: an object probe and one per concept, of width ``dim``."""
+    space = scenes.space
+    want = {"object": space.num_objects, **dict(zip(space.concepts, space.sizes))}
+    have = {n: w.shape for n, w in probes.coef_.items()}
+    missing = [n for n in want if n not in have]
+    if missing:
+        raise BindscopeError(f"the probes have no {', '.join(missing)} probe (they have {', '.join(have)}); "
+                             "use probes fitted on this dataset (bindscope probe)")
+    for name, labels in want.items():
+        if have[name] != (labels, dim):
+            raise BindscopeError(f"probe {name!r} is {have[name][0]} x {have[name][1]} but this dataset and these "
+                                 f"embeddings need {labels} x {dim}; use probes fitted on these embeddings")
+
+
+# -- the verdict -----------------------------------------------------------------------------------------
+def _curve(table: pd.DataFrame, approximator: str, group: str, metric: str, checkpoint: str) -> pd.DataFrame:
+    """``[seed x fraction]`` values of one metric."""
+    sel = table[(table.approximator == approximator) & (table.group == group) & (table.metric == metric)
+                & (table.checkpoint == checkpoint)]  # fmt: skip
+    return sel.pivot_table(index="seed", columns="fraction", values="value", aggfunc="mean")
+
+
+def area(curve: pd.DataFrame) -> np.ndarray:
+    """Per seed: the normalised area under accuracy over fractions (a mean accuracy)."""
+    f = curve.columns.to_numpy(dtype=float)
+    values = curve.to_numpy(dtype=float)
+    if len(f) == 1:
+        return values[:, 0]
+    return np.trapezoid(values, f, axis=1) / (f[-1] - f[0])
+
+
+def f_star(mean_acc: pd.Series, in_distribution: pd.Series, share: float = GENERALISES_AT) -> float | None:
+    """The smallest fraction whose accuracy reaches ``share`` of the in-distribution accuracy."""
+    ok = mean_acc.to_numpy() >= share * in_distribution.reindex(mean_acc.index).to_numpy()
+    return float(mean_acc.index[np.argmax(ok)]) if ok.any() else None
+
+
+def _sd(curve: pd.DataFrame) -> pd.Series:
+    return curve.std(axis=0, ddof=1) if len(curve) > 1 else curve.iloc[0] * 0.0
+
+
+def _by_fraction(series: pd.Series) -> dict[str, float]:
+    return {f"{f:g}": float(v) for f, v in series.items()}
+
+
+def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -> dict:
+    """``summary.json``: per approximator AUC, f*, curves; the verdict; the budget."""
+    table = result.table
+    ceiling = _curve(table, "embeddings", "test_only", "object_acc", "").mean(axis=0)
+    chance = _curve(table, "chance", "test_only", "object_acc", "").mean(axis=0)
+    out: dict = {"approximators": {}, "in_distribution": _by_fraction(ceiling), "chance": _by_fraction(chance)}
+    for family in settings.families():
+        label = family.label
+        acc = _curve(table, label, "test_only", "object_acc", "selected")
+        entry = {
+            "auc": float(area(acc).mean()),
+            "auc_std": float(area(acc).std(ddof=1)) if len(acc) > 1 else 0.0,
+            "f_star": f_star(acc.mean(axis=0), ceiling),
+            "object_acc": _by_fraction(acc.mean(axis=0)),
+            "object_acc_std": _by_fraction(_sd(acc)),
+            "concept_acc": _by_fraction(_curve(table, label, "test_only", "concept_acc", "selected").mean(axis=0)),
+            "mixed_object_acc": _by_fraction(_curve(table, label, "mixed", "object_acc", "selected").mean(axis=0)),
+            "validation_object_acc": _by_fraction(_curve(table, label, "validation", "object_acc", "selected").mean(axis=0)),
+            "final_object_acc": _by_fraction(_curve(table, label, "test_only", "object_acc", "final").mean(axis=0)),
+            "r2": _by_fraction(_curve(table, label, "test_only", "r2", "selected").mean(axis=0)),
+            "parameters": result.parameters.get(label),
+            "seconds": result.seconds.get(label),
+        }
+        if settings.description_length:
+            entry["description_length_bits"] = _code_length(table, label)
+        out["approximators"][label] = entry
+    if settings.description_length:
+        out["description_length_baseline_bits"] = _code_length(table, "mean")
+    out["verdict"] = verdict(out["approximators"], settings)
+    out["budget"] = settings.budget.to_dict()
+    out["dropped_scenes"] = result.dropped_scenes
+    return out
+
+
+def _code_length(table: pd.DataFrame, approximator: str) -> float | None:
+    """Mean over seeds of the prequential code length (bits) of every block after the first."""
+    sel = table[(table.approximator == approximator) & (table.group == "next_block") & (table.metric == "code_bits")]
+    return float(sel.groupby("seed")["value"].sum().mean()) if len(sel) else None
+
+
+def verdict(approximators: dict[str, dict], settings: ComplexitySettings) -> dict:
+    """The simplest family that generalises (reaches f*), and from what coverage."""
+    ranked = sorted(settings.families(), key=lambda f: f.simplicity)
+    generalising = [f.label for f in ranked if approximators[f.label]["f_star"] is not None]
+    if not generalising:
+        return {
+            "simplest_generalising": None,
+            "f_star": None,
+            "reading": f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen "
+                       f"objects at any fraction up to {max(settings.fractions):g}: a high-complexity binding function",
+        }  # fmt: skip
+    best = generalising[0]
+    fs = approximators[best]["f_star"]
+    return {
+        "simplest_generalising": best,
+        "f_star": fs,
+        "generalising": generalising,
+        "reading": f"{best} generalises to scenes of unseen objects from a fraction of {fs:g} of the objects",
+    }

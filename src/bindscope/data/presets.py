@@ -1,0 +1,330 @@
+"""The paper's datasets as presets, and custom spaces from YAML (METHOD §1).
+
+A preset is a validated :class:`PresetConfig`: the concept space, objects per scene, how the
+scenes are made (all ordered tuples or a seeded sample), the caption template and the noun.
+Built-in presets and YAML files go through the same schema, and every dataset folder stores
+the config it was built from, so it can be rebuilt and checked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bindscope.space.captions import CaptionTemplate, default_template
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.core.errors import BindscopeError
+
+Modality = Literal["image", "text"]
+
+
+class SceneConfig(BaseModel):
+    """How scenes are made from the objects of a space."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["enumerate", "sample"] = "enumerate"
+    allow_identical: bool = True
+    distinct_values: bool = False
+    num_scenes: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    include_single_objects: bool = False
+
+    @model_validator(mode="after")
+    def _sample_needs_count(self) -> SceneConfig:
+        if self.mode == "sample" and self.num_scenes is None:
+            raise ValueError("mode 'sample' needs num_scenes")
+        if self.mode == "enumerate" and self.num_scenes is not None:
+            raise ValueError("num_scenes only applies to mode 'sample'; remove it or sample")
+        return self
+
+
+class CaptionConfig(BaseModel):
+    """Object template (one ``{concept}`` field per concept), joiner and word overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    object: str
+    joiner: str = " and "
+    words: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class ImageConfig(BaseModel):
+    """How a renderer draws the dataset's images (ignored for presets without a renderer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    width: int = Field(default=224, ge=16, le=4096)
+    height: int = Field(default=224, ge=16, le=4096)
+    jitter: float = Field(default=0.0, ge=0.0, le=1.0)
+    seed: int = 0
+    single_objects: bool = True
+
+
+class PresetConfig(BaseModel):
+    """Everything that defines a dataset: the schema of YAML files and of built-in presets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    concepts: dict[str, list[str]]
+    objects_per_scene: int = Field(ge=1)
+    scenes: SceneConfig = Field(default_factory=SceneConfig)
+    caption: CaptionConfig | None = None
+    noun: str | None = None
+    modalities: list[Modality] = Field(default_factory=lambda: ["text"], min_length=1)
+    renderer: str | None = None
+    image: ImageConfig = Field(default_factory=ImageConfig)
+    slot_layout: list[str] | None = None
+    source: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_slug(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
+            raise ValueError("use letters, digits, '_', '-' and '.' only")
+        return v
+
+    @field_validator("concepts")
+    @classmethod
+    def _concepts_non_empty(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        if not v:
+            raise ValueError("give at least one concept")
+        return v
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A validated dataset definition with its concept space and caption template."""
+
+    config: PresetConfig
+    space: ConceptSpace
+    template: CaptionTemplate
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def objects_per_scene(self) -> int:
+        return self.config.objects_per_scene
+
+    @property
+    def noun(self) -> str:
+        return self.config.noun or self.space.concepts[-1]
+
+    def build_scenes(self) -> SceneSet:
+        """The scene set this preset defines (K-object scenes, then single objects if asked)."""
+        sc = self.config.scenes
+        k = self.objects_per_scene
+        if sc.mode == "enumerate":
+            scenes = SceneSet.enumerate(
+                self.space, k, allow_identical=sc.allow_identical, distinct_values=sc.distinct_values
+            )
+        else:
+            scenes = SceneSet.sample(
+                self.space,
+                k,
+                sc.num_scenes,
+                seed=sc.seed,
+                allow_identical=sc.allow_identical,
+                distinct_values=sc.distinct_values,
+            )
+        if sc.include_single_objects and k > 1:
+            scenes = scenes.concat(SceneSet.singles(self.space, k))
+        return scenes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data (what YAML files and dataset manifests hold)."""
+        return self.config.model_dump(mode="json")
+
+
+def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
+    """Validate a config mapping into a :class:`Preset`; errors are one line naming ``origin``."""
+    config = validate_settings(PresetConfig, data, origin)
+    try:
+        space = ConceptSpace.from_dict(config.concepts)
+        if config.caption is None:
+            template = default_template(space)
+        else:
+            template = CaptionTemplate(config.caption.object, config.caption.joiner, config.caption.words)
+        template.validate(space)
+        if config.noun is not None:
+            space.concept_index(config.noun)
+    except BindscopeError as exc:
+        raise BindscopeError(f"invalid {origin}: {exc}") from None
+    if config.slot_layout is not None and len(config.slot_layout) != config.objects_per_scene:
+        raise BindscopeError(
+            f"invalid {origin}: slot_layout names {len(config.slot_layout)} slots but "
+            f"objects_per_scene is {config.objects_per_scene}"
+        )
+    return Preset(config, space, template)
+
+
+def validate_settings(schema: type[BaseModel], data: Any, origin: str) -> Any:
+    """``schema.model_validate(data)`` with errors as one line naming ``origin``."""
+    if not isinstance(data, dict):
+        raise BindscopeError(f"{origin} must be a mapping of settings, got {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise BindscopeError(f"invalid {origin}: {format_validation(exc)}") from None
+
+
+def format_validation(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``field: problem; ...``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting; check its spelling"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def load_preset_file(path: str | Path) -> Preset:
+    """Read a custom space from a YAML file (same schema as :class:`PresetConfig`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise BindscopeError(f"preset file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BindscopeError(f"malformed YAML in {path}{where}: {problem}") from None
+    if data is None:
+        raise BindscopeError(f"preset file {path} is empty; see configs/custom_space.yaml for an example")
+    return preset_from_dict(data, origin=f"preset file {path}")
+
+
+# -- built-in presets ---------------------------------------------------------------------------
+
+CLEVR_COLORS = ["blue", "brown", "cyan", "gray", "green", "purple", "red", "yellow"]
+
+TEXT_ATTRIBUTES = [
+    "red", "blue", "green", "yellow", "purple", "orange", "pink", "brown", "gray", "black",
+    "small", "large", "tiny", "round", "sharp", "rough", "bumpy", "smooth", "matte", "glossy",
+]  # fmt: skip
+TEXT_NOUNS = [
+    "circle", "square", "triangle", "star", "heart", "spiral", "sphere", "cylinder", "cone",
+    "pyramid", "car", "cat", "dog", "man", "woman", "tree", "flower", "rock", "bird", "fish",
+]  # fmt: skip
+PUG_ANIMALS = [
+    "Crow", "Fox", "DeerStag", "DeerDoe", "Wolf", "Crocodile", "Elephant", "Hippopotamus",
+    "Lion", "Lioness", "Rhinoceros", "Zebra",
+]  # fmt: skip
+PUG_TEXTURES = ["Red", "Blue", "Green", "Yellow", "Brown", "Purple", "Cyan", "Gray"]
+
+
+def _caption_word(value: str) -> str:
+    """``DeerStag`` -> ``deer stag``."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", value).lower()
+
+
+_BUILTIN: dict[str, dict[str, Any]] = {
+    "clevr": {
+        "name": "clevr",
+        "description": "CLEVR-like 3-D scenes: 8 colors x 3 shapes, all 576 ordered pairs",
+        "concepts": {"color": CLEVR_COLORS, "shape": ["cube", "cylinder", "sphere"]},
+        "objects_per_scene": 2,
+        "caption": {"object": "a {color} {shape}"},
+        "noun": "shape",
+        "modalities": ["image", "text"],
+        "renderer": "raycast3d",
+        "slot_layout": ["back-left", "front-right"],
+    },
+    "clevr2d": {
+        "name": "clevr2d",
+        "description": "flat 2-D scenes on light gray: 8 colors x 3 shapes, all 576 ordered pairs",
+        "concepts": {"color": CLEVR_COLORS, "shape": ["square", "triangle", "circle"]},
+        "objects_per_scene": 2,
+        "caption": {"object": "a {color} {shape}"},
+        "noun": "shape",
+        "modalities": ["image", "text"],
+        "renderer": "flat2d",
+        "slot_layout": ["left", "right"],
+    },
+    "text": {
+        "name": "text",
+        "description": "captions only: 20 attributes x 20 nouns, 160,000 ordered pairs + 400 single objects",
+        "concepts": {"attribute": TEXT_ATTRIBUTES, "noun": TEXT_NOUNS},
+        "objects_per_scene": 2,
+        "scenes": {"include_single_objects": True},
+        "caption": {"object": "a {attribute} {noun}"},
+        "noun": "noun",
+        "modalities": ["text"],
+        "slot_layout": ["first mentioned", "second mentioned"],
+    },
+    "pug_spare": {
+        "name": "pug_spare",
+        "description": "PUG:SPARE animals x textures, distinct animals and textures: 7,392 pairs",
+        "concepts": {"animal": PUG_ANIMALS, "texture": PUG_TEXTURES},
+        "objects_per_scene": 2,
+        "scenes": {"distinct_values": True},
+        "caption": {
+            "object": "a {texture} {animal}",
+            "words": {
+                "animal": {a: _caption_word(a) for a in PUG_ANIMALS},
+                "texture": {t: _caption_word(t) for t in PUG_TEXTURES},
+            },
+        },
+        "noun": "animal",
+        "modalities": ["image", "text"],
+        "renderer": "import",
+        "slot_layout": ["left", "right"],
+        "source": {"dataset": "PUG:SPARE", "world": "Desert", "images": "imported from the user's CSV + images"},
+    },
+}
+
+
+def with_image_settings(preset: Preset, *, size: str | None = None, jitter: float | None = None) -> Preset:
+    """The preset with another image size (``"224"`` or ``"480x320"``) and/or jitter."""
+    if size is None and jitter is None:
+        return preset
+    update: dict[str, Any] = {}
+    if size is not None:
+        match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+)\s*)?", size)
+        if not match:
+            raise BindscopeError(f"image size {size!r}: write SIZE or WIDTHxHEIGHT, e.g. 224 or 480x320")
+        update["width"] = int(match.group(1))
+        update["height"] = int(match.group(2) or match.group(1))
+    if jitter is not None:
+        update["jitter"] = jitter
+    config = preset.config.model_dump()
+    config["image"] = {**config["image"], **update}
+    return preset_from_dict(config, origin="image settings")
+
+
+def list_presets() -> list[str]:
+    """Names of the built-in presets."""
+    return sorted(_BUILTIN)
+
+
+def get_preset(name: str) -> Preset:
+    """A built-in preset by name."""
+    if name not in _BUILTIN:
+        raise BindscopeError(
+            f"unknown preset {name!r}; choose one of {', '.join(list_presets())} or give a YAML file"
+        )
+    return preset_from_dict(_BUILTIN[name], origin=f"built-in preset {name}")
+
+
+def load_preset(name_or_path: str | Path) -> Preset:
+    """A built-in preset by name, or a custom space from a ``.yaml``/``.yml`` file."""
+    text = str(name_or_path)
+    if text in _BUILTIN:
+        return get_preset(text)
+    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+        return load_preset_file(text)
+    return get_preset(text)

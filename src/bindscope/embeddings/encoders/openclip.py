@@ -1,0 +1,486 @@
+"""open_clip backend: CLIP-style models by name and tag, from a hub repository or from a folder.
+
+Specs (see :mod:`bindscope.embeddings.encoders.spec`)::
+
+    openclip:<arch>/<pretrained tag>     e.g. openclip:ViT-B-32/openai
+    openclip:hf-hub:<org>/<repo>         e.g. openclip:hf-hub:timm/ViT-B-16-SigLIP
+    openclip:local-dir:<path>            a folder with open_clip_config.json and the weights
+    ... +rand[:SEED]                     the same architecture with random weights
+
+The model, its eval transform and its tokenizer all come from open_clip's own factory
+(``create_model_from_pretrained``, ``create_model_and_transforms``, ``get_tokenizer``). The final
+embeddings are ``model.encode_image`` / ``model.encode_text`` with ``normalize=False``. A layer is
+the token states after block L of a tower (taken with forward hooks, which stop the forward pass
+there), pooled as the tower pools, with no final norm and no projection.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bindscope.embeddings.encoders.base import (
+    Encoder,
+    count_parameters,
+    pool,
+    resolve_layer,
+    seeded_init,
+    short_reason,
+    snapshot_commit,
+    to_float32,
+    torch_dtype,
+    weights_sha256,
+)
+from bindscope.embeddings.encoders.spec import ModelSpec
+from bindscope.core.errors import BindscopeError
+
+#: Weight files open_clip looks for in a local-dir folder (open_clip.factory._find_checkpoint_in_dir).
+WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")
+CONFIG_NAME = "open_clip_config.json"
+_CROP = {"shortest": "resize the short side to size, then center crop to size",
+         "longest": "resize the long side to size, then center crop or pad (fill_color) to size",
+         "squash": "resize to size without keeping the aspect ratio, no crop"}
+
+
+class _Stop(Exception):
+    """Raised by a hook once the wanted hidden state is captured, to skip the rest of the forward pass."""
+
+
+@dataclass(frozen=True)
+class Tower:
+    """Where a tower's blocks are and how it pools a hidden state ``[B, T, D]`` (None: no layer taps)."""
+
+    blocks: Any
+    pooling: str
+    prefix_tokens: int = 1
+    text_pool: str = ""
+    eos_id: int | None = None
+
+
+def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> OpenClipEncoder:
+    """Load an open_clip model for a parsed ``openclip:`` spec (see the module docstring)."""
+    return OpenClipEncoder(spec, layer=layer, device=device, dtype=dtype)
+
+
+class OpenClipEncoder(Encoder):
+    """An open_clip image-text model (final embeddings or a layer's pooled hidden state)."""
+
+    modalities = ("image", "text")
+
+    def __init__(self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> None:
+        super().__init__(spec, layer=layer, device=device, dtype=dtype)
+        import torch
+
+        self._torch = torch
+        self._dtype = torch_dtype(dtype)
+        check_spec(spec)
+        self._revision = hub_revision(spec)
+        model, self._preprocess = create(spec, device)
+        self._model = model.to(device=device, dtype=self._dtype).eval()
+        self._tokenizer = _tokenizer(spec, model_name(spec))
+        self._towers = {"image": vision_tower(model), "text": text_tower(model)}
+        self._index, self._layer_errors = self._resolve_layers()
+        self._dims = {m: self._probe_dim(m) for m in self.modalities if m not in self._layer_errors}
+        self._description: dict[str, Any] | None = None
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def prepare(self, modality: str, items: Sequence[Any]) -> Any:
+        """Images: open_clip's eval transform, stacked ``[B, 3, H, W]``; texts: token ids ``[B, context_length]``."""
+        self._check(modality)
+        if modality == "image":
+            return self._torch.stack([self._preprocess(image) for image in items])
+        return self._tokenizer(list(items))
+
+    def forward(self, modality: str, inputs: Any) -> np.ndarray:
+        """The final embedding (``normalize=False``) or the pooled hidden state after block ``layer``."""
+        self._check(modality)
+        inputs = inputs.to(self.device, self._dtype) if modality == "image" else inputs.to(self.device)
+        with self._torch.inference_mode():
+            if self.layer is None:
+                out = self._model.encode_image(inputs, normalize=False) if modality == "image" \
+                    else self._model.encode_text(inputs, normalize=False)
+            else:
+                out = self._layer_output(modality, inputs)
+        return to_float32(out)
+
+    def describe(self) -> dict[str, Any]:
+        if self._description is None:
+            self._description = self._describe()
+        return self._description
+
+    # -- layers ---------------------------------------------------------------------------------
+
+    def _resolve_layers(self) -> tuple[dict[str, int | None], dict[str, str]]:
+        """Hidden-state index per modality, and why a modality cannot give this layer.
+
+        Towers differ in depth (ViT-L: 24 vision, 12 text blocks) and some have no layer taps, so a
+        layer is checked per tower: the load fails when no tower can give it, otherwise the other
+        modality fails at its first batch.
+        """
+        index: dict[str, int | None] = {m: None for m in self.modalities}
+        errors: dict[str, str] = {}
+        if self.layer is None:
+            return index, errors
+        for modality, tower in self._towers.items():
+            if tower is None:
+                errors[modality] = (f"the {_TOWER_NAME[modality]} of {self.spec} ({tower_class(self._model, modality)}) has no "
+                                    f"per-layer outputs in bindscope; drop --layer to embed {modality}s with it")
+                continue
+            try:
+                index[modality] = resolve_layer(self.layer, len(tower.blocks), f"{_TOWER_NAME[modality]} of {self.spec}")
+            except BindscopeError as exc:
+                errors[modality] = str(exc)
+        if len(errors) == len(self.modalities):
+            raise BindscopeError("; ".join(errors[m] for m in self.modalities))
+        return index, errors
+
+    def _check(self, modality: str) -> None:
+        self.check_modality(modality)
+        if modality in self._layer_errors:
+            raise BindscopeError(self._layer_errors[modality])
+
+    def _layer_output(self, modality: str, inputs: Any) -> Any:
+        tower = self._towers[modality]
+        encode = self._model.encode_image if modality == "image" else self._model.encode_text
+        hidden = hidden_state(lambda: encode(inputs, normalize=False), tower.blocks, self._index[modality])
+        return pool_tower(tower, hidden, inputs)
+
+    def _probe_dim(self, modality: str) -> int:
+        """Width of the rows, from one dummy input (exact for every tower type)."""
+        if modality == "image":
+            size = _size(self._model.visual.preprocess_cfg["size"])
+            dummy = self._torch.zeros(1, 3, *size)
+        else:
+            dummy = self._tokenizer([""])
+        return int(self.forward(modality, dummy).shape[1])
+
+    # -- provenance -----------------------------------------------------------------------------
+
+    def _describe(self) -> dict[str, Any]:
+        spec, model = self.spec, self._model
+        local = spec.source == "local-dir"
+        return {
+            "backend": "openclip",
+            "model_class": type(model).__name__,
+            "towers": {m: tower_class(model, m) for m in self.modalities},
+            "resolved": resolved(spec),
+            "revision": self._revision,
+            "weights_sha256": weights_sha256(spec.target) if local and not spec.random else None,
+            "parameters": count_parameters(model),
+            "dim": dict(self._dims),
+            "dtype": self.dtype,
+            "layer": self.layer,
+            "num_layers": {m: (len(t.blocks) if t is not None else None) for m, t in self._towers.items()},
+            "pooling": {m: self._pooling(m) for m in self.modalities},
+            "preprocessing": {"image": image_preprocessing(model, self._preprocess),
+                              "text": text_preprocessing(self._tokenizer)},
+            "random_init": {"seed": spec.rand_seed} if spec.random else None,
+        }
+
+    def _pooling(self, modality: str) -> str:
+        tower = self._towers[modality]
+        if self.layer is None:
+            return final_pooling(self._model, modality)
+        if modality in self._layer_errors:
+            return f"none: {self._layer_errors[modality]}"
+        return f"{tower.pooling} of hidden_states[{self._index[modality]}] (no final norm, no projection, normalize=False)"
+
+
+_TOWER_NAME = {"image": "vision tower", "text": "text tower"}
+
+
+# -- resolving and creating the model -----------------------------------------------------------
+
+
+def model_name(spec: ModelSpec) -> str:
+    """The ``model_name`` open_clip's factory takes for a spec (with its schema prefix)."""
+    if spec.source == "local-dir":
+        return f"local-dir:{spec.target}"
+    if spec.source == "hf-hub":
+        return f"hf-hub:{spec.target}"
+    return spec.target
+
+
+def resolved(spec: ModelSpec) -> str:
+    """What was actually loaded: the folder, the hub repo, or the weights a tag names."""
+    if spec.source == "local-dir":
+        return str(Path(spec.target).resolve())
+    if spec.source == "hf-hub":
+        return spec.target
+    if spec.pretrained is None or spec.random:  # +rand builds from the architecture's config alone
+        return spec.target
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(spec.target, spec.pretrained)
+    return cfg.get("hf_hub", "").rstrip("/") or cfg.get("url") or f"{spec.target}/{spec.pretrained}"
+
+
+def check_spec(spec: ModelSpec) -> None:
+    """Refuse an unknown architecture or tag, or a folder without a config or weights, before any loading."""
+    if spec.source == "local-dir":
+        check_folder(Path(spec.target), spec)
+    elif spec.source == "name":
+        check_name(spec)
+
+
+def check_name(spec: ModelSpec) -> None:
+    import open_clip
+
+    arch, known = spec.target, open_clip.list_models()
+    if arch not in known:
+        close = difflib.get_close_matches(arch, known, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise BindscopeError(f"{spec}: unknown open_clip architecture {arch!r}{hint}; open_clip.list_models() lists the "
+                             f"{len(known)} known ones, or give openclip:local-dir:<folder> for a custom config")
+    if spec.pretrained is None:
+        return
+    tags = open_clip.list_pretrained_tags_by_model(arch)
+    if spec.pretrained not in tags:
+        available = ", ".join(tags) if tags else "none (use +rand for random weights)"
+        raise BindscopeError(f"{spec}: open_clip has no pretrained weights {spec.pretrained!r} for {arch}; "
+                             f"its tags are: {available}")
+
+
+def check_folder(folder: Path, spec: ModelSpec) -> None:
+    config = folder / CONFIG_NAME
+    if not config.is_file():
+        raise BindscopeError(f"{spec}: {folder} has no {CONFIG_NAME}; an openclip:local-dir: folder needs "
+                             "open_clip_config.json ({\"model_cfg\": ..., \"preprocess_cfg\": ...}) and the weights "
+                             "(open_clip_model.safetensors)")
+    try:
+        model_cfg = json.loads(config.read_text(encoding="utf-8")).get("model_cfg")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise BindscopeError(f"{spec}: {config} is not a JSON object ({short_reason(exc)}); rewrite it as "
+                             "{\"model_cfg\": ..., \"preprocess_cfg\": ...}") from None
+    if not isinstance(model_cfg, dict) or not {"embed_dim", "vision_cfg", "text_cfg"} <= model_cfg.keys():
+        raise BindscopeError(f"{spec}: {config} has no model_cfg with embed_dim, vision_cfg and text_cfg; "
+                             "write the architecture config there (open_clip's model_configs/*.json show the format)")
+    if not spec.random and not any(any(folder.glob(g)) for g in WEIGHT_GLOBS):
+        raise BindscopeError(f"{spec}: {folder} has no weights ({', '.join(WEIGHT_GLOBS)}); save the model's "
+                             "state_dict there as open_clip_model.safetensors, or add +rand for random weights")
+
+
+def create(spec: ModelSpec, device: str) -> tuple[Any, Callable[[Any], Any]]:
+    """The model (on ``device``) and open_clip's eval transform, via open_clip's factory."""
+    import open_clip
+
+    name = model_name(spec)
+    try:
+        if not spec.random:
+            return open_clip.create_model_from_pretrained(name, pretrained=spec.pretrained, device=device)
+        with seeded_init(spec.rand_seed):
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                name, pretrained=None, load_weights=False, pretrained_image=False, pretrained_text=False,
+                device=device, **tag_preprocess(spec))
+        return model, preprocess
+    except BindscopeError:
+        raise
+    except Exception as exc:  # the factory raises RuntimeError, OSError, ValueError, hub errors...
+        raise _load_error(spec, exc) from exc
+
+
+def tag_preprocess(spec: ModelSpec) -> dict[str, Any]:
+    """For ``<arch>/<tag>+rand``: the tag's own preprocessing, without downloading its weights."""
+    if spec.source != "name" or spec.pretrained is None:
+        return {}
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(spec.target, spec.pretrained)
+    keys = {"mean": "image_mean", "std": "image_std", "interpolation": "image_interpolation",
+            "resize_mode": "image_resize_mode"}
+    return {arg: cfg[key] for key, arg in keys.items() if cfg.get(key) is not None}
+
+
+def _tokenizer(spec: ModelSpec, name: str) -> Any:
+    import open_clip
+
+    try:
+        return open_clip.get_tokenizer(name)
+    except Exception as exc:  # HF tokenizers fetched from the hub, missing tokenizer files in a folder
+        raise _load_error(spec, exc) from exc
+
+
+def _load_error(spec: ModelSpec, exc: Exception) -> BindscopeError:
+    reason = short_reason(exc)
+    if spec.source == "local-dir":
+        return BindscopeError(f"{spec}: the folder could not be loaded by open_clip ({reason}); check that the "
+                              f"weights fit the model_cfg in {CONFIG_NAME} (and that tokenizer files are there if "
+                              "text_cfg names an hf_tokenizer_name)")
+    return BindscopeError(f"{spec} could not be loaded (no network or no such model?): {reason}; give a local folder "
+                          "instead (openclip:local-dir:<path> with open_clip_config.json and the weights), or run once "
+                          "with network access to fill the Hugging Face cache")
+
+
+def hub_revision(spec: ModelSpec) -> str | None:
+    """The hub commit of the weights (from their path in the Hugging Face cache), fetched before building."""
+    if spec.random or spec.source == "local-dir" or (spec.source == "name" and spec.pretrained is None):
+        return None
+    from open_clip import pretrained
+
+    try:
+        if spec.source == "hf-hub":
+            path = pretrained.download_pretrained_from_hf(spec.target, filename=CONFIG_NAME)
+        else:
+            path = pretrained.download_pretrained(pretrained.get_pretrained_cfg(spec.target, spec.pretrained))
+    except Exception as exc:  # offline, unknown repo, no hub client
+        raise _load_error(spec, exc) from exc
+    return snapshot_commit(path)
+
+
+
+# -- towers, hooks and pooling ------------------------------------------------------------------
+
+
+def tower_class(model: Any, modality: str) -> str:
+    """The class of a tower (CLIP builds its text transformer's modules into the model itself)."""
+    if modality == "image":
+        return type(model.visual).__name__
+    text = getattr(model, "text", None)
+    return type(text).__name__ if text is not None else "TextTransformer"
+
+
+def vision_tower(model: Any) -> Tower | None:
+    """Layer taps for open_clip's own ViT or a timm ViT; None for other vision towers (ResNets, ...)."""
+    from open_clip.timm_model import TimmModel
+    from open_clip.transformer import VisionTransformer
+
+    visual = model.visual
+    if isinstance(visual, VisionTransformer):
+        blocks = visual.transformer.resblocks
+        if visual.attn_pool is not None:
+            return Tower(blocks, "class token (token 0; the model's attentional pooler is not applied to layers)")
+        if visual.pool_type == "avg":
+            return Tower(blocks, "mean over patch tokens (the model's own pool_type 'avg')")
+        return Tower(blocks, "class token (token 0, the model's own pool_type 'tok')")
+    trunk = getattr(visual, "trunk", None)
+    if isinstance(visual, TimmModel) and hasattr(trunk, "blocks") and hasattr(trunk, "num_prefix_tokens"):
+        prefix = int(trunk.num_prefix_tokens)
+        if getattr(trunk, "global_pool", "") == "token" and getattr(trunk, "cls_token", None) is not None:
+            return Tower(trunk.blocks, "class token (token 0, timm global_pool 'token')", prefix)
+        return Tower(trunk.blocks, f"mean over patch tokens (after {prefix} prefix tokens; timm global_pool "
+                                   f"{getattr(trunk, 'global_pool', '')!r} is not applied to layers)", prefix)
+    return None
+
+
+def text_tower(model: Any) -> Tower | None:
+    """Layer taps for open_clip's own text transformer; None for Hugging Face text towers."""
+    from open_clip.transformer import TextTransformer
+
+    text = getattr(model, "text", None)
+    if text is None:  # CLIP keeps its text tower's modules on the model itself
+        return _text_tower(model.transformer.resblocks, model.text_pool_type, getattr(model, "text_eos_id", None))
+    if isinstance(text, TextTransformer):
+        if text.cls_emb is not None:
+            return Tower(text.transformer.resblocks, "appended class token (last position, as the model pools)",
+                         text_pool="last")
+        return _text_tower(text.transformer.resblocks, text.pool_type, text.eos_id)
+    return None
+
+
+def _text_tower(blocks: Any, pool_type: str, eos_id: int | None) -> Tower | None:
+    what = {"argmax": "end-of-text token (argmax of the token ids, the model's pool_type 'argmax')",
+            "eos": f"end-of-text token (first id {eos_id}, the model's pool_type 'eos')",
+            "first": "first token (the model's pool_type 'first')",
+            "last": "last token (the model's pool_type 'last')"}
+    if pool_type not in what:
+        return None
+    return Tower(blocks, what[pool_type], text_pool=pool_type, eos_id=eos_id)
+
+
+def hidden_state(run: Callable[[], Any], blocks: Any, index: int) -> Any:
+    """Token states ``[B, T, D]`` after block ``index`` (0: the input of the first block) while ``run()`` runs.
+
+    A forward hook captures them and stops the pass there, so later blocks are not computed.
+    """
+    captured: list[Any] = []
+
+    def grab(value: Any) -> None:
+        captured.append(value[0] if isinstance(value, tuple) else value)
+        raise _Stop
+
+    if index == 0:
+        handle = blocks[0].register_forward_pre_hook(lambda module, args: grab(args))
+    else:
+        handle = blocks[index - 1].register_forward_hook(lambda module, args, output: grab(output))
+    try:
+        run()
+    except _Stop:
+        pass
+    finally:
+        handle.remove()
+    if not captured:
+        raise RuntimeError(f"block {index} of the tower did not run; cannot take its hidden state")
+    return captured[0]
+
+
+def pool_tower(tower: Tower, hidden: Any, inputs: Any) -> Any:
+    """Pool a hidden state as the tower pools (text: token ids in ``inputs`` pick the token)."""
+    from open_clip.transformer import text_global_pool
+
+    if tower.text_pool:
+        return text_global_pool(hidden, inputs, tower.text_pool, eos_token_id=tower.eos_id)
+    if tower.pooling.startswith("class token"):
+        return pool(hidden, "cls")
+    return pool(hidden[:, tower.prefix_tokens:], "mean")
+
+
+# -- descriptions -------------------------------------------------------------------------------
+
+
+def final_pooling(model: Any, modality: str) -> str:
+    if modality == "image":
+        return ("image_features: model.encode_image(normalize=False): the vision tower's own pooling, final norm and "
+                "projection; not L2-normalised")
+    return ("text_features: model.encode_text(normalize=False): the text tower's final norm, its pooled token "
+            f"(pool_type {_text_pool_type(model)!r}) and projection; not L2-normalised")
+
+
+def _text_pool_type(model: Any) -> str:
+    text = getattr(model, "text", None)
+    if text is None:
+        return model.text_pool_type
+    return getattr(text, "pool_type", None) or type(getattr(text, "pooler", text)).__name__
+
+
+def image_preprocessing(model: Any, preprocess: Any) -> dict[str, Any]:
+    """open_clip's resolved image preprocessing (the eval transform built from ``visual.preprocess_cfg``)."""
+    cfg = dict(model.visual.preprocess_cfg)
+    return {
+        "size": _size(cfg["size"]),
+        "resize_mode": cfg.get("resize_mode"),
+        "crop": _CROP.get(cfg.get("resize_mode"), cfg.get("resize_mode")),
+        "interpolation": cfg.get("interpolation"),
+        "mean": [float(v) for v in cfg["mean"]],
+        "std": [float(v) for v in cfg["std"]],
+        "fill_color": cfg.get("fill_color"),
+        "transforms": [type(t).__name__ for t in getattr(preprocess, "transforms", [preprocess])],
+    }
+
+
+def text_preprocessing(tokenizer: Any) -> dict[str, Any]:
+    """The tokenizer open_clip picked for the model and how it pads and truncates."""
+    out: dict[str, Any] = {
+        "tokenizer": type(tokenizer).__name__,
+        "context_length": int(tokenizer.context_length),
+        "padding": "to context_length (max_length)",
+        "truncation": "to context_length",
+    }
+    if hasattr(tokenizer, "eot_token_id"):  # SimpleTokenizer (CLIP BPE)
+        out.update(vocab_size=int(tokenizer.vocab_size), sot_token_id=int(tokenizer.sot_token_id),
+                   eot_token_id=int(tokenizer.eot_token_id),
+                   truncation="to context_length, keeping the end-of-text token last", padding="zeros to context_length")
+    inner = getattr(tokenizer, "tokenizer", None)
+    if inner is not None:  # HFTokenizer / SigLipTokenizer wrap a transformers tokenizer
+        out.update(hf_tokenizer=type(inner).__name__, vocab_size=int(len(inner)))
+    return out
+
+
+def _size(size: Any) -> list[int]:
+    return [int(size), int(size)] if isinstance(size, int) else [int(s) for s in size]

@@ -1,0 +1,238 @@
+"""Embedding folders: ``embeddings.npy`` (float32 ``[N, D]``, row i = scene i) + ``manifest.json``.
+
+Every analysis reads this layout. Embeddings computed elsewhere come in through
+:func:`import_embeddings`; the encoders write the same layout.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from bindscope.data.datasets import Dataset, load_dataset
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import file_sha256, load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
+from bindscope.core.version import __version__
+
+EMBEDDING_FORMAT = "bindscope-embeddings-v1"
+EMBEDDINGS_FILE = "embeddings.npy"
+MANIFEST = "manifest.json"
+MODALITIES = ("image", "text")
+ROWS = ("scenes", "single_objects")
+REQUIRED_KEYS = ("format", "name", "modality", "dim", "num_rows", "dataset_hash")
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddingSet:
+    """An embedding folder: the array and what it is."""
+
+    root: Path
+    manifest: dict[str, Any]
+    array: np.ndarray
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["name"])
+
+    @property
+    def modality(self) -> str:
+        return str(self.manifest["modality"])
+
+    @property
+    def dim(self) -> int:
+        return int(self.array.shape[1])
+
+    @property
+    def dataset_hash(self) -> str:
+        return str(self.manifest["dataset_hash"])
+
+    @property
+    def rows(self) -> str:
+        """``scenes`` (row i = scene i) or ``single_objects`` (row o = object id o alone)."""
+        return str(self.manifest.get("rows", "scenes"))
+
+    def __len__(self) -> int:
+        return int(self.array.shape[0])
+
+    def summary(self) -> str:
+        """A readable multi-line description."""
+        m = self.manifest
+        return "\n".join(
+            [
+                f"embeddings   {self.name}  ({self.root})",
+                f"modality     {self.modality}",
+                f"shape        {len(self):,} x {self.dim}  (float32, one row per {self.rows[:-1].replace('_', '-')})",
+                f"dataset      {m.get('dataset_path', '?')}  (hash {self.dataset_hash[:12]})",
+                f"model        {m.get('model_spec') or '-'}" + (f"  (layer {m['layer']})" if m.get("layer") is not None else ""),
+                f"source       {m.get('source', {}).get('kind', '?')}",
+                f"built with   bindscope {m.get('bindscope_version', '?')}, {m.get('created', '?')}",
+            ]
+        )
+
+
+def check_embedding_array(array: Any, num_rows: int, what: str = "embedding array") -> np.ndarray:
+    """Validate a 2-D finite numeric array with ``num_rows`` rows and return it as float32."""
+    arr = np.asarray(array)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise BindscopeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise BindscopeError(
+            f"{what} must be 2-D [num_scenes, dim], got {arr.ndim}-D shape {arr.shape}; "
+            "reshape it to one row per scene"
+        )
+    if arr.shape[0] != num_rows:
+        raise BindscopeError(
+            f"{what} has {arr.shape[0]:,} rows but the dataset has {num_rows:,} scenes; "
+            "give one row per scene, in the order of scenes.parquet"
+        )
+    if arr.shape[1] == 0:
+        raise BindscopeError(f"{what} has zero columns; embeddings need dim >= 1")
+    with np.errstate(over="ignore"):  # overflow becomes inf, reported just below
+        out = arr.astype(np.float32)
+    finite = np.isfinite(out)
+    if not finite.all():
+        bad_rows = np.flatnonzero(~finite.all(axis=1))
+        kind = "NaN" if np.isnan(out).any() else "inf"
+        overflow = " (values too large for float32)" if np.isfinite(arr).all() else ""
+        raise BindscopeError(
+            f"{what} contains {kind} values{overflow} in {len(bad_rows):,} row(s), first at row "
+            f"{bad_rows[0]}; fix or drop them at the source and re-export every row"
+        )
+    return out
+
+
+def write_embeddings(out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False) -> EmbeddingSet:
+    """Write an embedding folder atomically; ``manifest`` gains format, dim, num_rows, version."""
+    out = Path(out)
+    full = {
+        "format": EMBEDDING_FORMAT,
+        **manifest,
+        "dim": int(array.shape[1]),
+        "num_rows": int(array.shape[0]),
+        "dtype": "float32",
+        "bindscope_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    with staged_dir(out, overwrite=overwrite) as stage:
+        save_npy(stage / EMBEDDINGS_FILE, np.ascontiguousarray(array, dtype=np.float32))
+        write_json(stage / MANIFEST, full)
+    return EmbeddingSet(out, full, array)
+
+
+def import_embeddings(
+    dataset: str | Path | Dataset,
+    array_path: str | Path,
+    *,
+    name: str,
+    modality: Literal["image", "text"],
+    out: str | Path,
+    model_spec: str | None = None,
+    overwrite: bool = False,
+) -> EmbeddingSet:
+    """Bring an ``.npy`` array computed elsewhere into an embedding folder for ``dataset``.
+
+    Row i of the array must embed scene i of the dataset (its ``scene`` column). ``model_spec``
+    records which model made it (e.g. ``hf:openai/clip-vit-base-patch32`` or the same with
+    ``+rand``), so that analyses find a ``+rand`` control beside it.
+    """
+    ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
+    if not name or not name.strip():
+        raise BindscopeError("give the embeddings a --name (e.g. the model that made them)")
+    if modality not in MODALITIES:
+        raise BindscopeError(f"modality must be 'image' or 'text', got {modality!r}")
+    available = ds.manifest.get("modalities", list(MODALITIES))
+    if modality not in available:
+        raise BindscopeError(
+            f"dataset {ds.name} has no {modality} modality (it has {', '.join(available)})"
+        )
+    array_path = Path(array_path)
+    raw = load_npy(array_path, "embedding array")
+    arr = check_embedding_array(raw, len(ds), what=f"embedding array {array_path}")
+    manifest = {
+        "name": name,
+        "modality": modality,
+        "rows": "scenes",
+        "dataset_hash": ds.hash,
+        "dataset_path": str(ds.root.resolve()),
+        "dataset_preset": ds.name,
+        "model_spec": model_spec,
+        "source": {
+            "kind": "import",
+            "path": str(array_path.resolve()),
+            "sha256": file_sha256(array_path),
+            "dtype": str(raw.dtype),
+        },
+    }
+    return write_embeddings(out, arr, manifest, overwrite=overwrite)
+
+
+def load_embeddings(
+    root: str | Path, dataset: Dataset | None = None, *, mmap: bool = False, rows: str | None = "scenes"
+) -> EmbeddingSet:
+    """Load and validate an embedding folder (against ``dataset`` when given).
+
+    ``rows``: what the rows must be, ``scenes`` (what the analyses take) or ``single_objects``
+    (a bank of single-object embeddings); None accepts either.
+    """
+    root = Path(root)
+    manifest = read_manifest(
+        root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, "import or embed the embeddings again"
+    )
+    arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap)
+    if arr.dtype != np.float32 or arr.ndim != 2:
+        raise BindscopeError(
+            f"{root / EMBEDDINGS_FILE} must be float32 [N, D], got {arr.dtype} with shape {arr.shape}"
+        )
+    if arr.shape != (manifest["num_rows"], manifest["dim"]):
+        raise BindscopeError(
+            f"{root / EMBEDDINGS_FILE} has shape {arr.shape} but the manifest says "
+            f"({manifest['num_rows']}, {manifest['dim']}); re-create the folder"
+        )
+    if not mmap and not np.isfinite(arr).all():
+        raise BindscopeError(f"{root / EMBEDDINGS_FILE} contains NaN or inf values; re-create the folder")
+    kind = manifest.get("rows", "scenes")
+    if rows is not None and kind != rows:
+        what = {"scenes": "scene embeddings", "single_objects": "single-object embeddings (embed --single-objects)"}
+        raise BindscopeError(f"{root} holds {what.get(kind, kind)}, but {what.get(rows, rows)} are needed here; "
+                             "give the other folder")
+    if dataset is not None:
+        if manifest["dataset_hash"] != dataset.hash:
+            raise BindscopeError(
+                f"embeddings in {root} were made for dataset hash {manifest['dataset_hash'][:12]}, "
+                f"but {dataset.root} has hash {dataset.hash[:12]}; embed or import them for this dataset"
+            )
+        positions = int(manifest.get("single_positions", 1))
+        expected, unit = ((len(dataset), "scenes") if kind == "scenes"
+                          else (dataset.space.num_objects * positions, f"objects x {positions} position(s)"))
+        if arr.shape[0] != expected:
+            raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {expected} {unit}")
+    return EmbeddingSet(root, manifest, arr)
+
+
+def find_rand_control(emb: EmbeddingSet) -> Path | None:
+    """The ``+rand`` counterpart of a model's embedding folder, if a sibling folder holds it.
+
+    A counterpart has ``model_spec`` equal to this folder's spec plus ``+rand`` and the same
+    dataset, modality and layer.
+    """
+    spec = emb.manifest.get("model_spec")
+    if not spec or str(spec).endswith("+rand") or not emb.root.parent.is_dir():
+        return None
+    for candidate in sorted(emb.root.parent.iterdir()):
+        path = candidate / MANIFEST
+        if candidate == emb.root or not path.is_file():
+            continue
+        try:
+            other = read_json(path, "embedding manifest")
+        except BindscopeError:
+            continue
+        same = all(other.get(k) == emb.manifest.get(k) for k in ("dataset_hash", "modality", "layer"))
+        same = same and other.get("rows", "scenes") == emb.rows
+        if same and other.get("model_spec") == f"{spec}+rand":
+            return candidate
+    return None
+

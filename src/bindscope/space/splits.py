@@ -1,0 +1,324 @@
+"""Seeded train/test splits (METHOD §2), saved and loaded as JSON with their seed.
+
+- scene level: permute scenes; the first ``train_fraction`` train, the rest test.
+- object level: permute the U objects; the first ``floor(f * U)`` are train objects. Scenes are
+  ``train_only`` (every object train), ``test_only`` (every object test) or ``mixed``. For one
+  seed the train objects are nested across fractions.
+- validation: carved out of the training side only, by scenes or by a slice of train objects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from bindscope.space.concepts import PAD, SceneSet
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import atomic_write_text, read_json
+
+SPLIT_FORMAT = "bindscope-split-v1"
+
+
+def check_fraction(value: float, name: str = "fraction") -> float:
+    """Return ``value`` as a float if it lies strictly between 0 and 1."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise BindscopeError(f"{name} must be a number in (0, 1), got {value!r}") from None
+    if not 0.0 < f < 1.0:
+        raise BindscopeError(f"{name} must be in (0, 1) (exclusive), got {value!r}")
+    return f
+
+
+def fraction_count(fraction: float, total: int) -> int:
+    """``floor(fraction * total)``; the epsilon keeps 0.29 * 100 at 29 despite float rounding."""
+    return int(math.floor(fraction * total + 1e-9))
+
+
+def _indices(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class SceneSplit:
+    """A scene-level split: row indices of train, validation and test scenes."""
+
+    seed: int
+    train_fraction: float
+    train: np.ndarray
+    test: np.ndarray
+    validation: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    dataset_hash: str | None = None
+    kind: Literal["scene"] = "scene"
+
+    def with_validation(self, fraction: float = 0.1, seed: int | None = None) -> SceneSplit:
+        """Move a seeded ``fraction`` of the train scenes into ``validation``."""
+        fit, val = carve_validation(self.train, fraction, self.seed if seed is None else seed)
+        return replace(self, train=fit, validation=np.sort(np.concatenate([self.validation, val])))
+
+
+@dataclass(frozen=True, eq=False)
+class ObjectSplit:
+    """An object-level split at one fraction: objects and the scene groups they induce."""
+
+    seed: int
+    fraction: float
+    train_objects: np.ndarray
+    test_objects: np.ndarray
+    train_only: np.ndarray
+    test_only: np.ndarray
+    mixed: np.ndarray
+    validation: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    validation_objects: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    dataset_hash: str | None = None
+    kind: Literal["object"] = "object"
+
+    def groups(self) -> dict[str, np.ndarray]:
+        """Scene indices per group: train_only, validation, test_only, mixed."""
+        return {
+            "train_only": self.train_only,
+            "validation": self.validation,
+            "test_only": self.test_only,
+            "mixed": self.mixed,
+        }
+
+    def with_validation(
+        self,
+        scenes: SceneSet,
+        fraction: float = 0.1,
+        *,
+        by: Literal["scenes", "objects"] = "scenes",
+        seed: int | None = None,
+    ) -> ObjectSplit:
+        """Carve a validation part out of the training side (never out of test).
+
+        Parameters
+        ----------
+        scenes
+            The scene set this split was made on.
+        fraction
+            Share of train_only scenes (``by="scenes"``) or of train objects (``by="objects"``).
+        by
+            ``"scenes"``: a seeded share of the train_only scenes. ``"objects"``: the last
+            ``fraction`` of the train objects become validation objects; train_only keeps the
+            scenes without them and validation holds the train-side scenes that contain them, so
+            validation measures generalisation to objects unseen in fitting.
+        seed
+            Seed of the scene carve-out; defaults to the split's seed.
+        """
+        check_fraction(fraction, "validation fraction")
+        if by == "scenes":
+            fit, val = carve_validation(self.train_only, fraction, self.seed if seed is None else seed)
+            return replace(self, train_only=fit, validation=val)
+        if by != "objects":
+            raise BindscopeError(f"validation must be carved by 'scenes' or 'objects', got {by!r}")
+        n_val = max(1, fraction_count(fraction, len(self.train_objects)))
+        if n_val >= len(self.train_objects):
+            raise BindscopeError(
+                f"a validation fraction of {fraction} leaves no fitting objects out of "
+                f"{len(self.train_objects)} train objects; lower it or raise the split fraction"
+            )
+        num_objects = len(self.train_objects) + len(self.test_objects)
+        in_order = object_order(num_objects, self.seed)[: len(self.train_objects)]
+        val_objects = in_order[-n_val:]  # the last train objects of the seeded order
+        ids = scenes.object_ids()[self.train_only]
+        has_val = np.isin(ids, val_objects).any(axis=1)
+        return replace(
+            self,
+            train_only=self.train_only[~has_val],
+            validation=self.train_only[has_val],
+            validation_objects=np.sort(val_objects),
+        )
+
+
+Split = SceneSplit | ObjectSplit
+
+
+def carve_validation(
+    indices: np.ndarray, fraction: float, seed: int, *, min_count: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``indices`` into (fit, validation), validation = a seeded ``fraction`` of them.
+
+    ``min_count`` raises the validation part to at least that many indices (when it leaves
+    some to fit on).
+    """
+    check_fraction(fraction, "validation fraction")
+    indices = _indices(indices)
+    n_val = max(fraction_count(fraction, len(indices)), min(min_count, len(indices) - 1))
+    if n_val == 0 or n_val == len(indices):
+        raise BindscopeError(
+            f"a validation fraction of {fraction} of {len(indices)} scenes leaves an empty part; "
+            "choose a fraction that keeps both parts non-empty"
+        )
+    perm = np.random.default_rng(seed).permutation(indices)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def scene_split(
+    num_scenes: int, train_fraction: float = 0.4, seed: int = 0, *, dataset_hash: str | None = None
+) -> SceneSplit:
+    """Permute scenes with ``seed``; the first ``floor(train_fraction * N)`` train, the rest test."""
+    f = check_fraction(train_fraction, "train_fraction")
+    n_train = fraction_count(f, num_scenes)
+    if n_train == 0 or n_train == num_scenes:
+        raise BindscopeError(
+            f"train_fraction {train_fraction} of {num_scenes} scenes leaves an empty train or test "
+            "set; choose a fraction that keeps both non-empty"
+        )
+    perm = np.random.default_rng(seed).permutation(num_scenes)
+    return SceneSplit(
+        seed=int(seed),
+        train_fraction=f,
+        train=np.sort(perm[:n_train]),
+        test=np.sort(perm[n_train:]),
+        dataset_hash=dataset_hash,
+    )
+
+
+def object_order(num_objects: int, seed: int) -> np.ndarray:
+    """The seeded permutation of object ids that every object split of ``seed`` shares."""
+    return np.random.default_rng(seed).permutation(num_objects)
+
+
+def object_split(
+    scenes: SceneSet, fraction: float, seed: int = 0, *, dataset_hash: str | None = None
+) -> ObjectSplit:
+    """Object-level split at one fraction; nested with every other fraction of the same seed."""
+    return object_splits(scenes, [fraction], seed, dataset_hash=dataset_hash)[0]
+
+
+def object_splits(
+    scenes: SceneSet, fractions: Sequence[float], seed: int = 0, *, dataset_hash: str | None = None
+) -> list[ObjectSplit]:
+    """Object-level splits at several fractions sharing one object order (train sets nested)."""
+    if len(fractions) == 0:
+        raise BindscopeError("give at least one fraction")
+    u = scenes.space.num_objects
+    order = object_order(u, seed)
+    ids = scenes.object_ids()
+    present = ids != PAD
+    rank = np.full(ids.shape, -1, dtype=np.int64)
+    rank[present] = np.argsort(order)[ids[present]]  # position of each object in the order
+    worst = np.where(present, rank, -1).max(axis=1)  # a scene is train_only iff all ranks < n
+    best = np.where(present, rank, u).min(axis=1)  # ... and test_only iff all ranks >= n
+    out = []
+    for fraction in fractions:
+        f = check_fraction(fraction)
+        n_train = fraction_count(f, u)
+        if n_train == 0 or n_train == u:
+            raise BindscopeError(
+                f"fraction {fraction} of {u} objects leaves no {'train' if n_train == 0 else 'test'} "
+                f"objects; choose a fraction in [{1 / u:.4g}, {(u - 1) / u:.4g}]"
+            )
+        out.append(
+            ObjectSplit(
+                seed=int(seed),
+                fraction=f,
+                train_objects=np.sort(order[:n_train]),
+                test_objects=np.sort(order[n_train:]),
+                train_only=np.flatnonzero(worst < n_train),
+                test_only=np.flatnonzero(best >= n_train),
+                mixed=np.flatnonzero((worst >= n_train) & (best < n_train)),
+                dataset_hash=dataset_hash,
+            )
+        )
+    return out
+
+
+_ARRAY_FIELDS = {
+    "scene": ("train", "test", "validation"),
+    "object": (
+        "train_objects",
+        "test_objects",
+        "train_only",
+        "test_only",
+        "mixed",
+        "validation",
+        "validation_objects",
+    ),
+}
+
+
+def split_to_dict(split: Split) -> dict:
+    """A JSON-ready dict of the split, arrays as lists."""
+    data = asdict(split)
+    for name in _ARRAY_FIELDS[split.kind]:
+        data[name] = _indices(data[name]).tolist()
+    return {"format": SPLIT_FORMAT, **data}
+
+
+def split_from_dict(data: dict) -> Split:
+    """Inverse of :func:`split_to_dict`, with validation of the fields."""
+    if not isinstance(data, dict) or data.get("format") != SPLIT_FORMAT:
+        raise BindscopeError(f"not a bindscope split file (expected format {SPLIT_FORMAT!r})")
+    kind = data.get("kind")
+    if kind not in _ARRAY_FIELDS:
+        raise BindscopeError(f"split kind must be 'scene' or 'object', got {kind!r}")
+    cls = SceneSplit if kind == "scene" else ObjectSplit
+    fields = {k: v for k, v in data.items() if k != "format"}
+    for name in _ARRAY_FIELDS[kind]:
+        fields[name] = _index_list(fields.get(name, []), name)
+    try:
+        split = cls(**fields)
+    except TypeError as exc:
+        raise BindscopeError(f"malformed {kind} split: {exc}") from None
+    check_split(split)
+    return split
+
+
+def _index_list(values: object, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise BindscopeError(f"split field {name!r} must be a list of whole numbers")
+    if arr.size and arr.min() < 0:
+        raise BindscopeError(f"split field {name!r} holds a negative index ({arr.min()})")
+    return arr.astype(np.int64)
+
+
+def check_split(split: Split) -> None:
+    """Check a split's invariants: its fraction, and that its parts are disjoint."""
+    check_fraction(split.train_fraction if split.kind == "scene" else split.fraction)
+    if split.kind == "scene":
+        parts = {"train": split.train, "validation": split.validation, "test": split.test}
+    else:
+        parts = {k: v for k, v in split.groups().items()}
+        _check_disjoint({"train_objects": split.train_objects, "test_objects": split.test_objects})
+        if len(split.validation_objects) and not np.isin(split.validation_objects, split.train_objects).all():
+            raise BindscopeError("split: validation_objects must be train objects")
+    _check_disjoint(parts)
+
+
+def _check_disjoint(parts: dict[str, np.ndarray]) -> None:
+    names = list(parts)
+    for i, a in enumerate(names):
+        if len(np.unique(parts[a])) != len(parts[a]):
+            raise BindscopeError(f"split: {a} lists an index twice")
+        for b in names[i + 1 :]:
+            both = np.intersect1d(parts[a], parts[b])
+            if len(both):
+                raise BindscopeError(f"split: {a} and {b} overlap (e.g. index {both[0]}); they must be disjoint")
+
+
+def save_split(split: Split, path: str | Path) -> Path:
+    """Write ``split`` (with its seed and fraction) to a JSON file atomically."""
+    path = Path(path)
+    atomic_write_text(path, json.dumps(split_to_dict(split)))
+    return path
+
+
+def load_split(path: str | Path, dataset_hash: str | None = None) -> Split:
+    """Read a split written by :func:`save_split`; with ``dataset_hash``, check it belongs there."""
+    path = Path(path)
+    split = split_from_dict(read_json(path, "split file"))
+    if dataset_hash is not None and split.dataset_hash not in (None, dataset_hash):
+        raise BindscopeError(
+            f"split file {path} was made for dataset hash {split.dataset_hash[:12]}, not "
+            f"{dataset_hash[:12]}; make a split for this dataset with `bindscope dataset split`"
+        )
+    return split
