@@ -47,11 +47,18 @@ import torch
 from torch import nn
 
 from bindscope.analyses.complexity.approximators import Family, Layout, init_params
-from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, plan_sweep, resolve_budget, score
+from bindscope.analyses.complexity.sweep import (
+    ComplexitySettings,
+    complexity_summary,
+    complexity_sweep,
+    plan_sweep,
+    resolve_budget,
+    score,
+)
+from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.data.presets import get_preset
 from bindscope.space.concepts import SceneSet
 from bindscope.space.planted import planted_embeddings
-from bindscope.data.presets import get_preset
-from bindscope.analyses.probes import ProbeSet, soft_targets
 
 DIM = 512
 PROBE_ROWS = 20_000
@@ -99,8 +106,16 @@ class Literal(nn.Module):
         return self.out(z)
 
 
-def fit_literal(model: Literal, values: torch.Tensor, y: torch.Tensor, val_values: torch.Tensor, val_y: torch.Tensor,
-                epochs: int, lr: float, eval_every: int) -> Literal:
+def fit_literal(
+    model: Literal,
+    values: torch.Tensor,
+    y: torch.Tensor,
+    val_values: torch.Tensor,
+    val_y: torch.Tensor,
+    epochs: int,
+    lr: float,
+    eval_every: int,
+) -> Literal:
     """The paper's loop: full-batch Adam + cosine, keep the state with the best validation MSE."""
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=0.0)
@@ -135,8 +150,16 @@ def baseline(y, scenes, probes, settings, *, slice_epochs: int | None) -> tuple[
             big = max(plans, key=lambda p: len(p.train))
             model = Literal(family, scenes, width, init_params(family, layout, width, DIM, [big.seed]))
             start = time.perf_counter()
-            fit_literal(model, values[big.train], yt[big.train], values[big.groups["validation"]],
-                        yt[big.groups["validation"]], slice_epochs, settings.lr, slice_epochs)  # fmt: skip
+            fit_literal(
+                model,
+                values[big.train],
+                yt[big.train],
+                values[big.groups["validation"]],
+                yt[big.groups["validation"]],
+                slice_epochs,
+                settings.lr,
+                slice_epochs,
+            )
             per_scene_epoch = (time.perf_counter() - start) / slice_epochs / len(big.train)
             total += per_scene_epoch * budget.epochs * sum(len(p.train) for p in plans)
             per_family[family.label] = round(total - before, 1)
@@ -145,8 +168,16 @@ def baseline(y, scenes, probes, settings, *, slice_epochs: int | None) -> tuple[
         accs = []
         for p in plans:
             model = Literal(family, scenes, width, init_params(family, layout, width, DIM, [p.seed]))
-            fit_literal(model, values[p.train], yt[p.train], values[p.groups["validation"]], yt[p.groups["validation"]],
-                        budget.epochs, settings.lr, budget.eval_every)  # fmt: skip
+            fit_literal(
+                model,
+                values[p.train],
+                yt[p.train],
+                values[p.groups["validation"]],
+                yt[p.groups["validation"]],
+                budget.epochs,
+                settings.lr,
+                budget.eval_every,
+            )
             idx = p.groups["test_only"]
             with torch.no_grad():
                 pred = model(values[idx]).numpy()
@@ -180,21 +211,31 @@ def run(size: str, kind: str, slice_epochs: int) -> None:
     rows = np.random.default_rng(0).choice(len(scenes), min(PROBE_ROWS, len(scenes)), replace=False)
     probes = ProbeSet("lbfgs", max_iter=200).fit(y[rows], {k: v[rows] for k, v in soft_targets(scenes).items()})
     settings = ComplexitySettings(budget=resolve_budget("cpu"), description_length=False)
-    print(f"\n== {size}: {len(scenes):,} scenes x {DIM}, planted {kind}; default sweep (9 fractions x 3 seeds x 5 "
-          f"families, mlp 1024), budget {settings.budget.to_dict()}", flush=True)  # fmt: skip
+    print(
+        f"\n== {size}: {len(scenes):,} scenes x {DIM}, planted {kind}; default sweep (9 fractions x 3 seeds x 5 "
+        f"families, mlp 1024), budget {settings.budget.to_dict()}",
+        flush=True,
+    )
     t_ours, acc_ours, summary = ours(y, scenes, probes, settings)
     print(f"ours (stacked, early stopping): {t_ours:8.1f} s   per family (s): {_seconds(summary)}", flush=True)
     extrapolated = size != "clevr"
     plain = replace(settings, budget=replace(settings.budget, patience=None))
     if not extrapolated:
         t_plain, acc_plain, plain_summary = ours(y, scenes, probes, plain)
-        print(f"ours (stacked, every epoch):    {t_plain:8.1f} s   per family (s): {_seconds(plain_summary)}", flush=True)
+        print(
+            f"ours (stacked, every epoch):    {t_plain:8.1f} s   per family (s): {_seconds(plain_summary)}", flush=True
+        )
     t_base, acc_base, _ = baseline(y, scenes, probes, plain, slice_epochs=slice_epochs if extrapolated else None)
     how = f"extrapolated from {slice_epochs} epochs of one model per family" if extrapolated else "measured in full"
     print(f"baseline (one at a time, every epoch, {how}): {t_base:8.1f} s = {t_base / 3600:.2f} h", flush=True)
-    print(f"ratio baseline / ours: {t_base / t_ours:.1f}x" + ("" if extrapolated else f"   (vs ours every epoch: {t_base / t_plain:.1f}x)"))
+    print(
+        f"ratio baseline / ours: {t_base / t_ours:.1f}x"
+        + ("" if extrapolated else f"   (vs ours every epoch: {t_base / t_plain:.1f}x)")
+    )
     if not extrapolated:
-        print("test_only object_acc (mean over fractions and seeds): family, ours early-stopped, ours every epoch, baseline")
+        print(
+            "test_only object_acc (mean over fractions and seeds): family, ours early-stopped, ours every epoch, baseline"
+        )
         for name in acc_base:
             print(f"  {name:20s} {acc_ours[name]:.4f}  {acc_plain[name]:.4f}  {acc_base[name]:.4f}")
     print(f"verdict (ours): {summary['verdict']['reading']}")

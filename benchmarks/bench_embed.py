@@ -49,11 +49,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import draw_scene_images  # noqa: E402
-from tiny_models import save_tiny_clip  # noqa: E402
 
 from bindscope.data.datasets import build_dataset, load_dataset  # noqa: E402
 from bindscope.embeddings.embed import embed_dataset, load_image  # noqa: E402
 from bindscope.embeddings.encoders import load_encoder  # noqa: E402
+from tiny_models import save_tiny_clip  # noqa: E402
 
 
 def best_of(repeats: int, run) -> float:
@@ -77,8 +77,10 @@ def bench_images(work: Path, model_dir: Path, label: str, image_size: int, batch
     model = CLIPModel.from_pretrained(model_dir).eval()
     processor = AutoImageProcessor.from_pretrained(model_dir)
     images = [load_image(str(ds.root / p)) for p in ds.images]
-    batches = [processor(images=images[i : i + batch], return_tensors="pt")["pixel_values"]
-               for i in range(0, len(images), batch)]
+    batches = [
+        processor(images=images[i : i + batch], return_tensors="pt")["pixel_values"]
+        for i in range(0, len(images), batch)
+    ]
 
     paths = [str(ds.root / p) for p in ds.images]
 
@@ -136,14 +138,24 @@ def bench_texts(work: Path, n: int, batch: int, repeats: int) -> dict:
 
     for warm in (bare, loop, ours):
         warm()
-    return _row("all-MiniLM-L6-v2, texts", len(captions), best_of(repeats, ours), best_of(repeats, bare),
-                best_of(repeats, loop))
+    return _row(
+        "all-MiniLM-L6-v2, texts", len(captions), best_of(repeats, ours), best_of(repeats, bare), best_of(repeats, loop)
+    )
 
 
 def _row(label: str, rows: int, ours_s: float, bare_s: float, loop_s: float) -> dict:
-    return {"what": label, "rows": rows, "ours_s": ours_s, "bare_s": bare_s, "loop_s": loop_s,
-            "ours": rows / ours_s, "bare": rows / bare_s, "loop": rows / loop_s,
-            "ratio": bare_s / ours_s, "loop_ratio": loop_s / ours_s}
+    return {
+        "what": label,
+        "rows": rows,
+        "ours_s": ours_s,
+        "bare_s": bare_s,
+        "loop_s": loop_s,
+        "ours": rows / ours_s,
+        "bare": rows / bare_s,
+        "loop": rows / loop_s,
+        "ratio": bare_s / ours_s,
+        "loop_ratio": loop_s / ours_s,
+    }
 
 
 def main() -> None:
@@ -160,30 +172,43 @@ def main() -> None:
         work = Path(tmp)
         if "tiny" in parts:
             tiny = save_tiny_clip(work / "tiny-clip", image_size=32)
-            rows.append(bench_images(work, tiny, "tiny CLIP (width 32, 3 layers, 32 px), images", args.image_size, 32,
-                                     args.repeats))
+            rows.append(
+                bench_images(
+                    work, tiny, "tiny CLIP (width 32, 3 layers, 32 px), images", args.image_size, 32, args.repeats
+                )
+            )
         if "small" in parts:
             small = save_small_clip(work / "small-clip")
-            rows.append(bench_images(work, small, "small CLIP (width 256, 4 layers, 224 px), images", 224, 32, args.repeats))
+            rows.append(
+                bench_images(work, small, "small CLIP (width 256, 4 layers, 224 px), images", 224, 32, args.repeats)
+            )
         if "text" in parts:
             rows.append(bench_texts(work, args.texts, 256, args.repeats))
-    print(f"\n{'what':52s} {'rows':>7s} {'ours/s':>9s} {'bare/s':>9s} {'loop/s':>9s} {'ours/bare':>10s} {'ours/loop':>10s}")
+    print(
+        f"\n{'what':52s} {'rows':>7s} {'ours/s':>9s} {'bare/s':>9s} {'loop/s':>9s} {'ours/bare':>10s} {'ours/loop':>10s}"
+    )
     for r in rows:
-        print(f"{r['what']:52s} {r['rows']:7,d} {r['ours']:9,.0f} {r['bare']:9,.0f} {r['loop']:9,.0f} "
-              f"{r['ratio']:10.2f} {r['loop_ratio']:10.2f}")
+        print(
+            f"{r['what']:52s} {r['rows']:7,d} {r['ours']:9,.0f} {r['bare']:9,.0f} {r['loop']:9,.0f} "
+            f"{r['ratio']:10.2f} {r['loop_ratio']:10.2f}"
+        )
     worst = min(r["ratio"] for r in rows)
     print(f"\nworst ratio {worst:.2f} (target >= 0.9): {'met' if worst >= 0.9 else 'NOT met'}")
 
 
 def save_small_clip(path: Path) -> Path:
     """A CLIP with a ViT-B/32-like layout at a third of the width, random weights, saved locally."""
-    from tiny_models import _text_config, bert_tokenizer
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    from tiny_models import _text_config, bert_tokenizer
 
     tokenizer = bert_tokenizer()
     width = {"hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 4}
-    config = CLIPConfig(text_config={**_text_config(tokenizer), **width},
-                        vision_config={**width, "image_size": 224, "patch_size": 32}, projection_dim=256)
+    config = CLIPConfig(
+        text_config={**_text_config(tokenizer), **width},
+        vision_config={**width, "image_size": 224, "patch_size": 32},
+        projection_dim=256,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         CLIPModel(config).save_pretrained(path)

@@ -61,7 +61,10 @@ VERTEX_ANGLES = {"square": (-45.0, 45.0, 135.0, 225.0), "triangle": (-90.0, 30.0
 
 def polygon(name: str, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
     """A shape's polygon in PIL's coordinates (pixel centres at integers)."""
-    return [(cx - 0.5 + r * math.cos(math.radians(a)), cy - 0.5 + r * math.sin(math.radians(a))) for a in VERTEX_ANGLES[name]]
+    return [
+        (cx - 0.5 + r * math.cos(math.radians(a)), cy - 0.5 + r * math.sin(math.radians(a)))
+        for a in VERTEX_ANGLES[name]
+    ]
 
 
 def baseline(batch: SceneBatch) -> np.ndarray:
@@ -102,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     batch, colors, shapes = clevr2d_batch()
     n = len(batch)
     t_ours, ours = best_time(lambda: flat2d.render(batch, width=SIZE, height=SIZE), args.repeats)
-    t_jit, _ = best_time(lambda: flat2d.render(batch, width=SIZE, height=SIZE, jitter=args.jitter, seed=0), args.repeats)
+    t_jit, _ = best_time(
+        lambda: flat2d.render(batch, width=SIZE, height=SIZE, jitter=args.jitter, seed=0), args.repeats
+    )
     t_base, base = best_time(lambda: baseline(batch), args.repeats)
     same = float((ours == base).all(-1).mean())
     seen_c, seen_s = flat2d.identify(base, 2)
@@ -113,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{f'ours (jitter {args.jitter:g})':28s} {n / t_jit:9,.0f} images/s  ({t_jit * 1e3:.0f} ms)")
     print(f"{'baseline (PIL ImageDraw loop)':28s} {n / t_base:9,.0f} images/s  ({t_base * 1e3:.0f} ms)")
     print(f"speed-up  {t_base / t_ours:.1f}x without jitter, {t_base / t_jit:.1f}x with  (baseline time / ours)")
-    print(f"pixels identical to the baseline: {same:.2%}; identify() on the baseline's images: {base_ok}/{2 * n} objects right")
+    print(
+        f"pixels identical to the baseline: {same:.2%}; identify() on the baseline's images: {base_ok}/{2 * n} objects right"
+    )
     print(f"target    ours >= {TARGET:,.0f} images/s: {'met' if min(rate, n / t_jit) >= TARGET else 'NOT met'}")
     return 0 if min(rate, n / t_jit) >= TARGET else 1
 

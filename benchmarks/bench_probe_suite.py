@@ -46,13 +46,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bindscope.space.concepts import PAD, SceneSet
 from bindscope.analyses.decomposition import MODELS, design_columns, r2_score, subtract
-from bindscope.space.planted import planted_embeddings
-from bindscope.data.presets import get_preset
 from bindscope.analyses.probes import OBJECT, _default_init, _loss, set_separation_correct, soft_targets, stack_targets
-from bindscope.space.splits import scene_split
 from bindscope.analyses.suite import SUBTRACTION_VARIANTS, ProbeSettings, decompose_analysis
+from bindscope.data.presets import get_preset
+from bindscope.space.concepts import PAD, SceneSet
+from bindscope.space.planted import planted_embeddings
+from bindscope.space.splits import scene_split
 
 SIZES = ("clevr", "text")
 DEFAULT_NOISE = {"clevr": 1.5, "text": 8.0}
@@ -191,23 +191,31 @@ def clock(seconds: float) -> str:
 def solver_lines(solvers: list[str]) -> list[str]:
     """How many probes took each path of ``fast``."""
     counts = ", ".join(f"{solvers.count(s)} {s}" for s in sorted(set(solvers)))
-    return [f"solvers   ours, {len(solvers)} probes: {counts}",
-            "          (reference = exact Adam trajectory, lbfgs = unique optimum, lbfgs-separable = approximate)"]
+    return [
+        f"solvers   ours, {len(solvers)} probes: {counts}",
+        "          (reference = exact Adam trajectory, lbfgs = unique optimum, lbfgs-separable = approximate)",
+    ]
 
 
 def accuracy_table(ours: Accuracy, baseline: Accuracy | None, seeds: int) -> list[str]:
     """Test accuracies in %, mean over seeds; with the baseline and the difference in points when given."""
     if baseline is None:
-        lines = [f"test accuracy (%), ours, mean over {seeds} seeds",
-                 f"  {'variant':<14}{'object_acc':>11}{'concept_acc':>12}"]
+        lines = [
+            f"test accuracy (%), ours, mean over {seeds} seeds",
+            f"  {'variant':<14}{'object_acc':>11}{'concept_acc':>12}",
+        ]
         return lines + [f"  {v:<14}{100 * o:>11.2f}{100 * c:>12.2f}" for v, (o, c) in ours.items()]
-    lines = [f"test accuracy (%), mean over {seeds} seeds; diff = ours - baseline in points",
-             f"  {'variant':<14}{'object_acc: ours':>17}{'base':>8}{'diff':>7}"
-             f"{'concept_acc: ours':>20}{'base':>8}{'diff':>7}"]
+    lines = [
+        f"test accuracy (%), mean over {seeds} seeds; diff = ours - baseline in points",
+        f"  {'variant':<14}{'object_acc: ours':>17}{'base':>8}{'diff':>7}"
+        f"{'concept_acc: ours':>20}{'base':>8}{'diff':>7}",
+    ]
     for v, (o, c) in ours.items():
         bo, bc = baseline[v]
-        lines.append(f"  {v:<14}{100 * o:>17.2f}{100 * bo:>8.2f}{100 * (o - bo):>+7.2f}"
-                     f"{100 * c:>20.2f}{100 * bc:>8.2f}{100 * (c - bc):>+7.2f}")
+        lines.append(
+            f"  {v:<14}{100 * o:>17.2f}{100 * bo:>8.2f}{100 * (o - bo):>+7.2f}"
+            f"{100 * c:>20.2f}{100 * bc:>8.2f}{100 * (c - bc):>+7.2f}"
+        )
     return lines
 
 
@@ -215,8 +223,11 @@ def run_size(size: str, noise: float, seeds: tuple[int, ...], text_steps: int) -
     scenes = get_preset(size).build_scenes()
     y = planted_embeddings(scenes, "object_additive", dim=DIM, noise=noise, seed=0)
     fits = len(SUBTRACTION_VARIANTS) * len(seeds)
-    print(f"== {size}: {len(scenes):,} scenes, planted object_additive, dim {DIM}, noise {noise:g}, "
-          f"{len(seeds)} seeds ({fits} probe fits) ==", flush=True)
+    print(
+        f"== {size}: {len(scenes):,} scenes, planted object_additive, dim {DIM}, noise {noise:g}, "
+        f"{len(seeds)} seeds ({fits} probe fits) ==",
+        flush=True,
+    )
     ours_s, table, solvers = time_ours(y, scenes, seeds)
     print(f"ours      decompose_analysis, fast optimiser            {clock(ours_s)}", flush=True)
     lstsq_s, r2, lstsq_extra = baseline_r2(y, scenes, seeds)
@@ -227,34 +238,47 @@ def run_size(size: str, noise: float, seeds: tuple[int, ...], text_steps: int) -
     else:
         prep_s, per_step, probe_s = baseline_probes_extrapolated(y, scenes, seeds, text_steps)
         base_acc = None
-        probe_how = (f"EXTRAPOLATED: {per_step:.3f} s/step from {text_steps} steps of one fit, "
-                     f"x {STEPS:,} steps x {fits} fits, + {prep_s:.1f} s residuals (measured)")
+        probe_how = (
+            f"EXTRAPOLATED: {per_step:.3f} s/step from {text_steps} steps of one fit, "
+            f"x {STEPS:,} steps x {fits} fits, + {prep_s:.1f} s residuals (measured)"
+        )
     total = lstsq_s + probe_s
     label = "EXTRAPOLATED" if size != "clevr" or lstsq_extra else "measured"
     ours_r2_values = ours_r2(table)
     r2_diff = max(abs(ours_r2_values[k] - v) for k, v in r2.items())
-    print("\n".join([
-        f"baseline  dense lstsq + autograd Adam, one fit at a time  {clock(total)}  [{label}]",
-        f"            lstsq  {lstsq_s:9.1f} s  ({lstsq_how})",
-        f"            probes {probe_s:9.1f} s  ({probe_how})",
-        f"speed-up  {total / ours_s:,.1f}x  (baseline / ours)",
-        *solver_lines(solvers),
-        f"R^2       max |ours - baseline| over {len(r2)} values (model x seed x split): {r2_diff:.1e}",
-        *accuracy_table(ours_accuracy(table), base_acc, len(seeds)),
-    ]))
+    print(
+        "\n".join(
+            [
+                f"baseline  dense lstsq + autograd Adam, one fit at a time  {clock(total)}  [{label}]",
+                f"            lstsq  {lstsq_s:9.1f} s  ({lstsq_how})",
+                f"            probes {probe_s:9.1f} s  ({probe_how})",
+                f"speed-up  {total / ours_s:,.1f}x  (baseline / ours)",
+                *solver_lines(solvers),
+                f"R^2       max |ours - baseline| over {len(r2)} values (model x seed x split): {r2_diff:.1e}",
+                *accuracy_table(ours_accuracy(table), base_acc, len(seeds)),
+            ]
+        )
+    )
     if base_acc is None:
-        print("          baseline accuracy not measured: where a training set is not separable (solver lbfgs)\n"
-              "          the loss has a unique optimum in logit space, which the reference schedule also reaches")
+        print(
+            "          baseline accuracy not measured: where a training set is not separable (solver lbfgs)\n"
+            "          the loss has a unique optimum in logit space, which the reference schedule also reaches"
+        )
     print(flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated subset of clevr,text (default both)")
-    parser.add_argument("--noise", type=float, default=None,
-                        help="noise of the planted embeddings for every size (default: clevr 1.5, text 8)")
-    parser.add_argument("--text-steps", type=int, default=20,
-                        help="Adam steps of one fit timed for the text-size baseline (default 20)")
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="noise of the planted embeddings for every size (default: clevr 1.5, text 8)",
+    )
+    parser.add_argument(
+        "--text-steps", type=int, default=20, help="Adam steps of one fit timed for the text-size baseline (default 20)"
+    )
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     args = parser.parse_args(argv)
     args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]

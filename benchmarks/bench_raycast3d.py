@@ -50,8 +50,14 @@ def clevr_scenes(materials: int = 0) -> SceneBatch:
     pairs = [(a, b) for a in objects for b in objects]
     colors = np.asarray([[a[0], b[0]] for a, b in pairs], dtype=np.float32)
     shapes = np.asarray([[a[1], b[1]] for a, b in pairs])
-    return SceneBatch(colors=colors, shapes=shapes, slots=np.tile([0, 1], (len(pairs), 1)), num_slots=2,
-                      keys=np.arange(len(pairs)), materials=np.full(shapes.shape, materials))
+    return SceneBatch(
+        colors=colors,
+        shapes=shapes,
+        slots=np.tile([0, 1], (len(pairs), 1)),
+        num_slots=2,
+        keys=np.arange(len(pairs)),
+        materials=np.full(shapes.shape, materials),
+    )
 
 
 def best_time(fn, repeats: int) -> tuple[float, object]:
@@ -181,8 +187,17 @@ def baseline(batch: SceneBatch, rows: range, crop: int) -> tuple[float, np.ndarr
     out = np.zeros((len(rows), crop, crop, 3))
     start = time.perf_counter()
     for n, b in enumerate(rows):
-        objects = [(int(objs.shape[b, k]), float(objs.cx[b, k]), float(objs.cy[b, k]), float(objs.radius[b, k]),
-                    float(objs.cos[b, k]), float(objs.sin[b, k])) for k in range(2)]
+        objects = [
+            (
+                int(objs.shape[b, k]),
+                float(objs.cx[b, k]),
+                float(objs.cy[b, k]),
+                float(objs.radius[b, k]),
+                float(objs.cos[b, k]),
+                float(objs.sin[b, k]),
+            )
+            for k in range(2)
+        ]
         colors = [tuple(float(v) for v in objs.color[b, k]) for k in range(2)]
         materials = [int(objs.material[b, k]) for k in range(2)]
         for i in range(crop):
@@ -213,7 +228,9 @@ def main() -> None:
 
     id_seconds, (colors, shapes) = best_time(lambda: r3d.identify(images, 2), 1)
     names = np.asarray(r3d.SHAPES, dtype=object)[batch.shapes]
-    want_colors = np.asarray([[c1, c2] for c1 in CLEVR_COLORS for _ in r3d.SHAPES for c2 in CLEVR_COLORS for _ in r3d.SHAPES])
+    want_colors = np.asarray(
+        [[c1, c2] for c1 in CLEVR_COLORS for _ in r3d.SHAPES for c2 in CLEVR_COLORS for _ in r3d.SHAPES]
+    )
     right = ((colors == want_colors) & (shapes == names)).all(axis=1).mean()
     print(f"identify             : {n / id_seconds:,.1f} images/s, {right:.1%} of scenes read back exactly")
 
@@ -222,11 +239,15 @@ def main() -> None:
     base_rate = 1.0 / (per_pixel * SIZE * SIZE)
     ours_crop = images[list(rows), top : top + args.crop, left : left + args.crop]
     diff = np.abs(ours_crop.astype(int) - crop.astype(int))
-    print(f"baseline (Python loop): {per_pixel * 1e6:.1f} us per pixel on {len(rows)} crops of {args.crop}x{args.crop} "
-          f"pixels, extrapolated to whole {SIZE}x{SIZE} images: {base_rate:.3f} images/s "
-          f"({1 / base_rate:.1f} s per image, {n / base_rate / 60:.0f} min for the 576)")
-    print(f"  crop agreement with ours: {np.mean(diff == 0):.2%} of values identical, largest difference {diff.max()} "
-          f"levels ({np.mean(diff.max(axis=-1) > 2):.2%} of pixels differ by more than 2)")
+    print(
+        f"baseline (Python loop): {per_pixel * 1e6:.1f} us per pixel on {len(rows)} crops of {args.crop}x{args.crop} "
+        f"pixels, extrapolated to whole {SIZE}x{SIZE} images: {base_rate:.3f} images/s "
+        f"({1 / base_rate:.1f} s per image, {n / base_rate / 60:.0f} min for the 576)"
+    )
+    print(
+        f"  crop agreement with ours: {np.mean(diff == 0):.2%} of values identical, largest difference {diff.max()} "
+        f"levels ({np.mean(diff.max(axis=-1) > 2):.2%} of pixels differ by more than 2)"
+    )
     print(f"ratio ours / baseline: {n / seconds / base_rate:,.0f}x")
     print(f"target >= 10 images/s: {'met' if n / seconds >= 10 else 'NOT met'} ({n / seconds:,.1f})")
 

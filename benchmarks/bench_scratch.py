@@ -35,11 +35,11 @@ import time
 import numpy as np
 import torch
 
-from bindscope.space.concepts import ConceptSpace
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
 from bindscope.scratch.config import load_config
 from bindscope.scratch.data import SceneSampler, Vocabulary
 from bindscope.scratch.train import Trainer
+from bindscope.space.concepts import ConceptSpace
 
 TARGET = 100.0
 
@@ -85,8 +85,15 @@ def loop_batch(space: ConceptSpace, allowed: list[int], kmax: int, batch: int, r
                 row[offsets[c] + v] = 1.0
         concept_labels.append(row)
     query_tokens = [[soo] + [offsets[c] + v for c, v in enumerate(values(q))] + [eoo, eos] for q in queries]
-    return {"scenes": scenes, "tokens": tokens, "queries": queries, "object_labels": object_labels,
-            "concept_labels": concept_labels, "query_tokens": query_tokens, "swaps": swaps}  # fmt: skip
+    return {
+        "scenes": scenes,
+        "tokens": tokens,
+        "queries": queries,
+        "object_labels": object_labels,
+        "concept_labels": concept_labels,
+        "query_tokens": query_tokens,
+        "swaps": swaps,
+    }
 
 
 def torch_loop_batch(space: ConceptSpace, allowed: torch.Tensor, kmax: int, batch: int, g: torch.Generator) -> dict:
@@ -101,7 +108,9 @@ def torch_loop_batch(space: ConceptSpace, allowed: torch.Tensor, kmax: int, batc
         n = int(torch.randint(1, kmax + 1, (1,), generator=g))
         objs = allowed[torch.randint(len(allowed), (n,), generator=g)]
         values = (objs[:, None] // strides) % sizes
-        seq = torch.cat([torch.cat([special[:1], v + offsets, special[1:]]) for v in values] + [torch.tensor([num_values + 2])])
+        seq = torch.cat(
+            [torch.cat([special[:1], v + offsets, special[1:]]) for v in values] + [torch.tensor([num_values + 2])]
+        )
         tokens.append(torch.cat([seq, torch.full(((c + 2) * kmax + 1 - len(seq),), num_values + 3)]))
         candidates = []
         for i in range(n):
@@ -110,14 +119,25 @@ def torch_loop_batch(space: ConceptSpace, allowed: torch.Tensor, kmax: int, batc
                     new = objs[i] + (values[j, k] - values[i, k]) * strides[k]
                     if i != j and values[i, k] != values[j, k] and bool((allowed == new).any()):
                         candidates.append(new)
-        swaps.append(candidates[int(torch.randint(len(candidates), (1,), generator=g))] if candidates else torch.tensor(-1))
+        swaps.append(
+            candidates[int(torch.randint(len(candidates), (1,), generator=g))] if candidates else torch.tensor(-1)
+        )
         scenes.append(objs)
     queries = torch.unique(torch.cat(scenes + [s.reshape(1) for s in swaps if s >= 0]))
     object_labels = torch.stack([torch.isin(queries, objs).float() for objs in scenes])
-    concept_labels = torch.stack([torch.zeros(num_values).index_fill_(0, (((o[:, None] // strides) % sizes) + offsets).reshape(-1), 1.0)
-                                  for o in scenes])
-    return {"tokens": torch.stack(tokens), "queries": queries, "object_labels": object_labels,
-            "concept_labels": concept_labels, "swaps": torch.stack(swaps)}  # fmt: skip
+    concept_labels = torch.stack(
+        [
+            torch.zeros(num_values).index_fill_(0, (((o[:, None] // strides) % sizes) + offsets).reshape(-1), 1.0)
+            for o in scenes
+        ]
+    )
+    return {
+        "tokens": torch.stack(tokens),
+        "queries": queries,
+        "object_labels": object_labels,
+        "concept_labels": concept_labels,
+        "swaps": torch.stack(swaps),
+    }
 
 
 def ours_batch(sampler: SceneSampler, vocab: Vocabulary, batch: int, step: int) -> tuple:
@@ -157,12 +177,18 @@ def bench_sampler(args: argparse.Namespace) -> None:
         torch_loop.append(time.perf_counter() - t)
     check_loop_labels(space, out)
     best_ours = min(ours)
-    print(f"sampler, {args.batch} scenes per batch, 400 objects (320 allowed), Kmax {args.kmax}, torch threads {torch.get_num_threads()}")
-    print(f"  ours (vectorised torch):        {1e3 * best_ours:8.2f} ms/batch  ({args.batch / best_ours:,.0f} scenes/s)")
+    print(
+        f"sampler, {args.batch} scenes per batch, 400 objects (320 allowed), Kmax {args.kmax}, torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"  ours (vectorised torch):        {1e3 * best_ours:8.2f} ms/batch  ({args.batch / best_ours:,.0f} scenes/s)"
+    )
     for name, times in (("python loop", loop), ("torch loop", torch_loop)):
         ratio = min(times) / best_ours
-        print(f"  baseline ({name + '):':14s}  {1e3 * min(times):8.2f} ms/batch  ({args.batch / min(times):,.0f} scenes/s)  "
-              f"ratio {ratio:.0f}x (target >= {TARGET:.0f}x: {'met' if ratio >= TARGET else 'NOT met'})")
+        print(
+            f"  baseline ({name + '):':14s}  {1e3 * min(times):8.2f} ms/batch  ({args.batch / min(times):,.0f} scenes/s)  "
+            f"ratio {ratio:.0f}x (target >= {TARGET:.0f}x: {'met' if ratio >= TARGET else 'NOT met'})"
+        )
     print(f"  published research sampler: about 500 ms/batch (quoted, not run): {0.5 / best_ours:.0f}x")
 
 
@@ -175,10 +201,14 @@ def bench_training(args: argparse.Namespace) -> None:
     for _ in range(args.train_steps):
         trainer.train_step()
     rate = args.train_steps / (time.perf_counter() - t)
-    print(f"training, cpu-small ({cfg.layers} layers, d_model {cfg.d_model}, batch {cfg.batch_size}, "
-          f"{cfg.steps:,} steps, evaluation every {cfg.eval_every}):")
-    print(f"  {rate:.1f} steps/s  -> about {cfg.steps / rate:.0f} s of training steps for the whole config "
-          f"(limit 300 s incl. evaluation; measure the full run with bindscope scratch train)")
+    print(
+        f"training, cpu-small ({cfg.layers} layers, d_model {cfg.d_model}, batch {cfg.batch_size}, "
+        f"{cfg.steps:,} steps, evaluation every {cfg.eval_every}):"
+    )
+    print(
+        f"  {rate:.1f} steps/s  -> about {cfg.steps / rate:.0f} s of training steps for the whole config "
+        f"(limit 300 s incl. evaluation; measure the full run with bindscope scratch train)"
+    )
 
 
 def main() -> None:

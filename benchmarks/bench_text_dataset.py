@@ -60,23 +60,39 @@ def baseline_rows() -> list[dict[str, Any]]:
     objects = [(a, ai, n, ni) for ni, n in enumerate(nouns) for ai, a in enumerate(attributes)]
     rows = []
     for (a1, a1i, n1, n1i), (a2, a2i, n2, n2i) in itertools.product(objects, repeat=2):
-        rows.append({
-            "scene": len(rows), "num_objects": 2,
-            "object1_attribute": a1, "object1_attribute_idx": a1i,
-            "object1_noun": n1, "object1_noun_idx": n1i,
-            "object2_attribute": a2, "object2_attribute_idx": a2i,
-            "object2_noun": n2, "object2_noun_idx": n2i,
-            "caption": f"a {a1} {n1} and a {a2} {n2}", "image": "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "scene": len(rows),
+                "num_objects": 2,
+                "object1_attribute": a1,
+                "object1_attribute_idx": a1i,
+                "object1_noun": n1,
+                "object1_noun_idx": n1i,
+                "object2_attribute": a2,
+                "object2_attribute_idx": a2i,
+                "object2_noun": n2,
+                "object2_noun_idx": n2i,
+                "caption": f"a {a1} {n1} and a {a2} {n2}",
+                "image": "",
+            }
+        )
     for a, ai, n, ni in objects:
-        rows.append({
-            "scene": len(rows), "num_objects": 1,
-            "object1_attribute": a, "object1_attribute_idx": ai,
-            "object1_noun": n, "object1_noun_idx": ni,
-            "object2_attribute": None, "object2_attribute_idx": -1,
-            "object2_noun": None, "object2_noun_idx": -1,
-            "caption": f"a {a} {n}", "image": "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "scene": len(rows),
+                "num_objects": 1,
+                "object1_attribute": a,
+                "object1_attribute_idx": ai,
+                "object1_noun": n,
+                "object1_noun_idx": ni,
+                "object2_attribute": None,
+                "object2_attribute_idx": -1,
+                "object2_noun": None,
+                "object2_noun_idx": -1,
+                "caption": f"a {a} {n}",
+                "image": "",
+            }
+        )
     return rows
 
 
@@ -127,13 +143,15 @@ def summary(ours: list[float], baseline: float, rows: int) -> str:
     best = min(ours)
     runs = ", ".join(f"{t:.2f}" for t in ours)
     verdict = "yes" if best < TARGET_S else "NO"
-    return "\n".join([
-        f"text dataset: {rows:,} scenes, tables identical (parquet content compared)",
-        f"ours      build_dataset('text')              {best:7.2f} s  (best of {len(ours)}: {runs})",
-        f"baseline  per-scene Python loop + pandas     {baseline:7.2f} s  (1 run)",
-        f"speed-up  {baseline / best:.1f}x  (baseline / ours)",
-        f"target    ours under {TARGET_S:g} s: {verdict}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"text dataset: {rows:,} scenes, tables identical (parquet content compared)",
+            f"ours      build_dataset('text')              {best:7.2f} s  (best of {len(ours)}: {runs})",
+            f"baseline  per-scene Python loop + pandas     {baseline:7.2f} s  (1 run)",
+            f"speed-up  {baseline / best:.1f}x  (baseline / ours)",
+            f"target    ours under {TARGET_S:g} s: {verdict}",
+        ]
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -153,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         baseline = run_baseline(root / "baseline")
         problem = table_difference(ours_dir / "scenes.parquet", root / "baseline" / "scenes.parquet")
         if problem is not None:
-            print(f"FAIL: the baseline table differs from ours, so the timings are not comparable\n{problem}",
-                  file=sys.stderr)
+            print(
+                f"FAIL: the baseline table differs from ours, so the timings are not comparable\n{problem}",
+                file=sys.stderr,
+            )
             return EXIT_MISMATCH
         rows = len(pd.read_parquet(ours_dir / "scenes.parquet", columns=["scene"]))
     print(summary(ours, baseline, rows))

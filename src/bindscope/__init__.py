@@ -1,9 +1,11 @@
 """bindscope: measure how embedding models bind concepts."""
 
-from bindscope.core.version import __version__
 from bindscope.core.errors import BindscopeError
-from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.core.version import __version__
+from bindscope.data.datasets import Dataset, build_dataset, load_dataset
 from bindscope.data.presets import Preset, get_preset, list_presets, load_preset
+from bindscope.embeddings.store import EmbeddingSet, import_embeddings, load_embeddings
+from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import (
     ObjectSplit,
     SceneSplit,
@@ -13,8 +15,6 @@ from bindscope.space.splits import (
     save_split,
     scene_split,
 )
-from bindscope.data.datasets import Dataset, build_dataset, load_dataset
-from bindscope.embeddings.store import EmbeddingSet, import_embeddings, load_embeddings
 
 __all__ = [
     "__version__",

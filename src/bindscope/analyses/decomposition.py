@@ -20,13 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.space.concepts import PAD, SceneSet
 from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import PAD, SceneSet
 
 MODELS = ("object_additive", "concept_additive", "object_bag", "concept_bag")
 
 
-def design_columns(scenes: SceneSet, model: str, *, permutation: list[np.ndarray] | None = None) -> tuple[np.ndarray, int]:
+def design_columns(
+    scenes: SceneSet, model: str, *, permutation: list[np.ndarray] | None = None
+) -> tuple[np.ndarray, int]:
     """Column indices of the ones in each design row, and the number of columns.
 
     Parameters

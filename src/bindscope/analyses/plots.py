@@ -7,18 +7,25 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from bindscope.core.io import atomic_file  # noqa: E402
+from bindscope.core.io import atomic_file
 
-PANELS = (("test_only", "scenes of unseen objects (test_only)"), ("mixed", "scenes mixing seen and unseen objects (mixed)"))
+PANELS = (
+    ("test_only", "scenes of unseen objects (test_only)"),
+    ("mixed", "scenes mixing seen and unseen objects (mixed)"),
+)
 
 
 def _band(table: pd.DataFrame, approximator: str, group: str, checkpoint: str) -> pd.DataFrame:
     """Mean and spread (sd over seeds) of object_acc per fraction."""
-    sel = table[(table.approximator == approximator) & (table.group == group)
-                & (table.metric == "object_acc") & (table.checkpoint == checkpoint)]  # fmt: skip
+    sel = table[
+        (table.approximator == approximator)
+        & (table.group == group)
+        & (table.metric == "object_acc")
+        & (table.checkpoint == checkpoint)
+    ]
     per_fraction = sel.groupby("fraction")["value"]
     return pd.DataFrame({"mean": per_fraction.mean(), "sd": per_fraction.std(ddof=1).fillna(0.0)})
 
@@ -39,7 +46,10 @@ def complexity_plot(table: pd.DataFrame, approximators: list[str], path: str | P
             x = band.index.to_numpy(dtype=float)
             (line,) = ax.plot(x, band["mean"], marker="o", ms=3, label=name)
             ax.fill_between(x, band["mean"] - band["sd"], band["mean"] + band["sd"], color=line.get_color(), alpha=0.2)
-        for ref, style, text in (("embeddings", "k--", "in-distribution (probes on true embeddings)"), ("chance", "k:", "chance")):
+        for ref, style, text in (
+            ("embeddings", "k--", "in-distribution (probes on true embeddings)"),
+            ("chance", "k:", "chance"),
+        ):
             band = _band(table, ref, group, "")
             if not band.empty:
                 ax.plot(band.index.to_numpy(dtype=float), band["mean"], style, lw=1, label=text)
@@ -64,7 +74,11 @@ def coverage_plot(table: pd.DataFrame, path: str | Path, title: str = "") -> Pat
     """
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2), sharey=True)
     for ax, metric in zip(axes, ("object_acc", "concept_acc")):
-        for split, label in (("test", "held-out objects"), ("validation", "validation objects"), ("train", "training objects")):
+        for split, label in (
+            ("test", "held-out objects"),
+            ("validation", "validation objects"),
+            ("train", "training objects"),
+        ):
             sel = table[(table.split == split) & (table.metric == metric)].groupby("fraction")["value"]
             if not len(sel):
                 continue

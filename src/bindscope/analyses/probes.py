@@ -36,9 +36,9 @@ from typing import Literal
 import numpy as np
 import torch
 
-from bindscope.space.concepts import PAD, SceneSet
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import load_npy, read_json, save_npy, write_json
+from bindscope.space.concepts import PAD, SceneSet
 
 Optimizer = Literal["fast", "reference", "lbfgs"]
 OPTIMIZERS = ("fast", "reference", "lbfgs")
@@ -189,8 +189,11 @@ def _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, budget) -> tuple[t
             "%d probe fit(s) have separable training sets; following the reference Adam trajectory "
             "would take about %.0f s (budget %.0f s), so they keep their L-BFGS fit: their test "
             "accuracy may differ from the paper optimiser's. Use --optimizer reference (on a GPU) "
-            "or raise --exact-budget for paper parity.", len(redo), seconds, budget,
-        )  # fmt: skip
+            "or raise --exact-budget for paper parity.",
+            len(redo),
+            seconds,
+            budget,
+        )
         return w, solver
     adam = adam_reference(x[idx], t[idx], blocks, init[idx], steps, lr)
     for k, i in enumerate(redo):  # separable: the answer is the reference trajectory's, follow it
@@ -300,10 +303,16 @@ class ProbeSet:
         xt = torch.from_numpy(self.preprocessing.apply(x, self.mean_)).to(self.device)
         tt = torch.from_numpy(t).to(self.device)
         w, solver = fit_probe_weights(
-            xt[None], tt[None], blocks, [self.seed],
-            optimizer=self.optimizer, steps=self.steps, lr=self.lr, max_iter=self.max_iter,
+            xt[None],
+            tt[None],
+            blocks,
+            [self.seed],
+            optimizer=self.optimizer,
+            steps=self.steps,
+            lr=self.lr,
+            max_iter=self.max_iter,
             exact_budget_s=self.exact_budget_s,
-        )  # fmt: skip
+        )
         w = w[0]
         solvers = list(solver[0])
         self.names_ = names
@@ -328,7 +337,13 @@ class ProbeSet:
 
     @classmethod
     def from_weights(
-        cls, weights: Mapping[str, np.ndarray], mean: np.ndarray | None, *, center: bool = False, normalize: bool = False, **kwargs
+        cls,
+        weights: Mapping[str, np.ndarray],
+        mean: np.ndarray | None,
+        *,
+        center: bool = False,
+        normalize: bool = False,
+        **kwargs,
     ) -> ProbeSet:
         """Fitted probes from their weights ``{name: [L, D]}`` and centring mean."""
         probe = cls(center=center, normalize=normalize, **kwargs)
@@ -340,8 +355,14 @@ class ProbeSet:
     def load(cls, folder: str | Path) -> ProbeSet:
         """Read a probe folder written by :func:`save_probes`."""
         coef, mean, meta = load_probes(folder)
-        probe = cls.from_weights(coef, mean, center=meta["center"], normalize=meta["normalize"],
-                                 optimizer=meta.get("optimizer", "fast"), seed=meta.get("seed", 0))
+        probe = cls.from_weights(
+            coef,
+            mean,
+            center=meta["center"],
+            normalize=meta["normalize"],
+            optimizer=meta.get("optimizer", "fast"),
+            seed=meta.get("seed", 0),
+        )
         probe.solver_ = meta.get("solver", {})
         probe.meta_ = meta
         return probe
@@ -365,9 +386,16 @@ def save_probes(
         save_npy(folder / f"{name}.npy", np.asarray(w, dtype=np.float32))
     if mean is not None:
         save_npy(folder / "mean.npy", np.asarray(mean, dtype=np.float32))
-    write_json(folder / "probe.json", {
-        "format": PROBE_FORMAT, "names": list(weights), "center": center, "normalize": normalize, **(meta or {}),
-    })  # fmt: skip
+    write_json(
+        folder / "probe.json",
+        {
+            "format": PROBE_FORMAT,
+            "names": list(weights),
+            "center": center,
+            "normalize": normalize,
+            **(meta or {}),
+        },
+    )
 
 
 def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray | None, dict]:
@@ -377,10 +405,17 @@ def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray |
     if meta.get("format") != PROBE_FORMAT:
         raise BindscopeError(f"{folder / 'probe.json'} is not a bindscope probe file")
     names = meta.get("names")
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names) \
-            or not isinstance(meta.get("center"), bool) or not isinstance(meta.get("normalize"), bool):
-        raise BindscopeError(f"{folder / 'probe.json'} is damaged: it needs 'names' (a list of probe names), "
-                             "'center' and 'normalize' (true/false); write the probes again with bindscope probe")
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(isinstance(n, str) for n in names)
+        or not isinstance(meta.get("center"), bool)
+        or not isinstance(meta.get("normalize"), bool)
+    ):
+        raise BindscopeError(
+            f"{folder / 'probe.json'} is damaged: it needs 'names' (a list of probe names), "
+            "'center' and 'normalize' (true/false); write the probes again with bindscope probe"
+        )
     weights = {n: load_npy(folder / f"{n}.npy", "probe weights") for n in names}
     dims = {w.shape[1] if w.ndim == 2 else -1 for w in weights.values()}
     if len(dims) != 1 or -1 in dims:
@@ -390,7 +425,9 @@ def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray |
         raise BindscopeError(f"{folder / 'mean.npy'} does not match the probe width")
     bad = [n for n, w in weights.items() if not np.isfinite(w).all()]
     if bad or (mean is not None and not np.isfinite(mean).all()):
-        raise BindscopeError(f"the probes in {folder} hold NaN or infinite values ({', '.join(bad) or 'mean'}); fit them again")
+        raise BindscopeError(
+            f"the probes in {folder} hold NaN or infinite values ({', '.join(bad) or 'mean'}); fit them again"
+        )
     return weights, mean, meta
 
 
@@ -445,9 +482,14 @@ def _lbfgs_whitened(x: torch.Tensor, t: torch.Tensor, blocks: list[slice], max_i
     w = torch.zeros(t.shape[1], xw.shape[1], dtype=x.dtype, device=x.device, requires_grad=True)
     chunk = min(LBFGS_CHUNK, max_iter)
     opt = torch.optim.LBFGS(
-        [w], lr=1.0, max_iter=chunk, history_size=20, tolerance_grad=1e-6,
-        tolerance_change=1e-9, line_search_fn="strong_wolfe",
-    )  # fmt: skip
+        [w],
+        lr=1.0,
+        max_iter=chunk,
+        history_size=20,
+        tolerance_grad=1e-6,
+        tolerance_change=1e-9,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> torch.Tensor:
         opt.zero_grad(set_to_none=True)

@@ -11,16 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 from tqdm import tqdm
 
 from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep
-from bindscope.data.datasets import Dataset, load_dataset
-from bindscope.core.errors import BindscopeError
-from bindscope.core.io import check_output_dir
 from bindscope.analyses.probes import ProbeSet, save_probes
 from bindscope.analyses.results import write_run
-from bindscope.embeddings.store import EmbeddingSet, find_rand_control, load_embeddings
 from bindscope.analyses.suite import (
     ProbeRun,
     ProbeSettings,
@@ -31,6 +26,10 @@ from bindscope.analyses.suite import (
     probe_summary,
     probe_variant,
 )
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir
+from bindscope.data.datasets import Dataset, load_dataset
+from bindscope.embeddings.store import EmbeddingSet, find_rand_control, load_embeddings
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,11 @@ class Inputs:
 
 
 def load_inputs(
-    emb_dir: str | Path, dataset: str | Path | None = None, control: str | Path | None = None, *, find_control: bool = True
+    emb_dir: str | Path,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    *,
+    find_control: bool = True,
 ) -> Inputs:
     """Load an embedding folder with its dataset (from the manifest unless given) and control.
 
@@ -61,9 +64,7 @@ def load_inputs(
     raw = load_embeddings(emb_dir)
     ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
     if not str(ds_path) or not ds_path.is_dir():
-        raise BindscopeError(
-            f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR"
-        )
+        raise BindscopeError(f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR")
     ds = load_dataset(ds_path)
     emb = load_embeddings(emb_dir, ds)
     control_dir = Path(control) if control is not None else (find_rand_control(emb) if find_control else None)
@@ -77,9 +78,19 @@ def _manifest(command: str, inputs: Inputs, settings: ProbeSettings, seconds: fl
     emb = inputs.embeddings
     return {
         "command": command,
-        "embeddings": {"path": str(emb.root.resolve()), "name": emb.name, "modality": emb.modality,
-                       "dim": emb.dim, "num_rows": len(emb), "model_spec": emb.manifest.get("model_spec")},
-        "dataset": {"path": str(inputs.dataset.root.resolve()), "preset": inputs.dataset.name, "hash": inputs.dataset.hash},
+        "embeddings": {
+            "path": str(emb.root.resolve()),
+            "name": emb.name,
+            "modality": emb.modality,
+            "dim": emb.dim,
+            "num_rows": len(emb),
+            "model_spec": emb.manifest.get("model_spec"),
+        },
+        "dataset": {
+            "path": str(inputs.dataset.root.resolve()),
+            "preset": inputs.dataset.name,
+            "hash": inputs.dataset.hash,
+        },
         "control": str(inputs.control.root.resolve()) if inputs.control is not None else None,
         "settings": settings.to_dict(),
         **extra,
@@ -100,8 +111,14 @@ def _save_probes(stage: Path, run: ProbeRun, inputs: Inputs, settings: ProbeSett
             "embeddings": str(inputs.embeddings.root.resolve()),
             "dataset_hash": inputs.dataset.hash,
         }
-        save_probes(stage / "probes" / f"seed{seed}", weights, run.means[seed],
-                    center=settings.center, normalize=settings.normalize, meta=meta)
+        save_probes(
+            stage / "probes" / f"seed{seed}",
+            weights,
+            run.means[seed],
+            center=settings.center,
+            normalize=settings.normalize,
+            meta=meta,
+        )
 
 
 def _prepare(emb_dir, out, dataset, control, overwrite: bool, find_control: bool = True) -> Inputs:
@@ -132,9 +149,14 @@ def run_probe(
         per_scene.to_parquet(stage / "per_scene.parquet", index=False)
         _save_probes(stage, base, inputs, settings)
 
-    write_run(Path(out), summary=summary, results=table,
-              manifest=_manifest("probe", inputs, settings, time.perf_counter() - start),
-              extra=extra, overwrite=overwrite)  # fmt: skip
+    write_run(
+        Path(out),
+        summary=summary,
+        results=table,
+        manifest=_manifest("probe", inputs, settings, time.perf_counter() - start),
+        extra=extra,
+        overwrite=overwrite,
+    )
     return summary
 
 
@@ -156,9 +178,13 @@ def run_decompose(
     summary = decompose_summary(table)
     summary["solver"] = {v: {str(s): e for s, e in per.items()} for v, per in solvers.items()}
     summary["warnings"] = approximate_warnings(solvers)
-    write_run(Path(out), summary=summary, results=table,
-              manifest=_manifest("decompose", inputs, settings, time.perf_counter() - start, test_fraction=test_fraction),
-              overwrite=overwrite)  # fmt: skip
+    write_run(
+        Path(out),
+        summary=summary,
+        results=table,
+        manifest=_manifest("decompose", inputs, settings, time.perf_counter() - start, test_fraction=test_fraction),
+        overwrite=overwrite,
+    )
     return summary
 
 
@@ -178,8 +204,10 @@ def load_frozen_probes(path: str | Path, inputs: Inputs, seed: int = 0) -> tuple
     probes = ProbeSet.load(folder)
     recorded = probes.meta_.get("dataset_hash")
     if recorded is not None and recorded != inputs.dataset.hash:
-        raise BindscopeError(f"the probes in {folder} were fitted on another dataset (hash {str(recorded)[:12]}, this one "
-                             f"{inputs.dataset.hash[:12]}); fit probes on these embeddings with bindscope probe")
+        raise BindscopeError(
+            f"the probes in {folder} were fitted on another dataset (hash {str(recorded)[:12]}, this one "
+            f"{inputs.dataset.hash[:12]}); fit probes on these embeddings with bindscope probe"
+        )
     return probes, folder
 
 
@@ -211,8 +239,9 @@ def run_complexity(
     else:
         fitted = probe_variant(y, scenes, probe_settings)
         seed = probe_settings.seeds[0]
-        probe_set = ProbeSet.from_weights(fitted.weights[seed], fitted.means[seed], center=probe_settings.center,
-                                          normalize=probe_settings.normalize)  # fmt: skip
+        probe_set = ProbeSet.from_weights(
+            fitted.weights[seed], fitted.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
+        )
         probe_source = Path(out) / "probes" / f"seed{seed}"
     with tqdm(desc="complexity", unit="stack", disable=None if progress else True) as bar:
 
@@ -231,14 +260,25 @@ def run_complexity(
 
         result.history.to_parquet(stage / "training.parquet", index=False)
         result.history.to_csv(stage / "training.csv", index=False)
-        complexity_plot(result.table, labels, stage / "plots" / "complexity.png",
-                        title=f"{inputs.embeddings.name}: binding-function complexity ({settings.budget.name} budget)")
+        complexity_plot(
+            result.table,
+            labels,
+            stage / "plots" / "complexity.png",
+            title=f"{inputs.embeddings.name}: binding-function complexity ({settings.budget.name} budget)",
+        )
         if fitted is not None:
             _save_probes(stage, fitted, inputs, probe_settings)
 
-    manifest = _manifest("complexity", inputs, probe_settings, time.perf_counter() - start,
-                         complexity=settings.to_dict(), probes=str(probe_source.resolve()),
-                         dropped_scenes=result.dropped_scenes, seconds_per_approximator=result.seconds)  # fmt: skip
+    manifest = _manifest(
+        "complexity",
+        inputs,
+        probe_settings,
+        time.perf_counter() - start,
+        complexity=settings.to_dict(),
+        probes=str(probe_source.resolve()),
+        dropped_scenes=result.dropped_scenes,
+        seconds_per_approximator=result.seconds,
+    )
     manifest["probe_settings"] = manifest.pop("settings")
     write_run(Path(out), summary=summary, results=result.table, manifest=manifest, extra=extra, overwrite=overwrite)
     return summary

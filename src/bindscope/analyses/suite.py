@@ -13,10 +13,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bindscope.space.concepts import SceneSet
 from bindscope.analyses.decomposition import MODELS, design_columns, fit_additive, r2_score, subtract
+from bindscope.analyses.probes import (
+    OBJECT,
+    Preprocessing,
+    chance_accuracy,
+    fit_probe_weights,
+    set_separation_correct,
+    soft_targets,
+    stack_targets,
+)
 from bindscope.core.errors import BindscopeError
-from bindscope.analyses.probes import OBJECT, Preprocessing, stack_targets, chance_accuracy, fit_probe_weights, set_separation_correct, soft_targets
+from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import check_fraction, scene_split
 
 COLUMNS = ["analysis", "variant", "split", "metric", "seed", "value"]
@@ -97,13 +105,21 @@ def probe_variant(
     prep = Preprocessing(settings.center, settings.normalize)
     splits = {s: scene_split(len(y), settings.train_fraction, s) for s in settings.seeds}
     means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
-    x = torch.stack([torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()])
+    x = torch.stack(
+        [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
+    )
     t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
     w, solver = fit_probe_weights(
-        x.to(settings.device), t.to(settings.device), blocks, list(settings.seeds),
-        optimizer=settings.optimizer, steps=settings.steps, lr=settings.lr, max_iter=settings.max_iter,
+        x.to(settings.device),
+        t.to(settings.device),
+        blocks,
+        list(settings.seeds),
+        optimizer=settings.optimizer,
+        steps=settings.steps,
+        lr=settings.lr,
+        max_iter=settings.max_iter,
         exact_budget_s=settings.exact_budget_s,
-    )  # fmt: skip
+    )
     run = ProbeRun()
     for i, (seed, sp) in enumerate(splits.items()):
         coef = w[i].cpu().numpy()
@@ -115,11 +131,14 @@ def probe_variant(
             correct = {n: set_separation_correct(xs @ run.weights[seed][n].T, targets[n][idx]) for n in names}
             run.rows += _accuracy_rows(analysis, variant, split_name, seed, {n: c.mean() for n, c in correct.items()})
             if chance:
-                run.rows += _accuracy_rows(analysis, "chance", split_name, seed,
-                                           {n: chance_accuracy(targets[n][idx]) for n in names})
+                run.rows += _accuracy_rows(
+                    analysis, "chance", split_name, seed, {n: chance_accuracy(targets[n][idx]) for n in names}
+                )
             if per_scene:
-                run.per_scene += [pd.DataFrame({"scene": idx, "seed": seed, "split": split_name, "probe": n, "correct": c})
-                                  for n, c in correct.items()]
+                run.per_scene += [
+                    pd.DataFrame({"scene": idx, "seed": seed, "split": split_name, "probe": n, "correct": c})
+                    for n, c in correct.items()
+                ]
     return run
 
 
@@ -144,7 +163,9 @@ def probe_analysis(
     return pd.DataFrame(rows, columns=COLUMNS), base, pd.concat(base.per_scene, ignore_index=True)
 
 
-def r2_rows(y: np.ndarray, scenes: SceneSet, seeds: tuple[int, ...], test_fraction: float, variant_suffix: str = "") -> list[dict]:
+def r2_rows(
+    y: np.ndarray, scenes: SceneSet, seeds: tuple[int, ...], test_fraction: float, variant_suffix: str = ""
+) -> list[dict]:
     """R^2 of every additive model on train and held-out scenes, per seed."""
     check_fraction(test_fraction, "test fraction")
     rows = []
@@ -154,8 +175,16 @@ def r2_rows(y: np.ndarray, scenes: SceneSet, seeds: tuple[int, ...], test_fracti
         for model, (cols, width) in designs.items():
             fit = fit_additive(cols[sp.train], width, y[sp.train], model)
             for split_name, idx in (("train", sp.train), ("test", sp.test)):
-                rows.append(_row("decompose", model + variant_suffix, split_name, "r2", seed,
-                                 r2_score(y[idx], fit.predict(cols[idx]))))
+                rows.append(
+                    _row(
+                        "decompose",
+                        model + variant_suffix,
+                        split_name,
+                        "r2",
+                        seed,
+                        r2_score(y[idx], fit.predict(cols[idx])),
+                    )
+                )
     return rows
 
 
@@ -182,8 +211,9 @@ def decompose_analysis(
         else:
             model = "object_additive" if variant.startswith("objects") else "concept_additive"
             y_variant = subtract(scenes, y, model, permuted=variant.endswith("_perm"))
-        run = probe_variant(y_variant, scenes, settings, analysis="subtraction", variant=variant,
-                            chance=variant == "base")
+        run = probe_variant(
+            y_variant, scenes, settings, analysis="subtraction", variant=variant, chance=variant == "base"
+        )
         rows += run.rows
         solvers[variant] = run.solver
     return pd.DataFrame(rows, columns=COLUMNS), solvers
@@ -226,7 +256,11 @@ def probe_summary(table: pd.DataFrame) -> dict:
     summary = {
         "train": base.get("train", {}),
         "test": base.get("test", {}),
-        "chance": {k: v for k, v in accuracy_summary(table, "probe", "chance").get("test", {}).items() if not k.endswith("_std")},
+        "chance": {
+            k: v
+            for k, v in accuracy_summary(table, "probe", "chance").get("test", {}).items()
+            if not k.endswith("_std")
+        },
         "controls": {"permuted_labels": accuracy_summary(table, "probe", "permuted_labels")},
     }
     rand = accuracy_summary(table, "probe", "rand")
@@ -248,5 +282,9 @@ def decompose_summary(table: pd.DataFrame) -> dict:
             out["r2_std"].setdefault(split, {})[model] = std
     out["controls"].setdefault("rand", None)
     out["subtraction"] = {v: accuracy_summary(table, "subtraction", v) for v in SUBTRACTION_VARIANTS}
-    out["chance"] = {k: v for k, v in accuracy_summary(table, "subtraction", "chance").get("test", {}).items() if not k.endswith("_std")}
+    out["chance"] = {
+        k: v
+        for k, v in accuracy_summary(table, "subtraction", "chance").get("test", {}).items()
+        if not k.endswith("_std")
+    }
     return out

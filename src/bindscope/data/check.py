@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindscope.space.concepts import PAD
-from bindscope.data.datasets import Dataset
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import load_image
+from bindscope.data.datasets import Dataset
 from bindscope.data.render import get_renderer
 from bindscope.data.render.images import renders_images
+from bindscope.space.concepts import PAD
 
 BATCH = 64
 
@@ -37,15 +37,19 @@ class LabelReport:
         if self.ok:
             return f"labels match pixels: {self.checked:,} of {self.checked:,} images"
         first = self.mismatches[0]
-        return (f"labels disagree with pixels in {len(self.mismatches):,} of {self.checked:,} images, e.g. "
-                f"{first['image']}: named {first['named']}, drawn {first['drawn']}")
+        return (
+            f"labels disagree with pixels in {len(self.mismatches):,} of {self.checked:,} images, e.g. "
+            f"{first['image']}: named {first['named']}, drawn {first['drawn']}"
+        )
 
 
 def check_labels(ds: Dataset, *, scenes: int | None = None, seed: int = 0) -> LabelReport:
     """Read back every single-object image and ``scenes`` scene images (all when None)."""
     if not renders_images(ds):
-        raise BindscopeError(f"dataset {ds.root} was not drawn by a bindscope renderer; labels can only be read back "
-                             "from flat2d or raycast3d images")
+        raise BindscopeError(
+            f"dataset {ds.root} was not drawn by a bindscope renderer; labels can only be read back "
+            "from flat2d or raycast3d images"
+        )
     if not all(ds.images):
         raise BindscopeError(f"dataset {ds.root} has no images; build it with images first")
     renderer = get_renderer(ds.preset.config.renderer)
@@ -54,7 +58,9 @@ def check_labels(ds: Dataset, *, scenes: int | None = None, seed: int = 0) -> La
     if ds.single_images is not None:
         u, positions = ds.single_images.shape
         alone = np.full((u * positions, k, ds.space.num_concepts), PAD, dtype=np.int64)
-        alone[np.arange(u * positions), np.tile(np.arange(positions), u)] = np.repeat(ds.space.all_objects(), positions, 0)
+        alone[np.arange(u * positions), np.tile(np.arange(positions), u)] = np.repeat(
+            ds.space.all_objects(), positions, 0
+        )
         _compare(ds, renderer, ds.single_images.ravel(), alone, report)
     rows = np.arange(len(ds))
     if scenes is not None and scenes < len(ds):
@@ -66,7 +72,7 @@ def check_labels(ds: Dataset, *, scenes: int | None = None, seed: int = 0) -> La
 def _compare(ds: Dataset, renderer, paths: np.ndarray, values: np.ndarray, report: LabelReport) -> None:
     space = ds.space
     c, s = space.concept_index("color"), space.concept_index("shape")
-    colors = np.asarray([*space.values[c], ""], dtype=object)   # index -1 (empty slot) -> ""
+    colors = np.asarray([*space.values[c], ""], dtype=object)  # index -1 (empty slot) -> ""
     shapes = np.asarray([*space.values[s], ""], dtype=object)
     for start in range(0, len(paths), BATCH):
         part = paths[start : start + BATCH]
@@ -76,11 +82,13 @@ def _compare(ds: Dataset, renderer, paths: np.ndarray, values: np.ndarray, repor
         want_shape = shapes[values[start : start + BATCH, :, s]]
         bad = ~((got_color == want_color) & (got_shape == want_shape)).all(axis=1)
         for i in np.flatnonzero(bad):
-            report.mismatches.append({
-                "image": str(part[i]),
-                "named": _describe(want_color[i], want_shape[i]),
-                "drawn": _describe(got_color[i], got_shape[i]),
-            })
+            report.mismatches.append(
+                {
+                    "image": str(part[i]),
+                    "named": _describe(want_color[i], want_shape[i]),
+                    "drawn": _describe(got_color[i], got_shape[i]),
+                }
+            )
         report.checked += len(part)
 
 

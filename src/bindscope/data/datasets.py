@@ -30,12 +30,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from bindscope.space.captions import captions as make_captions
-from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, read_json, read_manifest, staged_dir, write_json
-from bindscope.data.presets import Preset, load_preset, preset_from_dict
 from bindscope.core.version import __version__
+from bindscope.data.presets import Preset, load_preset, preset_from_dict
+from bindscope.space.captions import captions as make_captions
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
 DATASET_FORMAT = "bindscope-dataset-v1"
 MANIFEST = "manifest.json"
@@ -230,20 +230,35 @@ def load_dataset(root: str | Path, *, check_images: bool = True) -> Dataset:
     table = _read_table(root / SCENES_PARQUET)
     k = int(manifest["objects_per_scene"])
     scenes = _scenes_from_table(table, preset.space, k, root)
-    _check(len(scenes) == manifest["num_scenes"], root,
-           f"{SCENES_PARQUET} has {len(scenes)} rows but the manifest says {manifest['num_scenes']}")
-    _check(np.array_equal(table["scene"].to_numpy(), np.arange(len(scenes))), root,
-           "column 'scene' must number the rows 0..N-1 in order")
-    _check(np.array_equal(table["num_objects"].to_numpy(), scenes.num_objects()), root,
-           "column 'num_objects' disagrees with the object columns")
-    _check(dataset_hash(preset, scenes) == manifest["hash"], root,
-           "the scenes do not match the manifest hash (edited or truncated?); rebuild the dataset")
+    _check(
+        len(scenes) == manifest["num_scenes"],
+        root,
+        f"{SCENES_PARQUET} has {len(scenes)} rows but the manifest says {manifest['num_scenes']}",
+    )
+    _check(
+        np.array_equal(table["scene"].to_numpy(), np.arange(len(scenes))),
+        root,
+        "column 'scene' must number the rows 0..N-1 in order",
+    )
+    _check(
+        np.array_equal(table["num_objects"].to_numpy(), scenes.num_objects()),
+        root,
+        "column 'num_objects' disagrees with the object columns",
+    )
+    _check(
+        dataset_hash(preset, scenes) == manifest["hash"],
+        root,
+        "the scenes do not match the manifest hash (edited or truncated?); rebuild the dataset",
+    )
     captions = np.asarray(table["caption"].to_pylist(), dtype=object)
     expected = make_captions(scenes, preset.template)
     bad = np.flatnonzero(captions != expected)
-    _check(len(bad) == 0, root,
-           f"caption of scene {bad[0] if len(bad) else 0} does not match its objects "
-           f"({captions[bad[0]] if len(bad) else ''!r})")
+    _check(
+        len(bad) == 0,
+        root,
+        f"caption of scene {bad[0] if len(bad) else 0} does not match its objects "
+        f"({captions[bad[0]] if len(bad) else ''!r})",
+    )
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
     if check_images:
         _check_images(root, images)
@@ -288,8 +303,10 @@ def attach_images(
         grid = np.asarray(single_images, dtype=object)
         grid = grid[:, None] if grid.ndim == 1 else grid
         if grid.ndim != 2 or grid.shape[0] != ds.space.num_objects:
-            raise BindscopeError(f"got {grid.shape[0] if grid.ndim else 0:,} single-object image lists but the dataset "
-                                 f"has {ds.space.num_objects:,} objects; give one list of slot positions per object")
+            raise BindscopeError(
+                f"got {grid.shape[0] if grid.ndim else 0:,} single-object image lists but the dataset "
+                f"has {ds.space.num_objects:,} objects; give one list of slot positions per object"
+            )
         singles = _check_image_list(root, grid.ravel(), grid.size, "single-object image").reshape(grid.shape)
         _write_table(singles_table(ds.preset, singles), root / SINGLES_PARQUET, root / SINGLES_CSV)
     _write_table(scenes_table(ds.scenes, ds.captions, scene_images), root / SCENES_PARQUET, root / SCENES_CSV)
@@ -315,12 +332,16 @@ def singles_table(preset: Preset, images: np.ndarray) -> pa.Table:
 def _check_image_list(root: Path, paths: Sequence[str], expected: int, what: str) -> np.ndarray:
     paths = np.asarray([str(p) for p in paths], dtype=object)
     if len(paths) != expected:
-        raise BindscopeError(f"got {len(paths):,} image paths but the dataset has {expected:,} {what}s; give one per {what}")
+        raise BindscopeError(
+            f"got {len(paths):,} image paths but the dataset has {expected:,} {what}s; give one per {what}"
+        )
     for i, p in enumerate(paths):
         path = Path(p)
         if not p or path.is_absolute() or ".." in path.parts:
-            raise BindscopeError(f"image path of {what} {i} ({p!r}) must be relative to the dataset folder, "
-                                 f"e.g. {IMAGES_DIR}/{i:06d}.png")
+            raise BindscopeError(
+                f"image path of {what} {i} ({p!r}) must be relative to the dataset folder, "
+                f"e.g. {IMAGES_DIR}/{i:06d}.png"
+            )
         if not (root / path).is_file():
             raise BindscopeError(f"image of {what} {i} ({root / path}) does not exist; write the file first")
     return paths
@@ -339,15 +360,24 @@ def _load_single_images(root: Path, preset: Preset, check_images: bool = True) -
     table = _read_table(root / SINGLES_PARQUET)
     u = preset.space.num_objects
     positions = table.num_rows // u if u else 0
-    _check(positions >= 1 and table.num_rows == u * positions, root,
-           f"{SINGLES_PARQUET} has {table.num_rows} rows, not a whole number of rows per each of the space's {u} objects; "
-           "attach the images again")
+    _check(
+        positions >= 1 and table.num_rows == u * positions,
+        root,
+        f"{SINGLES_PARQUET} has {table.num_rows} rows, not a whole number of rows per each of the space's {u} objects; "
+        "attach the images again",
+    )
     expected = singles_table(preset, np.full((u, positions), "", dtype=object))
-    _check(table.column_names == expected.column_names, root,
-           f"{SINGLES_PARQUET} must have the columns {', '.join(expected.column_names)}; attach the images again")
-    _check(table.drop_columns(["image"]).equals(expected.drop_columns(["image"])), root,
-           f"{SINGLES_PARQUET} does not list the objects in id order, each at slots 1..{positions}, with their captions; "
-           "attach the images again")
+    _check(
+        table.column_names == expected.column_names,
+        root,
+        f"{SINGLES_PARQUET} must have the columns {', '.join(expected.column_names)}; attach the images again",
+    )
+    _check(
+        table.drop_columns(["image"]).equals(expected.drop_columns(["image"])),
+        root,
+        f"{SINGLES_PARQUET} does not list the objects in id order, each at slots 1..{positions}, with their captions; "
+        "attach the images again",
+    )
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
     if check_images:
         _check_images(root, images)
@@ -417,8 +447,11 @@ def _check_csv(root: Path, name: str, num_rows: int) -> None:
         raise BindscopeError(f"dataset {root}: {name} is missing; rebuild the dataset")
     with path.open("rb") as fh:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-    _check(lines == num_rows + 1, root,
-           f"{name} has {lines - 1} data rows but its parquet table has {num_rows}; rebuild the dataset")
+    _check(
+        lines == num_rows + 1,
+        root,
+        f"{name} has {lines - 1} data rows but its parquet table has {num_rows}; rebuild the dataset",
+    )
 
 
 def format_summary(ds: Dataset) -> str:
@@ -443,8 +476,12 @@ def format_summary(ds: Dataset) -> str:
         f"modalities   {', '.join(m.get('modalities', []))}"
         + (f"  (renderer: {m['renderer']})" if m.get("renderer") else ""),
         f"images       {rendered:,} / {len(ds):,} rendered"
-        + (f", {ds.single_images.size:,} single-object ({ds.single_images.shape[0]:,} objects x "
-           f"{ds.single_images.shape[1]} positions)" if ds.single_images is not None else ""),
+        + (
+            f", {ds.single_images.size:,} single-object ({ds.single_images.shape[0]:,} objects x "
+            f"{ds.single_images.shape[1]} positions)"
+            if ds.single_images is not None
+            else ""
+        ),
         f"hash         {ds.hash}",
         f"built with   bindscope {m['bindscope_version']}, {m.get('created', '?')}",
     ]

@@ -16,9 +16,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bindscope.core.errors import BindscopeError
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import ConceptSpace, SceneSet
-from bindscope.core.errors import BindscopeError
 
 Modality = Literal["image", "text"]
 
@@ -213,17 +213,63 @@ def load_preset_file(path: str | Path) -> Preset:
 CLEVR_COLORS = ["blue", "brown", "cyan", "gray", "green", "purple", "red", "yellow"]
 
 TEXT_ATTRIBUTES = [
-    "red", "blue", "green", "yellow", "purple", "orange", "pink", "brown", "gray", "black",
-    "small", "large", "tiny", "round", "sharp", "rough", "bumpy", "smooth", "matte", "glossy",
-]  # fmt: skip
+    "red",
+    "blue",
+    "green",
+    "yellow",
+    "purple",
+    "orange",
+    "pink",
+    "brown",
+    "gray",
+    "black",
+    "small",
+    "large",
+    "tiny",
+    "round",
+    "sharp",
+    "rough",
+    "bumpy",
+    "smooth",
+    "matte",
+    "glossy",
+]
 TEXT_NOUNS = [
-    "circle", "square", "triangle", "star", "heart", "spiral", "sphere", "cylinder", "cone",
-    "pyramid", "car", "cat", "dog", "man", "woman", "tree", "flower", "rock", "bird", "fish",
-]  # fmt: skip
+    "circle",
+    "square",
+    "triangle",
+    "star",
+    "heart",
+    "spiral",
+    "sphere",
+    "cylinder",
+    "cone",
+    "pyramid",
+    "car",
+    "cat",
+    "dog",
+    "man",
+    "woman",
+    "tree",
+    "flower",
+    "rock",
+    "bird",
+    "fish",
+]
 PUG_ANIMALS = [
-    "Crow", "Fox", "DeerStag", "DeerDoe", "Wolf", "Crocodile", "Elephant", "Hippopotamus",
-    "Lion", "Lioness", "Rhinoceros", "Zebra",
-]  # fmt: skip
+    "Crow",
+    "Fox",
+    "DeerStag",
+    "DeerDoe",
+    "Wolf",
+    "Crocodile",
+    "Elephant",
+    "Hippopotamus",
+    "Lion",
+    "Lioness",
+    "Rhinoceros",
+    "Zebra",
+]
 PUG_TEXTURES = ["Red", "Blue", "Green", "Yellow", "Brown", "Purple", "Cyan", "Gray"]
 
 
@@ -314,9 +360,7 @@ def list_presets() -> list[str]:
 def get_preset(name: str) -> Preset:
     """A built-in preset by name."""
     if name not in _BUILTIN:
-        raise BindscopeError(
-            f"unknown preset {name!r}; choose one of {', '.join(list_presets())} or give a YAML file"
-        )
+        raise BindscopeError(f"unknown preset {name!r}; choose one of {', '.join(list_presets())} or give a YAML file")
     return preset_from_dict(_BUILTIN[name], origin=f"built-in preset {name}")
 
 

@@ -6,18 +6,20 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.data.datasets import Dataset, single_object_captions
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, load_image
+from bindscope.data.datasets import Dataset, single_object_captions
 
 
-def preview_grid(ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, seed: int = 0,
-                 singles: bool = False) -> Path:
+def preview_grid(
+    ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, seed: int = 0, singles: bool = False
+) -> Path:
     """Draw ``rows x cols`` images picked with ``seed`` (scenes, or single objects) with captions as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     if rows < 1 or cols < 1:
         raise BindscopeError(f"--rows and --cols must be at least 1, got {rows} x {cols}")
     paths, captions = _items(ds, singles)
@@ -28,7 +30,9 @@ def preview_grid(ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, 
     for ax, i in zip(axes.ravel(), pick):
         ax.imshow(np.asarray(load_image(ds.root / paths[i])))
         ax.set_title(_wrap(captions[i]), fontsize=8)
-    fig.suptitle(f"{ds.name}: {len(pick)} of {len(paths):,} {'single-object images' if singles else 'scenes'}", fontsize=10)
+    fig.suptitle(
+        f"{ds.name}: {len(pick)} of {len(paths):,} {'single-object images' if singles else 'scenes'}", fontsize=10
+    )
     fig.tight_layout()
     out = Path(out)
     with atomic_file(out, "wb") as fh:
@@ -45,8 +49,10 @@ def _items(ds: Dataset, singles: bool) -> tuple[np.ndarray, list[str]]:
         captions = [f"{c} (slot {s + 1})" for c in single_object_captions(ds) for s in range(positions)]
         return ds.single_images.ravel(), captions
     if not all(ds.images):
-        raise BindscopeError(f"dataset {ds.root} has no images to preview; build it with images "
-                             "(`bindscope dataset build` without --no-images)")
+        raise BindscopeError(
+            f"dataset {ds.root} has no images to preview; build it with images "
+            "(`bindscope dataset build` without --no-images)"
+        )
     return ds.images, [f"#{i}: {c}" for i, c in enumerate(ds.captions)]
 
 

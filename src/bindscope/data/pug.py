@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from bindscope.space.concepts import SceneSet
-from bindscope.data.datasets import IMAGES_DIR, MANIFEST, Dataset, attach_images, build_dataset, load_dataset
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, check_output_dir, file_sha256, read_json, staged_dir, write_json
+from bindscope.data.datasets import IMAGES_DIR, MANIFEST, Dataset, attach_images, build_dataset, load_dataset
 from bindscope.data.presets import Preset, get_preset
+from bindscope.space.concepts import SceneSet
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,9 @@ def import_pug(
 def read_pug_csv(csv_path: Path) -> pd.DataFrame:
     """Read the PUG:SPARE CSV as strings (empty cells NaN) and check its columns."""
     if not csv_path.is_file():
-        raise BindscopeError(f"PUG:SPARE CSV {csv_path} does not exist; give the path of the CSV that comes with PUG:SPARE")
+        raise BindscopeError(
+            f"PUG:SPARE CSV {csv_path} does not exist; give the path of the CSV that comes with PUG:SPARE"
+        )
     try:
         table = pd.read_csv(csv_path, dtype=str)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -244,9 +246,13 @@ def _check_coverage(scene_of_row: np.ndarray, scenes: SceneSet, table: pd.DataFr
 def _check_images(images_dir: Path, filenames: Sequence[str], lines: Sequence[int]) -> list[Path]:
     """The source image of each scene; all missing files are reported in one error."""
     if not images_dir.is_dir():
-        raise BindscopeError(f"PUG:SPARE images folder {images_dir} does not exist; give the folder the CSV's filenames are in")
+        raise BindscopeError(
+            f"PUG:SPARE images folder {images_dir} does not exist; give the folder the CSV's filenames are in"
+        )
     paths = [images_dir / f for f in filenames]
-    missing = sorted((n, f or "(empty filename)") for f, p, n in zip(filenames, paths, lines) if not f or not p.is_file())
+    missing = sorted(
+        (n, f or "(empty filename)") for f, p, n in zip(filenames, paths, lines) if not f or not p.is_file()
+    )
     if missing:
         raise BindscopeError(
             f"{len(missing):,} image file(s) named by the kept PUG:SPARE rows are missing under {images_dir}: "
@@ -263,7 +269,9 @@ def _copy_image(src: Path, dst: Path) -> None:
 def _copy_images(sources: Sequence[Path], stage: Path, progress: bool) -> list[str]:
     """Copy each scene's image to ``images/NNNNNN<ext>``; returns the paths relative to ``stage``."""
     rel = [f"{IMAGES_DIR}/{i:06d}{src.suffix}" for i, src in enumerate(sources)]
-    for src, dst in tqdm(zip(sources, rel), total=len(rel), desc="copy PUG:SPARE images", unit="img", disable=not progress):
+    for src, dst in tqdm(
+        zip(sources, rel), total=len(rel), desc="copy PUG:SPARE images", unit="img", disable=not progress
+    ):
         _copy_image(src, stage / dst)
     return rel
 
@@ -295,5 +303,3 @@ def _first(items: Sequence[str], n: int, total: int | None = None) -> str:
     total = len(items) if total is None else total
     more = f" (and {total - n:,} more)" if total > n else ""
     return "; ".join(items[:n]) + more
-
-

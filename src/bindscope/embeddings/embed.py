@@ -22,13 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.data.datasets import Dataset, load_dataset, single_object_captions
 from bindscope.core.devices import check_device
-from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
-from bindscope.embeddings.encoders.base import DTYPES
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
-from bindscope.embeddings.store import EMBEDDING_FORMAT, MANIFEST, EmbeddingSet, check_embedding_array, load_embeddings, write_embeddings
+from bindscope.data.datasets import Dataset, load_dataset, single_object_captions
+from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
+from bindscope.embeddings.encoders.base import DTYPES
+from bindscope.embeddings.store import (
+    EMBEDDING_FORMAT,
+    MANIFEST,
+    EmbeddingSet,
+    check_embedding_array,
+    load_embeddings,
+    write_embeddings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +115,9 @@ def embed_dataset(
     rows = "single_objects" if single_objects else "scenes"
     items = embed_items(ds, modality, single_objects)
     spec = model.spec if isinstance(model, Encoder) else parse_spec(model)
-    _refuse_other_contents(out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite)
+    _refuse_other_contents(
+        out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite
+    )
     if isinstance(model, Encoder):
         encoder = model
     else:
@@ -129,15 +138,37 @@ def embed_dataset(
     reused = len(items) - sum(e - s for s, e in todo)
     bar = _progress(len(items), reused, modality, progress)
     try:
-        run_chunks(encoder, modality, items, todo, batch_size, partial.save_chunk, bar.update,
-                   overlap=not str(encoder.device).startswith("cpu"))
+        run_chunks(
+            encoder,
+            modality,
+            items,
+            todo,
+            batch_size,
+            partial.save_chunk,
+            bar.update,
+            overlap=not str(encoder.device).startswith("cpu"),
+        )
     finally:
         bar.close()
     array = check_embedding_array(partial.assemble(), len(items), what=f"embeddings of {spec}")
-    manifest = _manifest(ds, spec, encoder, info, modality, rows, key, name, images_sha256, {
-        "device": str(encoder.device), "batch_size": batch_size, "chunk_rows": partial.chunk_rows,
-        "rows_reused": reused, "seconds": round(time.perf_counter() - start, 3),
-    })
+    manifest = _manifest(
+        ds,
+        spec,
+        encoder,
+        info,
+        modality,
+        rows,
+        key,
+        name,
+        images_sha256,
+        {
+            "device": str(encoder.device),
+            "batch_size": batch_size,
+            "chunk_rows": partial.chunk_rows,
+            "rows_reused": reused,
+            "seconds": round(time.perf_counter() - start, 3),
+        },
+    )
     emb = write_embeddings(out, array, manifest, overwrite=True)
     partial.remove()
     status = "resumed" if reused else "embedded"
@@ -150,8 +181,10 @@ def embed_items(ds: Dataset, modality: str, single_objects: bool = False) -> lis
     if modality not in ("image", "text"):
         raise BindscopeError(f"--modality must be image or text, got {modality!r}")
     if modality not in available:
-        raise BindscopeError(f"dataset {ds.name} ({ds.root}) has no {modality} modality (it has "
-                             f"{', '.join(available)}); use --modality {available[0]}")
+        raise BindscopeError(
+            f"dataset {ds.name} ({ds.root}) has no {modality} modality (it has "
+            f"{', '.join(available)}); use --modality {available[0]}"
+        )
     if modality == "text":
         return list(single_object_captions(ds) if single_objects else ds.captions)
     paths = (ds.single_images.ravel() if ds.single_images is not None else None) if single_objects else ds.images
@@ -177,14 +210,22 @@ def content_key(dataset_hash: str, modality: str, rows: str, info: dict[str, Any
     revision, random-init seed), layer, pooling, preprocessing, dtype and the image bytes; not
     the device, batch size or paths.
     """
-    identity = {k: info.get(k) for k in ("backend", "model_class", "revision", "weights_sha256", "parameters",
-                                         "layer", "random_init", "dtype")}
+    identity = {
+        k: info.get(k)
+        for k in ("backend", "model_class", "revision", "weights_sha256", "parameters", "layer", "random_init", "dtype")
+    }
     if not info.get("weights_sha256"):
         identity["resolved"] = info.get("resolved")
     payload = {
-        "format": EMBEDDING_FORMAT, "dataset_hash": dataset_hash, "rows": rows, "modality": modality,
-        "model": identity, "dim": info["dim"][modality], "pooling": info["pooling"][modality],
-        "preprocessing": info["preprocessing"][modality], "images_sha256": images_sha256,
+        "format": EMBEDDING_FORMAT,
+        "dataset_hash": dataset_hash,
+        "rows": rows,
+        "modality": modality,
+        "model": identity,
+        "dim": info["dim"][modality],
+        "pooling": info["pooling"][modality],
+        "preprocessing": info["preprocessing"][modality],
+        "images_sha256": images_sha256,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -245,8 +286,10 @@ def _checked(rows: np.ndarray, b0: int, b1: int) -> np.ndarray:
         raise BindscopeError(f"the model returned shape {rows.shape} for rows {b0}..{b1 - 1}; expected {b1 - b0} rows")
     bad = ~np.isfinite(rows).all(axis=1)
     if bad.any():
-        raise BindscopeError(f"the model returned NaN or inf for row {b0 + int(np.flatnonzero(bad)[0])}; "
-                             "try --dtype float32, or check the input")
+        raise BindscopeError(
+            f"the model returned NaN or inf for row {b0 + int(np.flatnonzero(bad)[0])}; "
+            "try --dtype float32, or check the input"
+        )
     return rows
 
 
@@ -272,7 +315,9 @@ class PartialEmbedding:
             shutil.rmtree(root)
         for other in out.parent.glob(f".{out.name}.embedding-*"):
             if other != root:
-                log.warning("%s holds an unfinished embedding with other settings; delete it if you do not need it", other)
+                log.warning(
+                    "%s holds an unfinished embedding with other settings; delete it if you do not need it", other
+                )
         root.mkdir(parents=True)
         write_json(root / STATE_FILE, {**state, "chunk_rows": chunk_rows})
         return cls(root, num_rows, chunk_rows, dim)
@@ -313,20 +358,27 @@ class PartialEmbedding:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _refuse_other_contents(out: Path, ds: Dataset, spec: ModelSpec, modality: str, rows: str, layer: int | None,
-                           overwrite: bool) -> None:
+def _refuse_other_contents(
+    out: Path, ds: Dataset, spec: ModelSpec, modality: str, rows: str, layer: int | None, overwrite: bool
+) -> None:
     """Fail before loading a model when ``out`` plainly holds something else."""
     if overwrite or not (out / MANIFEST).is_file():
         check_output_dir(out, overwrite=overwrite)
         return
     m = read_json(out / MANIFEST, "embedding manifest")
     if m.get("dataset_hash") != ds.hash:
-        raise BindscopeError(f"{out} holds embeddings of another dataset (hash {str(m.get('dataset_hash'))[:12]}, "
-                             f"this one {ds.hash[:12]}); choose another --out or pass --overwrite")
+        raise BindscopeError(
+            f"{out} holds embeddings of another dataset (hash {str(m.get('dataset_hash'))[:12]}, "
+            f"this one {ds.hash[:12]}); choose another --out or pass --overwrite"
+        )
     asked = {"model_spec": str(spec), "modality": modality, "rows": rows, "layer": layer}
-    differs = [f"{k} {m.get(k)!r} (asked {v!r})" for k, v in asked.items() if m.get(k, "scenes" if k == "rows" else None) != v]
+    differs = [
+        f"{k} {m.get(k)!r} (asked {v!r})" for k, v in asked.items() if m.get(k, "scenes" if k == "rows" else None) != v
+    ]
     if differs:
-        raise BindscopeError(f"{out} holds other embeddings: {', '.join(differs)}; choose another --out or pass --overwrite")
+        raise BindscopeError(
+            f"{out} holds other embeddings: {', '.join(differs)}; choose another --out or pass --overwrite"
+        )
 
 
 def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> EmbeddingSet | None:
@@ -334,8 +386,10 @@ def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> E
         return None
     m = read_json(out / MANIFEST, "embedding manifest")
     if m.get("content_key") != key:
-        raise BindscopeError(f"{out} holds embeddings of the same spec made differently (other weights, "
-                             "preprocessing or images: content key differs); choose another --out or pass --overwrite")
+        raise BindscopeError(
+            f"{out} holds embeddings of the same spec made differently (other weights, "
+            "preprocessing or images: content key differs); choose another --out or pass --overwrite"
+        )
     try:
         return load_embeddings(out, ds, rows=rows)
     except BindscopeError as exc:
@@ -362,8 +416,18 @@ def default_name(spec: ModelSpec, layer: int | None) -> str:
     return f"{base}{rand}" + ("" if layer is None else f"-layer{layer}")
 
 
-def _manifest(ds: Dataset, spec: ModelSpec, encoder: Encoder, info: dict, modality: str, rows: str, key: str,
-              name: str | None, images_sha256: str | None, run: dict) -> dict[str, Any]:
+def _manifest(
+    ds: Dataset,
+    spec: ModelSpec,
+    encoder: Encoder,
+    info: dict,
+    modality: str,
+    rows: str,
+    key: str,
+    name: str | None,
+    images_sha256: str | None,
+    run: dict,
+) -> dict[str, Any]:
     return {
         "name": name or default_name(spec, encoder.layer),
         "modality": modality,

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from bindscope.data.datasets import Dataset, load_dataset
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import file_sha256, load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
 from bindscope.core.version import __version__
+from bindscope.data.datasets import Dataset, load_dataset
 
 EMBEDDING_FORMAT = "bindscope-embeddings-v1"
 EMBEDDINGS_FILE = "embeddings.npy"
@@ -67,7 +67,8 @@ class EmbeddingSet:
                 f"modality     {self.modality}",
                 f"shape        {len(self):,} x {self.dim}  (float32, one row per {self.rows[:-1].replace('_', '-')})",
                 f"dataset      {m.get('dataset_path', '?')}  (hash {self.dataset_hash[:12]})",
-                f"model        {m.get('model_spec') or '-'}" + (f"  (layer {m['layer']})" if m.get("layer") is not None else ""),
+                f"model        {m.get('model_spec') or '-'}"
+                + (f"  (layer {m['layer']})" if m.get("layer") is not None else ""),
                 f"source       {m.get('source', {}).get('kind', '?')}",
                 f"built with   bindscope {m.get('bindscope_version', '?')}, {m.get('created', '?')}",
             ]
@@ -81,8 +82,7 @@ def check_embedding_array(array: Any, num_rows: int, what: str = "embedding arra
         raise BindscopeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise BindscopeError(
-            f"{what} must be 2-D [num_scenes, dim], got {arr.ndim}-D shape {arr.shape}; "
-            "reshape it to one row per scene"
+            f"{what} must be 2-D [num_scenes, dim], got {arr.ndim}-D shape {arr.shape}; reshape it to one row per scene"
         )
     if arr.shape[0] != num_rows:
         raise BindscopeError(
@@ -105,7 +105,9 @@ def check_embedding_array(array: Any, num_rows: int, what: str = "embedding arra
     return out
 
 
-def write_embeddings(out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False) -> EmbeddingSet:
+def write_embeddings(
+    out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False
+) -> EmbeddingSet:
     """Write an embedding folder atomically; ``manifest`` gains format, dim, num_rows, version."""
     out = Path(out)
     full = {
@@ -146,9 +148,7 @@ def import_embeddings(
         raise BindscopeError(f"modality must be 'image' or 'text', got {modality!r}")
     available = ds.manifest.get("modalities", list(MODALITIES))
     if modality not in available:
-        raise BindscopeError(
-            f"dataset {ds.name} has no {modality} modality (it has {', '.join(available)})"
-        )
+        raise BindscopeError(f"dataset {ds.name} has no {modality} modality (it has {', '.join(available)})")
     array_path = Path(array_path)
     raw = load_npy(array_path, "embedding array")
     arr = check_embedding_array(raw, len(ds), what=f"embedding array {array_path}")
@@ -179,14 +179,10 @@ def load_embeddings(
     (a bank of single-object embeddings); None accepts either.
     """
     root = Path(root)
-    manifest = read_manifest(
-        root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, "import or embed the embeddings again"
-    )
+    manifest = read_manifest(root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, "import or embed the embeddings again")
     arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap)
     if arr.dtype != np.float32 or arr.ndim != 2:
-        raise BindscopeError(
-            f"{root / EMBEDDINGS_FILE} must be float32 [N, D], got {arr.dtype} with shape {arr.shape}"
-        )
+        raise BindscopeError(f"{root / EMBEDDINGS_FILE} must be float32 [N, D], got {arr.dtype} with shape {arr.shape}")
     if arr.shape != (manifest["num_rows"], manifest["dim"]):
         raise BindscopeError(
             f"{root / EMBEDDINGS_FILE} has shape {arr.shape} but the manifest says "
@@ -197,8 +193,9 @@ def load_embeddings(
     kind = manifest.get("rows", "scenes")
     if rows is not None and kind != rows:
         what = {"scenes": "scene embeddings", "single_objects": "single-object embeddings (embed --single-objects)"}
-        raise BindscopeError(f"{root} holds {what.get(kind, kind)}, but {what.get(rows, rows)} are needed here; "
-                             "give the other folder")
+        raise BindscopeError(
+            f"{root} holds {what.get(kind, kind)}, but {what.get(rows, rows)} are needed here; give the other folder"
+        )
     if dataset is not None:
         if manifest["dataset_hash"] != dataset.hash:
             raise BindscopeError(
@@ -206,8 +203,11 @@ def load_embeddings(
                 f"but {dataset.root} has hash {dataset.hash[:12]}; embed or import them for this dataset"
             )
         positions = int(manifest.get("single_positions", 1))
-        expected, unit = ((len(dataset), "scenes") if kind == "scenes"
-                          else (dataset.space.num_objects * positions, f"objects x {positions} position(s)"))
+        expected, unit = (
+            (len(dataset), "scenes")
+            if kind == "scenes"
+            else (dataset.space.num_objects * positions, f"objects x {positions} position(s)")
+        )
         if arr.shape[0] != expected:
             raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {expected} {unit}")
     return EmbeddingSet(root, manifest, arr)
@@ -235,4 +235,3 @@ def find_rand_control(emb: EmbeddingSet) -> Path | None:
         if same and other.get("model_spec") == f"{spec}+rand":
             return candidate
     return None
-

@@ -31,16 +31,17 @@ class DemoPlan:
 
     @classmethod
     def quick(cls) -> DemoPlan:
-        return replace(cls(), seeds=1, fractions=(0.3, 0.6, 0.9), approximators=("additive", "mult_within_object"),
-                       epochs=60)
+        return replace(
+            cls(), seeds=1, fractions=(0.3, 0.6, 0.9), approximators=("additive", "mult_within_object"), epochs=60
+        )
 
 
 def run_demo(out: Path, plan: DemoPlan = DemoPlan(), *, say: Say = print, progress: bool = True) -> dict[str, Path]:
     """Run the demo into ``out``; returns the folders it wrote (or found complete)."""
-    from bindscope.analyses.run import run_complexity, run_decompose, run_probe
     from bindscope.analyses.complexity.sweep import ComplexitySettings, resolve_budget
-    from bindscope.embeddings.embed import embed_dataset
+    from bindscope.analyses.run import run_complexity, run_decompose, run_probe
     from bindscope.analyses.suite import ProbeSettings
+    from bindscope.embeddings.embed import embed_dataset
 
     folders: dict[str, Path] = {}
     for preset in ("clevr", "text"):
@@ -52,17 +53,22 @@ def run_demo(out: Path, plan: DemoPlan = DemoPlan(), *, say: Say = print, progre
     for spec, folder in ((plan.model, emb), (f"{plan.model}+rand", emb.with_name(emb.name + "+rand"))):
         result = embed_dataset(clevr, spec, modality="text", out=folder, progress=progress)
         folders[f"embeddings:{spec}"] = folder
-        say(f"embeddings   {spec} -> {folder} ({result.status}, {result.embeddings.array.shape[0]:,} x "
-            f"{result.embeddings.dim})")
+        say(
+            f"embeddings   {spec} -> {folder} ({result.status}, {result.embeddings.array.shape[0]:,} x "
+            f"{result.embeddings.dim})"
+        )
     settings = ProbeSettings(seeds=tuple(range(plan.seeds)))
     results = out / "results"
     probe = _step(results / "probe", lambda p: run_probe(emb, p, settings))
     decompose = _step(results / "decompose", lambda p: run_decompose(emb, p, settings))
     budget = resolve_budget("cpu", epochs=plan.epochs)
-    complexity_settings = ComplexitySettings(approximators=plan.approximators, fractions=plan.fractions,
-                                             seeds=tuple(range(plan.seeds)), budget=budget)
-    complexity = _step(results / "complexity", lambda p: run_complexity(
-        emb, p, complexity_settings, probes=results / "probe", progress=progress))
+    complexity_settings = ComplexitySettings(
+        approximators=plan.approximators, fractions=plan.fractions, seeds=tuple(range(plan.seeds)), budget=budget
+    )
+    complexity = _step(
+        results / "complexity",
+        lambda p: run_complexity(emb, p, complexity_settings, probes=results / "probe", progress=progress),
+    )
     folders.update(probe=results / "probe", decompose=results / "decompose", complexity=results / "complexity")
     say("")
     say(_reading(probe, decompose, complexity))
@@ -87,10 +93,12 @@ def _reading(probe: dict, decompose: dict, complexity: dict) -> str:
     rand = (probe.get("controls") or {}).get("rand") or {}
     r2 = decompose["r2"]["test"]
     verdict = complexity["verdict"]["reading"]
-    return "\n".join([
-        "all-MiniLM-L6-v2 on the clevr captions:",
-        f"  objects recoverable?  object probe test accuracy {_pct(probe['test'].get('object_acc'))} "
-        f"(random weights {_pct(rand.get('test', {}).get('object_acc'))}, chance {_pct(probe['chance']['object_acc'])})",
-        "  additive?             R^2 test: " + ", ".join(f"{m} {v:.3f}" for m, v in r2.items()),
-        f"  binding complexity:   {verdict}",
-    ])
+    return "\n".join(
+        [
+            "all-MiniLM-L6-v2 on the clevr captions:",
+            f"  objects recoverable?  object probe test accuracy {_pct(probe['test'].get('object_acc'))} "
+            f"(random weights {_pct(rand.get('test', {}).get('object_acc'))}, chance {_pct(probe['chance']['object_acc'])})",
+            "  additive?             R^2 test: " + ", ".join(f"{m} {v:.3f}" for m, v in r2.items()),
+            f"  binding complexity:   {verdict}",
+        ]
+    )

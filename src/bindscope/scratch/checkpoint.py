@@ -95,14 +95,18 @@ def read_model_config(folder: str | Path) -> dict[str, Any]:
     """``config.json`` of a finished model folder, checked."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise BindscopeError(f"scratch model folder {folder} does not exist; train one with bindscope scratch train --out {folder}")
+        raise BindscopeError(
+            f"scratch model folder {folder} does not exist; train one with bindscope scratch train --out {folder}"
+        )
     if not (folder / CONFIG).is_file():
         partial = [p.name for p in folder.parent.glob(f".{folder.name}.training")]
         hint = " (its training has not finished: run the same train command again)" if partial else ""
         raise BindscopeError(f"{folder} holds no {CONFIG}: it is not a bindscope scratch model folder{hint}")
     data = read_json(folder / CONFIG, "scratch model config")
     if data.get("format") != MODEL_FORMAT:
-        raise BindscopeError(f"{folder / CONFIG} is not a bindscope scratch model config (format {data.get('format')!r})")
+        raise BindscopeError(
+            f"{folder / CONFIG} is not a bindscope scratch model config (format {data.get('format')!r})"
+        )
     for key in ("config", "objects", "selected_step"):
         if key not in data:
             raise BindscopeError(f"{folder / CONFIG} is damaged (no {key!r}); train the model again")

@@ -67,8 +67,15 @@ class ScratchConfig(BaseModel):
         """The concept space (and caption template) as a K = 2 preset of all ordered pairs."""
         if self.space is not None:
             base = load_preset(self.space).to_dict()
-            data = {**base, "objects_per_scene": 2, "scenes": {}, "modalities": ["text"], "renderer": None,
-                    "slot_layout": None, "source": {}}  # fmt: skip
+            data = {
+                **base,
+                "objects_per_scene": 2,
+                "scenes": {},
+                "modalities": ["text"],
+                "renderer": None,
+                "slot_layout": None,
+                "source": {},
+            }
         else:
             data = {"name": f"scratch-{self.name}", "concepts": self.concepts, "objects_per_scene": 2}
         data["description"] = f"all ordered object pairs of scratch config {self.name}"
@@ -86,11 +93,21 @@ def _subset(n: int) -> dict[str, list[str]]:
 BUILTIN: dict[str, dict[str, Any]] = {
     "paper": {"name": "paper", "space": "text"},
     "cpu-small": {
-        "name": "cpu-small", "concepts": _subset(10), "max_objects": 2,
-        "d_model": 128, "layers": 2, "heads": 4, "ff": 256, "d_out": 32,
-        "steps": 3_000, "batch_size": 256, "lr": 1e-3, "eval_every": 250, "checkpoint_every": 250,
+        "name": "cpu-small",
+        "concepts": _subset(10),
+        "max_objects": 2,
+        "d_model": 128,
+        "layers": 2,
+        "heads": 4,
+        "ff": 256,
+        "d_out": 32,
+        "steps": 3_000,
+        "batch_size": 256,
+        "lr": 1e-3,
+        "eval_every": 250,
+        "checkpoint_every": 250,
         "eval_scenes": 1_024,
-    },  # fmt: skip
+    },
 }
 
 
@@ -106,7 +123,9 @@ def load_config(name_or_path: str | Path, **overrides: Any) -> ScratchConfig:
     elif text.endswith((".yaml", ".yml")) or Path(text).is_file():
         data, origin = _read_yaml(Path(text)), f"scratch config {text}"
     else:
-        raise BindscopeError(f"unknown scratch config {text!r}; choose one of {', '.join(list_configs())} or give a YAML file")
+        raise BindscopeError(
+            f"unknown scratch config {text!r}; choose one of {', '.join(list_configs())} or give a YAML file"
+        )
     data.update({k: v for k, v in overrides.items() if v is not None})
     return config_from_dict(data, origin)
 

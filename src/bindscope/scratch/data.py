@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import PAD as NO_OBJECT
 from bindscope.space.concepts import ConceptSpace
-from bindscope.core.errors import BindscopeError
 
 ENUMERATE_UP_TO = 200_000  # tuples; more are sampled
 MAX_DRAWS = 1_000_000
@@ -95,8 +95,10 @@ class Vocabulary:
         """``[B, K, C]`` values (-1 rows for absent objects, after the present ones) -> ``[B, L]``."""
         b, k, c = values.shape
         if k > self.max_objects or c != self.num_concepts:
-            raise BindscopeError(f"scenes of shape [*, {k}, {c}] do not fit this model "
-                                 f"(at most {self.max_objects} objects of {self.num_concepts} concepts)")
+            raise BindscopeError(
+                f"scenes of shape [*, {k}, {c}] do not fit this model "
+                f"(at most {self.max_objects} objects of {self.num_concepts} concepts)"
+            )
         present = values[..., 0] >= 0
         blocks = self.object_blocks(values.clamp(min=0))
         blocks = torch.where(present[..., None], blocks, torch.full_like(blocks, self.pad)).reshape(b, -1)
@@ -218,8 +220,9 @@ class SceneSampler:
         return out[:, :-1]
 
 
-def fixed_scenes(space: ConceptSpace, objects: np.ndarray, num_objects: int, cap: int, seed: int,
-                 require: np.ndarray | None = None) -> np.ndarray:
+def fixed_scenes(
+    space: ConceptSpace, objects: np.ndarray, num_objects: int, cap: int, seed: int, require: np.ndarray | None = None
+) -> np.ndarray:
     """Evaluation scenes ``[N, num_objects, C]`` from ``objects``: every ordered tuple, or ``cap`` of them.
 
     With ``require``, only tuples holding at least one of those objects. The tuples are drawn

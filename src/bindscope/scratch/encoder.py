@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import Encoder, count_parameters, resolve_layer, to_float32, torch_dtype
 from bindscope.embeddings.encoders.spec import ModelSpec
-from bindscope.core.errors import BindscopeError
 
 
 def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> ScratchEncoder:
@@ -30,7 +30,9 @@ class ScratchEncoder(Encoder):
 
     modalities = ("text",)
 
-    def __init__(self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> None:
+    def __init__(
+        self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
+    ) -> None:
         super().__init__(spec, layer=layer, device=device, dtype=dtype)
         import torch
 
@@ -65,12 +67,16 @@ class ScratchEncoder(Encoder):
     def prepare(self, modality: str, items: Sequence[Any]) -> Any:
         self.check_modality(modality)
         if len(items) and isinstance(items[0], str):
-            raise BindscopeError(f"{self.spec} reads scenes as value indices [N, K, C], not captions; embed a "
-                                 "dataset whose concept space is the model's (bindscope scratch export builds one)")
+            raise BindscopeError(
+                f"{self.spec} reads scenes as value indices [N, K, C], not captions; embed a "
+                "dataset whose concept space is the model's (bindscope scratch export builds one)"
+            )
         values = self._torch.as_tensor(np.asarray(items, dtype=np.int64))
         if values.ndim != 3 or values.shape[1] > self.vocab.max_objects or values.shape[2] != self.vocab.num_concepts:
-            raise BindscopeError(f"scenes of shape {tuple(values.shape)} do not fit {self.spec}: it reads "
-                                 f"[N, <= {self.vocab.max_objects}, {self.vocab.num_concepts}] value indices")
+            raise BindscopeError(
+                f"scenes of shape {tuple(values.shape)} do not fit {self.spec}: it reads "
+                f"[N, <= {self.vocab.max_objects}, {self.vocab.num_concepts}] value indices"
+            )
         return self.vocab.scene_tokens(values)
 
     def forward(self, modality: str, inputs: Any) -> np.ndarray:
@@ -84,13 +90,24 @@ class ScratchEncoder(Encoder):
         config = self.record["config"]
         dim = config["d_out"] if self._layer is None else config["d_model"]
         return {
-            "backend": "scratch", "model_class": "bindscope.scratch.SequenceEncoder (scene)",
-            "resolved": str(self.folder), "revision": None, "weights_sha256": self._weights,
-            "parameters": count_parameters(self.scene), "dim": {"text": int(dim)}, "dtype": self.dtype,
-            "layer": self.layer, "num_layers": {"text": self.num_layers},
+            "backend": "scratch",
+            "model_class": "bindscope.scratch.SequenceEncoder (scene)",
+            "resolved": str(self.folder),
+            "revision": None,
+            "weights_sha256": self._weights,
+            "parameters": count_parameters(self.scene),
+            "dim": {"text": int(dim)},
+            "dtype": self.dtype,
+            "layer": self.layer,
+            "num_layers": {"text": self.num_layers},
             "pooling": {"text": "eos" if self._layer is None else "eos (hidden state, no final norm or head)"},
-            "preprocessing": {"text": {"tokens": "[SOO values EOO] per object, EOS, PAD",
-                                       "concept_sizes": list(self.vocab.sizes), "max_objects": self.vocab.max_objects}},
+            "preprocessing": {
+                "text": {
+                    "tokens": "[SOO values EOO] per object, EOS, PAD",
+                    "concept_sizes": list(self.vocab.sizes),
+                    "max_objects": self.vocab.max_objects,
+                }
+            },
             "random_init": {"seed": self.spec.rand_seed} if self.spec.random else None,
             "selected_step": self.record["selected_step"],
-        }  # fmt: skip
+        }

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.space.concepts import ConceptSpace, SceneSet
-from bindscope.core.errors import BindscopeError
 from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
+from bindscope.core.errors import BindscopeError
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import fixed_scenes
+from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import fraction_count, object_order
 
 EVAL_BATCH = 4096
@@ -48,17 +48,21 @@ def object_roles(config: ScratchConfig, space: ConceptSpace) -> ObjectRoles:
     u = space.num_objects
     n_train = fraction_count(config.fraction, u)
     if n_train < 1 or n_train >= u:
-        raise BindscopeError(f"fraction {config.fraction} of {u} objects leaves no "
-                             f"{'train' if n_train < 1 else 'held-out'} objects; choose a fraction in "
-                             f"[{1 / u:.3g}, {(u - 1) / u:.3g}]")  # fmt: skip
+        raise BindscopeError(
+            f"fraction {config.fraction} of {u} objects leaves no "
+            f"{'train' if n_train < 1 else 'held-out'} objects; choose a fraction in "
+            f"[{1 / u:.3g}, {(u - 1) / u:.3g}]"
+        )
     n_val = max(1, fraction_count(config.validation_fraction, n_train)) if config.validation_fraction > 0 else 0
     if n_val >= n_train:
-        raise BindscopeError(f"a validation fraction of {config.validation_fraction} leaves no objects to train on "
-                             f"(of {n_train} train objects at fraction {config.fraction}); lower validation_fraction "
-                             "or raise the fraction")  # fmt: skip
+        raise BindscopeError(
+            f"a validation fraction of {config.validation_fraction} leaves no objects to train on "
+            f"(of {n_train} train objects at fraction {config.fraction}); lower validation_fraction "
+            "or raise the fraction"
+        )
     order = object_order(u, config.seed)
     train = order[:n_train]
-    return ObjectRoles(np.sort(train[: n_train - n_val]), np.sort(train[n_train - n_val:]), np.sort(order[n_train:]))
+    return ObjectRoles(np.sort(train[: n_train - n_val]), np.sort(train[n_train - n_val :]), np.sort(order[n_train:]))
 
 
 def evaluation_scenes(config: ScratchConfig, space: ConceptSpace, roles: ObjectRoles) -> dict[str, np.ndarray]:
@@ -92,7 +96,7 @@ def scene_embeddings(model: torch.nn.Module, values: np.ndarray, device: str) ->
 
 
 def _encode(encoder: torch.nn.Module, tokens: torch.Tensor, device: str) -> torch.Tensor:
-    parts = [encoder(tokens[i: i + EVAL_BATCH].to(device)) for i in range(0, len(tokens), EVAL_BATCH)]
+    parts = [encoder(tokens[i : i + EVAL_BATCH].to(device)) for i in range(0, len(tokens), EVAL_BATCH)]
     return torch.cat(parts).float()
 
 

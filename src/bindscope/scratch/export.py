@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bindscope.analyses.probes import save_probes
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_json, write_json
-from bindscope.analyses.probes import save_probes
 
 
 @dataclass(frozen=True)
@@ -73,20 +73,56 @@ def export_model(
     preset = _preset(record)
     ds = build_dataset(preset, out / "dataset", images=False, overwrite=overwrite)
     spec = f"scratch:{model_dir}"
-    emb = embed_dataset(ds, spec, modality="text", out=out / "embeddings" / "scene", layer=layer, device=device,
-                        batch_size=batch_size, overwrite=overwrite, progress=progress)  # fmt: skip
+    emb = embed_dataset(
+        ds,
+        spec,
+        modality="text",
+        out=out / "embeddings" / "scene",
+        layer=layer,
+        device=device,
+        batch_size=batch_size,
+        overwrite=overwrite,
+        progress=progress,
+    )
     rand = None
     if control:
-        rand = embed_dataset(ds, f"{spec}+rand", modality="text", out=out / "embeddings" / "scene-rand", layer=layer, device=device,
-                             batch_size=batch_size, overwrite=overwrite, progress=progress).embeddings.root  # fmt: skip
+        rand = embed_dataset(
+            ds,
+            f"{spec}+rand",
+            modality="text",
+            out=out / "embeddings" / "scene-rand",
+            layer=layer,
+            device=device,
+            batch_size=batch_size,
+            overwrite=overwrite,
+            progress=progress,
+        ).embeddings.root
     with torch.no_grad():
         probes = {k: v.cpu().numpy() for k, v in query_probes(model, ds.space, device).items()}
-    save_probes(out / "probes", probes, None, center=False, normalize=False, meta={
-        "source": "query encoder (L2-normalised)", "model": str(model_dir),
-        "selected_step": record["selected_step"], "dataset_hash": ds.hash,
-    })  # fmt: skip
-    write_json(out / "export.json", {"model": str(model_dir), "selected_step": record["selected_step"], "layer": layer,
-                                     "dataset_hash": ds.hash, "scenes": len(ds), "control": rand is not None})  # fmt: skip
+    save_probes(
+        out / "probes",
+        probes,
+        None,
+        center=False,
+        normalize=False,
+        meta={
+            "source": "query encoder (L2-normalised)",
+            "model": str(model_dir),
+            "selected_step": record["selected_step"],
+            "dataset_hash": ds.hash,
+        },
+    )
+    write_json(
+        out / "export.json",
+        {
+            "model": str(model_dir),
+            "selected_step": record["selected_step"],
+            "layer": layer,
+            "dataset_hash": ds.hash,
+            "scenes": len(ds),
+            "control": rand is not None,
+        },
+    )
     return ExportResult(ds.root, emb.embeddings.root, rand, out / "probes")
 
 
@@ -107,5 +143,7 @@ def _check_previous(out: Path, model_dir: Path, layer: int | None, overwrite: bo
         return
     data = read_json(previous, "export record")
     if data.get("model") != str(model_dir) or data.get("layer") != layer:
-        raise BindscopeError(f"{out} holds an export of {data.get('model')} (layer {data.get('layer')}); "
-                             "choose another --out or pass --overwrite")
+        raise BindscopeError(
+            f"{out} holds an export of {data.get('model')} (layer {data.get('layer')}); "
+            "choose another --out or pass --overwrite"
+        )

@@ -36,10 +36,12 @@ class SequenceEncoder(nn.Module):
         nn.init.normal_(self.embed.weight, std=config.embedding_std)  # small: attention starts positional
         length = max(vocab.scene_length, vocab.query_length)
         self.register_buffer("positions", sinusoidal_positions(length, config.d_model), persistent=False)
-        layer = nn.TransformerEncoderLayer(config.d_model, config.heads, config.ff, dropout=0.0, activation="gelu",
-                                           batch_first=True, norm_first=True)  # fmt: skip
-        self.blocks = nn.TransformerEncoder(layer, config.layers, norm=nn.LayerNorm(config.d_model),
-                                            enable_nested_tensor=False)  # fmt: skip
+        layer = nn.TransformerEncoderLayer(
+            config.d_model, config.heads, config.ff, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
+        self.blocks = nn.TransformerEncoder(
+            layer, config.layers, norm=nn.LayerNorm(config.d_model), enable_nested_tensor=False
+        )
         self.head = nn.Linear(config.d_model, config.d_out)
 
     def hidden(self, tokens: torch.Tensor, layer: int | None = None) -> torch.Tensor:

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bindscope.analyses.results import write_run
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, read_json, write_json
-from bindscope.analyses.results import write_run
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.train import train_model
 
@@ -81,15 +81,21 @@ def sweep(
     check_output_dir(out, overwrite=overwrite)
     runs_dir = _runs_dir(out, request, overwrite)
     start = time.perf_counter()
-    jobs = [(config.model_copy(update={"fraction": f, "seed": s}), runs_dir / run_name(f, s)) for f in fractions for s in seeds]
+    jobs = [
+        (config.model_copy(update={"fraction": f, "seed": s}), runs_dir / run_name(f, s))
+        for f in fractions
+        for s in seeds
+    ]
     for job_config, _ in jobs:
         ScratchConfig.model_validate(job_config.model_dump())  # the overrides must still be valid
     rows = []
     for i, (job_config, summary, status) in enumerate(_train_all(jobs, device, workers, progress)):
         if say is not None:
             acc = summary["selected"].get("test_object_acc", float("nan"))
-            say(f"[{i + 1}/{len(jobs)}] fraction {job_config.fraction:g} seed {job_config.seed}: held-out object "
-                f"accuracy {acc:.3f} ({status})")  # fmt: skip
+            say(
+                f"[{i + 1}/{len(jobs)}] fraction {job_config.fraction:g} seed {job_config.seed}: held-out object "
+                f"accuracy {acc:.3f} ({status})"
+            )
         rows.extend(_rows(summary, job_config.fraction, job_config.seed))
     rows.sort(key=lambda r: (r["fraction"], r["seed"]))
     table = pd.DataFrame(rows)
@@ -98,12 +104,20 @@ def sweep(
     def extra(stage: Path) -> None:
         from bindscope.analyses.plots import coverage_plot
 
-        coverage_plot(table, stage / "plots" / "coverage.png", title=f"scratch {config.name}: binding generalisation "
-                      f"against coverage ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")  # fmt: skip
+        coverage_plot(
+            table,
+            stage / "plots" / "coverage.png",
+            title=f"scratch {config.name}: binding generalisation "
+            f"against coverage ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})",
+        )
         shutil.copytree(runs_dir, stage / "runs", ignore=shutil.ignore_patterns("sweep.json"))  # a failure loses no run
 
-    manifest = {"command": "scratch sweep", "request": request, "device": device,
-                "seconds": round(time.perf_counter() - start, 3)}  # fmt: skip
+    manifest = {
+        "command": "scratch sweep",
+        "request": request,
+        "device": device,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
     write_run(out, summary=summary, results=table, manifest=manifest, extra=extra, overwrite=overwrite)
     shutil.rmtree(runs_dir, ignore_errors=True)
     return summary
@@ -122,8 +136,12 @@ def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterato
     import torch
 
     threads = max(1, torch.get_num_threads() // workers)
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
-                               initializer=torch.set_num_threads, initargs=(threads,))  # fmt: skip
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)),
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=torch.set_num_threads,
+        initargs=(threads,),
+    )
     try:
         futures = {pool.submit(_train_job, c.to_dict(), str(f), device): c for c, f in jobs}
         for future in as_completed(futures):
@@ -142,8 +160,10 @@ def _runs_dir(out: Path, request: dict, overwrite: bool) -> Path:
     work = out.with_name(f".{out.name}.sweep")
     record = work / "sweep.json"
     if record.is_file() and not overwrite and read_json(record, "sweep record") != request:
-        raise BindscopeError(f"{work} holds an unfinished sweep of other settings; run its original command to "
-                             "finish it, or pass --overwrite to start over")  # fmt: skip
+        raise BindscopeError(
+            f"{work} holds an unfinished sweep of other settings; run its original command to "
+            "finish it, or pass --overwrite to start over"
+        )
     if overwrite and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -155,18 +175,40 @@ def _rows(summary: dict, fraction: float, seed: int) -> list[dict]:
     rows = []
     for key, value in summary["selected"].items():
         split, metric = key.split("_", 1)
-        rows.append({"fraction": fraction, "seed": seed, "coverage": summary["coverage"], "split": split,
-                     "metric": metric, "value": value, "selected_step": summary["selected_step"]})  # fmt: skip
-    rows.append({"fraction": fraction, "seed": seed, "coverage": summary["coverage"], "split": "test",
-                 "metric": "chance_object_acc", "value": summary["chance_test_object_acc"],
-                 "selected_step": summary["selected_step"]})  # fmt: skip
+        rows.append(
+            {
+                "fraction": fraction,
+                "seed": seed,
+                "coverage": summary["coverage"],
+                "split": split,
+                "metric": metric,
+                "value": value,
+                "selected_step": summary["selected_step"],
+            }
+        )
+    rows.append(
+        {
+            "fraction": fraction,
+            "seed": seed,
+            "coverage": summary["coverage"],
+            "split": "test",
+            "metric": "chance_object_acc",
+            "value": summary["chance_test_object_acc"],
+            "selected_step": summary["selected_step"],
+        }
+    )
     return rows
 
 
 def _spread(values: pd.Series) -> dict[str, float]:
     v = values.to_numpy(dtype=float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
-            "min": float(v.min()), "max": float(v.max()), "n": int(len(v))}  # fmt: skip
+    return {
+        "mean": float(v.mean()),
+        "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "n": int(len(v)),
+    }
 
 
 def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[float], seeds: list[int]) -> dict:
@@ -184,11 +226,15 @@ def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[fl
         per[f"{fraction:g}"] = entry
     headline = {f: per[f].get("test_object_acc", {}).get("mean") for f in per}
     return {
-        "config": config.name, "fractions": fractions, "seeds": seeds,
+        "config": config.name,
+        "fractions": fractions,
+        "seeds": seeds,
         "held_out_object_acc": {f: per[f].get("test_object_acc") for f in per},
         "per_fraction": per,
         "chance_object_acc": float(np.mean(table[table.metric == "chance_object_acc"]["value"])),
-        "gain_low_to_high": (headline[f"{fractions[-1]:g}"] - headline[f"{fractions[0]:g}"]) if len(fractions) > 1 else None,
+        "gain_low_to_high": (headline[f"{fractions[-1]:g}"] - headline[f"{fractions[0]:g}"])
+        if len(fractions) > 1
+        else None,
         "metric": "held-out-object accuracy: set separation of scenes built only from objects never trained on, "
-                  "scored against every object's query embedding, at the step selected on validation objects",
-    }  # fmt: skip
+        "scored against every object's query embedding, at the step selected on validation objects",
+    }

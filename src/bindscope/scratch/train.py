@@ -25,20 +25,19 @@ import torch
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from bindscope.space.concepts import SceneSet
-from bindscope.core.devices import check_device
-from bindscope.embeddings.encoders.base import count_parameters, seeded_init
-from bindscope.core.errors import BindscopeError
-from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
 from bindscope.analyses.probes import chance_accuracy, soft_targets
 from bindscope.analyses.results import versions
+from bindscope.core.devices import check_device
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
+from bindscope.embeddings.encoders.base import count_parameters, seeded_init
 from bindscope.scratch.checkpoint import (
     CONFIG,
     MODEL_FORMAT,
     WEIGHTS,
     latest_checkpoint,
     load_weights,
-    optimizer_tensors,  # fmt: skip
+    optimizer_tensors,
     read_model_config,
     restore_optimizer,
     save_weights,
@@ -48,6 +47,7 @@ from bindscope.scratch.config import ScratchConfig, warmup_steps
 from bindscope.scratch.data import SceneSampler, Vocabulary
 from bindscope.scratch.evaluate import ObjectRoles, evaluate, evaluation_scenes, object_roles
 from bindscope.scratch.model import DualEncoder, soft_cross_entropy
+from bindscope.space.concepts import SceneSet
 
 log = logging.getLogger(__name__)
 LOG_EVERY = 25
@@ -80,8 +80,10 @@ def learning_rate(config: ScratchConfig, step: int) -> float:
 def make_optimizer(model: DualEncoder, config: ScratchConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on every parameter but ``tau``."""
     decay = [p for n, p in model.named_parameters() if n != "tau"]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                              {"params": [model.tau], "weight_decay": 0.0}], lr=config.lr)  # fmt: skip
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": [model.tau], "weight_decay": 0.0}],
+        lr=config.lr,
+    )
 
 
 class Trainer:
@@ -132,8 +134,16 @@ class Trainer:
     def _log(self) -> None:
         mean = torch.stack(self._window).mean(0).cpu().tolist()
         self._window = []
-        self.log_rows.append({"step": self.step, "loss": mean[0], "concept_loss": mean[1], "object_loss": mean[2],
-                              "logit_scale": mean[3], "lr": learning_rate(self.config, self.step - 1)})  # fmt: skip
+        self.log_rows.append(
+            {
+                "step": self.step,
+                "loss": mean[0],
+                "concept_loss": mean[1],
+                "object_loss": mean[2],
+                "logit_scale": mean[3],
+                "lr": learning_rate(self.config, self.step - 1),
+            }
+        )
 
     def evaluate_now(self) -> dict[str, float]:
         """Score the current weights, log the numbers and keep them if validation improved."""
@@ -150,9 +160,15 @@ class Trainer:
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self, work: Path) -> None:
         tensors, groups = optimizer_tensors(self.optimizer)
-        state = {"step": self.step, "best": self.best, "param_groups": groups, "log": self.log_rows,
-                 "evaluation": self.eval_rows, "seconds": self.seconds,
-                 "window": [w.cpu().tolist() for w in self._window]}  # fmt: skip
+        state = {
+            "step": self.step,
+            "best": self.best,
+            "param_groups": groups,
+            "log": self.log_rows,
+            "evaluation": self.eval_rows,
+            "seconds": self.seconds,
+            "window": [w.cpu().tolist() for w in self._window],
+        }
         files = {"model": self.model.state_dict(), "optimizer": tensors}
         if self.best_weights is not None:
             files["best"] = self.best_weights
@@ -222,7 +238,9 @@ def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], 
             bar.update(1)
             if trainer.step % cfg.eval_every == 0 or trainer.step == cfg.steps:
                 metrics = trainer.evaluate_now()
-                bar.set_postfix(test_obj=f"{metrics['test_object_acc']:.3f}", loss=f"{trainer.log_rows[-1]['loss']:.3f}")
+                bar.set_postfix(
+                    test_obj=f"{metrics['test_object_acc']:.3f}", loss=f"{trainer.log_rows[-1]['loss']:.3f}"
+                )
             if trainer.step % cfg.checkpoint_every == 0 and trainer.step < cfg.steps:
                 trainer.seconds = time.perf_counter() - started
                 trainer.save(work)
@@ -240,8 +258,10 @@ def _prepare_work(work: Path, config: ScratchConfig, overwrite: bool) -> Path | 
         recorded = read_json(record, "unfinished training record").get("config")
         if recorded != config.to_dict():
             changed = sorted(k for k in config.to_dict() if (recorded or {}).get(k) != config.to_dict()[k])
-            raise BindscopeError(f"{work} holds an unfinished run of another config (differs in {', '.join(changed)}); "
-                                 "run the original command to finish it, or pass --overwrite to start over")
+            raise BindscopeError(
+                f"{work} holds an unfinished run of another config (differs in {', '.join(changed)}); "
+                "run the original command to finish it, or pass --overwrite to start over"
+            )
         return latest_checkpoint(work)
     work.mkdir(parents=True)
     write_json(record, {"config": config.to_dict()})
@@ -266,22 +286,40 @@ def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
     cfg = trainer.config
     selected = trainer.best["step"] if trainer.best_weights is not None else trainer.step
     weights = trainer.best_weights if trainer.best_weights is not None else trainer.model.state_dict()
-    chance = {name: chance_accuracy(t) for name, t in soft_targets(SceneSet(trainer.space, trainer.sets["test"])).items()}
+    chance = {
+        name: chance_accuracy(t) for name, t in soft_targets(SceneSet(trainer.space, trainer.sets["test"])).items()
+    }
     summary = {
-        "config": cfg.name, "fraction": cfg.fraction, "seed": cfg.seed,
+        "config": cfg.name,
+        "fraction": cfg.fraction,
+        "seed": cfg.seed,
         "objects": {k: len(v) for k, v in trainer.roles.to_dict().items()},
         "coverage": len(trainer.roles.fit) / trainer.space.num_objects,
-        "selected_step": selected, "selected_on": SELECT_ON if trainer.best["score"] is not None else "last step",
-        "selected": _at(trainer.eval_rows, selected), "final": _at(trainer.eval_rows, trainer.step),
-        "chance_test_object_acc": chance["object"], "steps": cfg.steps, "seconds": trainer.seconds,
+        "selected_step": selected,
+        "selected_on": SELECT_ON if trainer.best["score"] is not None else "last step",
+        "selected": _at(trainer.eval_rows, selected),
+        "final": _at(trainer.eval_rows, trainer.step),
+        "chance_test_object_acc": chance["object"],
+        "steps": cfg.steps,
+        "seconds": trainer.seconds,
         "steps_per_second": cfg.steps / trainer.seconds if trainer.seconds > 0 else None,
         "parameters": {"scene": count_parameters(trainer.model.scene), "query": count_parameters(trainer.model.query)},
-    }  # fmt: skip
-    record = {"format": MODEL_FORMAT, "config": cfg.to_dict(), "preset": trainer.preset.to_dict(),
-              "vocabulary": {"sizes": list(trainer.vocab.sizes), "max_objects": trainer.vocab.max_objects},
-              "objects": trainer.roles.to_dict(), "selected_step": selected}  # fmt: skip
-    manifest = {"command": "scratch train", "device": trainer.device, "seconds": trainer.seconds, "versions": versions(),
-                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+    }
+    record = {
+        "format": MODEL_FORMAT,
+        "config": cfg.to_dict(),
+        "preset": trainer.preset.to_dict(),
+        "vocabulary": {"sizes": list(trainer.vocab.sizes), "max_objects": trainer.vocab.max_objects},
+        "objects": trainer.roles.to_dict(),
+        "selected_step": selected,
+    }
+    manifest = {
+        "command": "scratch train",
+        "device": trainer.device,
+        "seconds": trainer.seconds,
+        "versions": versions(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     with staged_dir(out, overwrite=overwrite) as stage:
         save_weights(stage / WEIGHTS, weights)
         save_weights(stage / "final.safetensors", trainer.model.state_dict())
@@ -314,11 +352,11 @@ def load_model(
     try:
         model.load_state_dict(load_weights(folder / weights))
     except RuntimeError as exc:
-        raise BindscopeError(f"{folder / weights} does not match its config ({str(exc).splitlines()[0]}); train again") from None
+        raise BindscopeError(
+            f"{folder / weights} does not match its config ({str(exc).splitlines()[0]}); train again"
+        ) from None
     return model.to(device).eval(), record
 
 
 def roles_of(record: dict) -> ObjectRoles:
     return ObjectRoles.from_dict(record["objects"])
-
-

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,7 @@ class CaptionTemplate:
             raise BindscopeError(f"caption template {self.object!r} is malformed: {exc}") from None
         names = [f for _, f, spec, conv in parsed if f is not None]
         if any(not n for n in names):
-            raise BindscopeError(
-                f"caption template {self.object!r} has an empty {{}} field; name a concept in each"
-            )
+            raise BindscopeError(f"caption template {self.object!r} has an empty {{}} field; name a concept in each")
         return names
 
     def validate(self, space: ConceptSpace) -> None:
@@ -66,9 +64,7 @@ class CaptionTemplate:
             )
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            raise BindscopeError(
-                f"caption template {self.object!r} names {', '.join(repeated)} more than once"
-            )
+            raise BindscopeError(f"caption template {self.object!r} names {', '.join(repeated)} more than once")
         for concept, mapping in self.words.items():
             idx = space.concept_index(concept)
             extra = [v for v in mapping if v not in space.values[idx]]

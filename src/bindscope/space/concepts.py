@@ -50,15 +50,11 @@ class ConceptSpace:
     def from_dict(cls, mapping: Mapping[str, Sequence[str]]) -> ConceptSpace:
         """Build a space from ``{concept: [values...]}`` (insertion order is concept order)."""
         if not isinstance(mapping, Mapping):
-            raise BindscopeError(
-                f"concepts must be a mapping {{concept: [values]}}, got {type(mapping).__name__}"
-            )
+            raise BindscopeError(f"concepts must be a mapping {{concept: [values]}}, got {type(mapping).__name__}")
         values = []
         for name, vals in mapping.items():
             if isinstance(vals, str) or not isinstance(vals, Sequence):
-                raise BindscopeError(
-                    f"concept {name!r} must list its values, e.g. {name}: [a, b], got {vals!r}"
-                )
+                raise BindscopeError(f"concept {name!r} must list its values, e.g. {name}: [a, b], got {vals!r}")
             values.append(tuple(vals))
         return cls(tuple(mapping), tuple(values))
 
@@ -86,9 +82,7 @@ class ConceptSpace:
         try:
             return self.concepts.index(concept)
         except ValueError:
-            raise BindscopeError(
-                f"unknown concept {concept!r}; this space has {', '.join(self.concepts)}"
-            ) from None
+            raise BindscopeError(f"unknown concept {concept!r}; this space has {', '.join(self.concepts)}") from None
 
     def value_index(self, concept: str, value: str) -> int:
         """Index of a value name within its concept."""
@@ -158,8 +152,7 @@ class ConceptSpace:
         partial = pad.any(axis=-1) & ~pad.all(axis=-1)
         if partial.any():
             raise BindscopeError(
-                "an object is partly padded (-1 for some concepts only); pad a missing object "
-                "with -1 in every concept"
+                "an object is partly padded (-1 for some concepts only); pad a missing object with -1 in every concept"
             )
         sizes = np.asarray(self.sizes)
         bad = ~pad & ((arr < 0) | (arr >= sizes))
@@ -177,9 +170,7 @@ def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ..
     if not concepts:
         raise BindscopeError("a concept space needs at least one concept")
     if math.prod(len(v) for v in values) > MAX_OBJECTS:
-        raise BindscopeError(
-            f"the concepts make more than {MAX_OBJECTS:,} distinct objects; object ids would overflow"
-        )
+        raise BindscopeError(f"the concepts make more than {MAX_OBJECTS:,} distinct objects; object ids would overflow")
     if len(concepts) != len(values):
         raise BindscopeError(
             f"got {len(concepts)} concept names but {len(values)} value lists; give one list per concept"
@@ -195,14 +186,10 @@ def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ..
             raise BindscopeError(f"concept {name!r} has no values; give it at least one")
         for v in vals:
             if not isinstance(v, str) or not v.strip():
-                raise BindscopeError(
-                    f"values of concept {name!r} must be non-empty strings, got {v!r}"
-                )
+                raise BindscopeError(f"values of concept {name!r} must be non-empty strings, got {v!r}")
         dupes = sorted({v for v in vals if vals.count(v) > 1})
         if dupes:
-            raise BindscopeError(
-                f"concept {name!r} lists value(s) {', '.join(map(repr, dupes))} more than once"
-            )
+            raise BindscopeError(f"concept {name!r} lists value(s) {', '.join(map(repr, dupes))} more than once")
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,9 +216,7 @@ class SceneSet:
         gaps = ~present[:, :-1] & present[:, 1:]
         if gaps.any():
             row = int(np.argwhere(gaps)[0, 0])
-            raise BindscopeError(
-                f"scene {row} has an object after an empty slot; padding (-1) must come last"
-            )
+            raise BindscopeError(f"scene {row} has an object after an empty slot; padding (-1) must come last")
         arr.setflags(write=False)
         object.__setattr__(self, "scenes", arr)
 
@@ -290,9 +275,7 @@ class SceneSet:
             raise BindscopeError(f"num_scenes must be at least 1, got {num_scenes}")
         rng = np.random.default_rng(seed)
         if space.num_objects**k <= MAX_ENUMERATED_TUPLES:
-            pool = cls.enumerate(
-                space, k, allow_identical=allow_identical, distinct_values=distinct_values
-            )
+            pool = cls.enumerate(space, k, allow_identical=allow_identical, distinct_values=distinct_values)
             if num_scenes > len(pool):
                 raise BindscopeError(
                     f"asked for {num_scenes:,} scenes but only {len(pool):,} distinct scenes "
@@ -370,9 +353,7 @@ def _check_k(k: int) -> int:
     return int(k)
 
 
-def _valid_tuples(
-    ids: np.ndarray, values: np.ndarray, allow_identical: bool, distinct_values: bool
-) -> np.ndarray:
+def _valid_tuples(ids: np.ndarray, values: np.ndarray, allow_identical: bool, distinct_values: bool) -> np.ndarray:
     """Mask over tuples ``ids [M, K]`` / ``values [M, K, C]`` that satisfy the options."""
     keep = np.ones(len(ids), dtype=bool)
     k = ids.shape[1]
@@ -405,6 +386,4 @@ def _rejection_sample(
         if len(found) >= num_scenes:
             chosen = found[:num_scenes]
             return chosen[np.lexsort(chosen.T[::-1])]
-    raise BindscopeError(
-        f"could not draw {num_scenes:,} distinct scenes; the options leave too few valid scenes"
-    )
+    raise BindscopeError(f"could not draw {num_scenes:,} distinct scenes; the options leave too few valid scenes")

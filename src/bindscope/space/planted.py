@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bindscope.space.concepts import PAD, SceneSet
 from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import PAD, SceneSet
 
 
 def _vectors(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
@@ -110,9 +110,7 @@ KINDS: dict[str, Callable[[SceneSet, np.random.Generator, int], np.ndarray]] = {
 }
 
 
-def planted_embeddings(
-    scenes: SceneSet, kind: str, *, dim: int = 64, noise: float = 0.0, seed: int = 0
-) -> np.ndarray:
+def planted_embeddings(scenes: SceneSet, kind: str, *, dim: int = 64, noise: float = 0.0, seed: int = 0) -> np.ndarray:
     """Embeddings ``[N, dim]`` (float32) with a known binding function.
 
     Parameters

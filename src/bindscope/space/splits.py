@@ -18,9 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from bindscope.space.concepts import PAD, SceneSet
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, read_json
+from bindscope.space.concepts import PAD, SceneSet
 
 SPLIT_FORMAT = "bindscope-split-v1"
 
@@ -186,9 +186,7 @@ def object_order(num_objects: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(num_objects)
 
 
-def object_split(
-    scenes: SceneSet, fraction: float, seed: int = 0, *, dataset_hash: str | None = None
-) -> ObjectSplit:
+def object_split(scenes: SceneSet, fraction: float, seed: int = 0, *, dataset_hash: str | None = None) -> ObjectSplit:
     """Object-level split at one fraction; nested with every other fraction of the same seed."""
     return object_splits(scenes, [fraction], seed, dataset_hash=dataset_hash)[0]
 

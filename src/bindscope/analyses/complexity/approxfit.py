@@ -15,10 +15,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from bindscope.analyses.complexity.approximators import Family, Layout, Params, init_params, predict, prepare, scene_objects, scene_rows
-from bindscope.space.concepts import SceneSet
-from bindscope.core.errors import BindscopeError
+from bindscope.analyses.complexity.approximators import (
+    Family,
+    Layout,
+    Params,
+    init_params,
+    predict,
+    prepare,
+    scene_objects,
+    scene_rows,
+)
 from bindscope.analyses.probes import threads_for
+from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import carve_validation
 
 BETAS = (0.9, 0.999)
@@ -105,7 +114,9 @@ def pad_indices(parts: list[np.ndarray], device: str = "cpu") -> tuple[torch.Ten
     return torch.as_tensor(idx, device=device), torch.as_tensor(mask, device=device)
 
 
-def stack_mse(family: Family, params: Params, layout: Layout, data: SceneIndex, idx: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def stack_mse(
+    family: Family, params: Params, layout: Layout, data: SceneIndex, idx: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     """Per-model MSE ``[G]`` (mean over its scenes and the embedding dimensions)."""
     prep = prepare(family, params, layout, idx.shape[1])
     pred = predict(family, params, prep, data.rows[idx], data.objects[idx], layout)
@@ -211,7 +222,9 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
     return StackFit(selected, final, best_epoch, epochs_run, best, history)
 
 
-def predict_stack(family: Family, params: Params, layout: Layout, data: SceneIndex, idx: list[np.ndarray], chunk: int = 8192) -> list[np.ndarray]:
+def predict_stack(
+    family: Family, params: Params, layout: Layout, data: SceneIndex, idx: list[np.ndarray], chunk: int = 8192
+) -> list[np.ndarray]:
     """Predicted embeddings of scenes ``idx[i]`` under model i, float32 ``[n_i, D]`` each."""
     out: list[list[np.ndarray]] = [[] for _ in idx]
     n_max = max((len(i) for i in idx), default=0)
@@ -275,14 +288,18 @@ class Approximator:
         self.seed = seed
         self.device = device
 
-    def fit(self, scenes: SceneSet, y: np.ndarray, validation: tuple[SceneSet, np.ndarray] | None = None) -> Approximator:
+    def fit(
+        self, scenes: SceneSet, y: np.ndarray, validation: tuple[SceneSet, np.ndarray] | None = None
+    ) -> Approximator:
         """Fit on ``scenes`` and their embeddings ``y`` ``[N, D]``; keep the best validation checkpoint."""
         y = np.asarray(y, dtype=np.float32)
         if y.ndim != 2 or len(y) != len(scenes):
             raise BindscopeError(f"y must be [{len(scenes)}, D], got {y.shape}")
         self.family_ = Family.parse(self.family, self.hidden)
         if validation is None:
-            fit_idx, val_idx = carve_validation(np.arange(len(scenes)), self.validation_fraction, self.seed, min_count=1)
+            fit_idx, val_idx = carve_validation(
+                np.arange(len(scenes)), self.validation_fraction, self.seed, min_count=1
+            )
             all_scenes, all_y = scenes, y
         else:
             all_scenes = scenes.concat(validation[0])
@@ -292,7 +309,9 @@ class Approximator:
         self.width_ = self.width or y.shape[1]
         data = SceneIndex.of(all_scenes, all_y, self.device)
         schedule = Schedule(self.epochs, self.lr, self.eval_every, self.patience)
-        fit = fit_stack(self.family_, self.layout_, data, [fit_idx], [val_idx], [self.seed], schedule, width=self.width_)
+        fit = fit_stack(
+            self.family_, self.layout_, data, [fit_idx], [val_idx], [self.seed], schedule, width=self.width_
+        )
         self.params_ = {k: v[:1] for k, v in fit.selected.items()}
         self.final_params_ = fit.final
         self.best_epoch_ = int(fit.best_epoch[0])

@@ -30,9 +30,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bindscope.space.concepts import SceneSet
 from bindscope.analyses.decomposition import design_columns
 from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import SceneSet
 
 FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 DEFAULT_HIDDEN = 1024
@@ -50,7 +50,9 @@ class Family:
 
     def __post_init__(self) -> None:
         if self.name not in FAMILIES:
-            raise BindscopeError(f"unknown approximator {self.name!r}; choose from {', '.join(FAMILIES)} (mlp as mlp(H))")
+            raise BindscopeError(
+                f"unknown approximator {self.name!r}; choose from {', '.join(FAMILIES)} (mlp as mlp(H))"
+            )
         if (self.name == "mlp") != (self.hidden is not None):
             raise BindscopeError("give a hidden width for mlp only, e.g. mlp(1024)")
         if self.hidden is not None and self.hidden < 1:
@@ -139,7 +141,9 @@ def _init_one(family: Family, layout: Layout, width: int, dim: int, seed: int) -
     if family.name == "mlp":
         h = family.hidden
         w1 = _uniform(gen, (h, slots * width), slots * width)
-        p.update({f"w1.{s}": block.contiguous() for s, block in enumerate(w1.split(width, dim=1))})  # W1's block per slot
+        p.update(
+            {f"w1.{s}": block.contiguous() for s, block in enumerate(w1.split(width, dim=1))}
+        )  # W1's block per slot
         p["b1"] = _uniform(gen, (h,), slots * width)
         p["w"] = _uniform(gen, (dim, h), h)
         p["b"] = _uniform(gen, (dim,), h)
@@ -233,7 +237,9 @@ def _all_slots_product(params: Params, prep: Params, rows: torch.Tensor, objects
     return _product_of(params["table"], rows, range(rows.shape[-1]))
 
 
-def predict(family: Family, params: Params, prep: Params, rows: torch.Tensor, objects: torch.Tensor, layout: Layout) -> torch.Tensor:
+def predict(
+    family: Family, params: Params, prep: Params, rows: torch.Tensor, objects: torch.Tensor, layout: Layout
+) -> torch.Tensor:
     """Predicted embeddings ``[G, n, D]`` from slot rows ``[G, n, S]`` and object rows ``[G, n, K]``."""
     name = family.name
     if name == "additive":

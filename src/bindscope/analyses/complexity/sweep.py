@@ -23,15 +23,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bindscope.analyses.complexity.approxfit import Schedule, SceneIndex, StackFit, fit_stack, predict_stack
+from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, StackFit, fit_stack, predict_stack
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
-from bindscope.space.concepts import SceneSet
 from bindscope.analyses.decomposition import r2_score
+from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
+from bindscope.analyses.suite import accuracy_metrics
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
-from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
+from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import ObjectSplit, carve_validation, check_fraction, object_splits
-from bindscope.analyses.suite import accuracy_metrics
 
 log = logging.getLogger(__name__)
 COLUMNS = ["analysis", "approximator", "fraction", "seed", "group", "checkpoint", "metric", "value"]
@@ -200,7 +200,9 @@ def covering_sample(indices: np.ndarray, objects: np.ndarray, cap: int | None, r
     if cap is None or len(indices) <= cap:
         return np.sort(indices)
     perm = rng.permutation(indices)
-    first = np.unique(np.concatenate([np.unique(objects[perm, k], return_index=True)[1] for k in range(objects.shape[1])]))
+    first = np.unique(
+        np.concatenate([np.unique(objects[perm, k], return_index=True)[1] for k in range(objects.shape[1])])
+    )
     if len(first) >= cap:
         return np.sort(perm[rng.choice(first, size=cap, replace=False)])
     rest = np.setdiff1d(np.arange(len(perm)), first, assume_unique=True)[: cap - len(first)]
@@ -216,12 +218,20 @@ def plan_sweep(scenes: SceneSet, settings: ComplexitySettings) -> list[Plan]:
     for seed in settings.seeds:
         splits = object_splits(scenes, fractions, seed)
         for i, split in enumerate(splits):
-            plans.append(_plan(scenes, objects, split, splits[i + 1] if i + 1 < len(splits) else None, settings, budget))
+            plans.append(
+                _plan(scenes, objects, split, splits[i + 1] if i + 1 < len(splits) else None, settings, budget)
+            )
     return plans
 
 
-def _plan(scenes: SceneSet, objects: np.ndarray, split: ObjectSplit, nxt: ObjectSplit | None,
-          settings: ComplexitySettings, budget: Budget) -> Plan:
+def _plan(
+    scenes: SceneSet,
+    objects: np.ndarray,
+    split: ObjectSplit,
+    nxt: ObjectSplit | None,
+    settings: ComplexitySettings,
+    budget: Budget,
+) -> Plan:
     f, seed = split.fraction, split.seed
     if len(split.train_only) < 2:
         raise BindscopeError(
@@ -236,8 +246,9 @@ def _plan(scenes: SceneSet, objects: np.ndarray, split: ObjectSplit, nxt: Object
     scored = {g: sample(idx, cap, _rng(seed, f, 1 + j)) for j, (g, idx) in enumerate(pools.items())}
     nxt_train = nxt.train_only if nxt is not None else np.arange(len(scenes))
     block = np.setdiff1d(nxt_train, split.train_only, assume_unique=True)
-    return Plan(f, seed, train, scored, {g: len(v) for g, v in groups.items()},
-                sample(block, cap, _rng(seed, f, 9)), len(block))  # fmt: skip
+    return Plan(
+        f, seed, train, scored, {g: len(v) for g, v in groups.items()}, sample(block, cap, _rng(seed, f, 9)), len(block)
+    )
 
 
 def stacks(plans: list[Plan], family: Family, width: int, dim: int, layout: Layout) -> list[list[int]]:
@@ -272,7 +283,11 @@ def score(pred: np.ndarray, y: np.ndarray, targets: dict[str, np.ndarray], probe
 
 def _rows(approximator: str, plan: Plan, group: str, checkpoint: str, metrics: dict[str, float]) -> Iterator[dict]:
     for metric, value in metrics.items():
-        yield dict(zip(COLUMNS, ("complexity", approximator, plan.fraction, plan.seed, group, checkpoint, metric, float(value))))
+        yield dict(
+            zip(
+                COLUMNS, ("complexity", approximator, plan.fraction, plan.seed, group, checkpoint, metric, float(value))
+            )
+        )
 
 
 def reference_rows(plans: list[Plan], y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet) -> list[dict]:
@@ -280,7 +295,9 @@ def reference_rows(plans: list[Plan], y: np.ndarray, targets: dict[str, np.ndarr
     rows = []
     for plan in plans:
         for group, idx in plan.groups.items():
-            rows += _rows("scenes", plan, group, "", {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)})
+            rows += _rows(
+                "scenes", plan, group, "", {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)}
+            )
             if not len(idx):  # e.g. no test_only scene at this fraction: nothing to score
                 continue
             t = {n: v[idx] for n, v in targets.items()}
@@ -299,9 +316,18 @@ def _block_bits(mse: float, scenes: int, dim: int) -> float:
     return scenes * dim / 2 * math.log2(2 * math.pi * math.e * max(mse, 1e-300)) + 0.5 * math.log2(scenes * dim)
 
 
-def _family_rows(family: Family, plans: list[Plan], fit: StackFit, members: list[int], data: SceneIndex,
-                 layout: Layout, y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet,
-                 description_length: bool) -> list[dict]:
+def _family_rows(
+    family: Family,
+    plans: list[Plan],
+    fit: StackFit,
+    members: list[int],
+    data: SceneIndex,
+    layout: Layout,
+    y: np.ndarray,
+    targets: dict[str, np.ndarray],
+    probes: ProbeSet,
+    description_length: bool,
+) -> list[dict]:
     rows = []
     label, dim = family.label, y.shape[1]
     wanted = [np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block])) for i in members]
@@ -313,16 +339,35 @@ def _family_rows(family: Family, plans: list[Plan], fit: StackFit, members: list
                 if not len(idx):
                     continue
                 pred = preds[j][np.searchsorted(lookup, idx)]
-                rows += _rows(label, plan, group, checkpoint, score(pred, y[idx], {n: v[idx] for n, v in targets.items()}, probes))
+                rows += _rows(
+                    label, plan, group, checkpoint, score(pred, y[idx], {n: v[idx] for n, v in targets.items()}, probes)
+                )
             if description_length and checkpoint == "selected" and len(plan.block):
                 err = preds[j][np.searchsorted(lookup, plan.block)] - y[plan.block]
                 mse = float(np.mean(err.astype(np.float64) ** 2))
-                rows += _rows(label, plan, "next_block", checkpoint,
-                              {"block_mse": mse, "block_scenes": plan.block_size, "code_bits": _block_bits(mse, plan.block_size, dim)})
+                rows += _rows(
+                    label,
+                    plan,
+                    "next_block",
+                    checkpoint,
+                    {
+                        "block_mse": mse,
+                        "block_scenes": plan.block_size,
+                        "code_bits": _block_bits(mse, plan.block_size, dim),
+                    },
+                )
     for j, i in enumerate(members):
-        rows += _rows(label, plans[i], "train_only", "", {
-            "epochs_run": fit.epochs_run[j], "best_epoch": fit.best_epoch[j], "best_val_mse": fit.best_val_mse[j],
-        })  # fmt: skip
+        rows += _rows(
+            label,
+            plans[i],
+            "train_only",
+            "",
+            {
+                "epochs_run": fit.epochs_run[j],
+                "best_epoch": fit.best_epoch[j],
+                "best_val_mse": fit.best_val_mse[j],
+            },
+        )
     return rows
 
 
@@ -334,9 +379,17 @@ def baseline_block_rows(plans: list[Plan], y: np.ndarray) -> list[dict]:
             continue
         seen = np.concatenate([plan.groups["validation"], plan.train])
         mse = float(np.mean((y[plan.block].astype(np.float64) - y[seen].mean(axis=0)) ** 2))
-        rows += _rows("mean", plan, "next_block", "", {
-            "block_mse": mse, "block_scenes": plan.block_size, "code_bits": _block_bits(mse, plan.block_size, y.shape[1]),
-        })  # fmt: skip
+        rows += _rows(
+            "mean",
+            plan,
+            "next_block",
+            "",
+            {
+                "block_mse": mse,
+                "block_scenes": plan.block_size,
+                "code_bits": _block_bits(mse, plan.block_size, y.shape[1]),
+            },
+        )
     return rows
 
 
@@ -397,10 +450,23 @@ def complexity_sweep(
         start = time.perf_counter()
         parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
         for members in family_stacks:
-            fit = fit_stack(family, layout, data, [plans[i].train for i in members], [plans[i].groups["validation"] for i in members],
-                            [plans[i].seed for i in members], settings.schedule(), width=width)  # fmt: skip
-            rows += _family_rows(family, plans, fit, members, data, layout, ys, targets, probes, settings.description_length)
-            history += [(family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v) for g, e, t, v in fit.history]
+            fit = fit_stack(
+                family,
+                layout,
+                data,
+                [plans[i].train for i in members],
+                [plans[i].groups["validation"] for i in members],
+                [plans[i].seed for i in members],
+                settings.schedule(),
+                width=width,
+            )
+            rows += _family_rows(
+                family, plans, fit, members, data, layout, ys, targets, probes, settings.description_length
+            )
+            history += [
+                (family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v)
+                for g, e, t, v in fit.history
+            ]
             done += 1
             if progress is not None:
                 progress(done, total)
@@ -425,19 +491,27 @@ def check_probes(probes: ProbeSet, scenes: SceneSet, dim: int) -> None:
     have = {n: w.shape for n, w in probes.coef_.items()}
     missing = [n for n in want if n not in have]
     if missing:
-        raise BindscopeError(f"the probes have no {', '.join(missing)} probe (they have {', '.join(have)}); "
-                             "use probes fitted on this dataset (bindscope probe)")
+        raise BindscopeError(
+            f"the probes have no {', '.join(missing)} probe (they have {', '.join(have)}); "
+            "use probes fitted on this dataset (bindscope probe)"
+        )
     for name, labels in want.items():
         if have[name] != (labels, dim):
-            raise BindscopeError(f"probe {name!r} is {have[name][0]} x {have[name][1]} but this dataset and these "
-                                 f"embeddings need {labels} x {dim}; use probes fitted on these embeddings")
+            raise BindscopeError(
+                f"probe {name!r} is {have[name][0]} x {have[name][1]} but this dataset and these "
+                f"embeddings need {labels} x {dim}; use probes fitted on these embeddings"
+            )
 
 
 # -- the verdict -----------------------------------------------------------------------------------------
 def _curve(table: pd.DataFrame, approximator: str, group: str, metric: str, checkpoint: str) -> pd.DataFrame:
     """``[seed x fraction]`` values of one metric."""
-    sel = table[(table.approximator == approximator) & (table.group == group) & (table.metric == metric)
-                & (table.checkpoint == checkpoint)]  # fmt: skip
+    sel = table[
+        (table.approximator == approximator)
+        & (table.group == group)
+        & (table.metric == metric)
+        & (table.checkpoint == checkpoint)
+    ]
     return sel.pivot_table(index="seed", columns="fraction", values="value", aggfunc="mean")
 
 
@@ -481,7 +555,9 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
             "object_acc_std": _by_fraction(_sd(acc)),
             "concept_acc": _by_fraction(_curve(table, label, "test_only", "concept_acc", "selected").mean(axis=0)),
             "mixed_object_acc": _by_fraction(_curve(table, label, "mixed", "object_acc", "selected").mean(axis=0)),
-            "validation_object_acc": _by_fraction(_curve(table, label, "validation", "object_acc", "selected").mean(axis=0)),
+            "validation_object_acc": _by_fraction(
+                _curve(table, label, "validation", "object_acc", "selected").mean(axis=0)
+            ),
             "final_object_acc": _by_fraction(_curve(table, label, "test_only", "object_acc", "final").mean(axis=0)),
             "r2": _by_fraction(_curve(table, label, "test_only", "r2", "selected").mean(axis=0)),
             "parameters": result.parameters.get(label),
@@ -513,8 +589,8 @@ def verdict(approximators: dict[str, dict], settings: ComplexitySettings) -> dic
             "simplest_generalising": None,
             "f_star": None,
             "reading": f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen "
-                       f"objects at any fraction up to {max(settings.fractions):g}: a high-complexity binding function",
-        }  # fmt: skip
+            f"objects at any fraction up to {max(settings.fractions):g}: a high-complexity binding function",
+        }
     best = generalising[0]
     fs = approximators[best]["f_star"]
     return {

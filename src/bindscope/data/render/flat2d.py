@@ -215,7 +215,9 @@ def _check_batch(batch: SceneBatch) -> tuple[np.ndarray, np.ndarray]:
 def _check_images(images: np.ndarray, num_slots: int) -> np.ndarray:
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-        raise BindscopeError(f"images must be uint8 [B, H, W, 3] as render() returns them (got {images.dtype} {images.shape})")
+        raise BindscopeError(
+            f"images must be uint8 [B, H, W, 3] as render() returns them (got {images.dtype} {images.shape})"
+        )
     if not isinstance(num_slots, (int, np.integer)) or not 1 <= num_slots <= images.shape[2]:
         raise BindscopeError(f"num_slots must be a whole number from 1 to the image width (got {num_slots})")
     return images
@@ -284,7 +286,9 @@ def _stamp_pixels(keys: np.ndarray, half: int, width: int) -> tuple[np.ndarray, 
     area = side * side
     grid = (np.arange(side)[:, None] * width + np.arange(side)[None, :]).ravel()  # stamp pixel -> canvas offset
     per_chunk = max(1, _STAMP_PIXELS // area)
-    hits = [np.flatnonzero(_inside(keys[lo : lo + per_chunk], half)) + lo * area for lo in range(0, len(keys), per_chunk)]
+    hits = [
+        np.flatnonzero(_inside(keys[lo : lo + per_chunk], half)) + lo * area for lo in range(0, len(keys), per_chunk)
+    ]
     hit = np.concatenate(hits)
     stamp = hit // area
     return stamp, grid[hit - stamp * area]
@@ -327,7 +331,9 @@ def _max_projection(dx: np.ndarray, dy: np.ndarray, turn: np.ndarray, angles: tu
     return best
 
 
-def _inside_star(dx: np.ndarray, dy: np.ndarray, turn: np.ndarray, points: int, inner: float, first: float) -> np.ndarray:
+def _inside_star(
+    dx: np.ndarray, dy: np.ndarray, turn: np.ndarray, points: int, inner: float, first: float
+) -> np.ndarray:
     """Inside-test of a star polygon with its points on the unit circle.
 
     The projection on the nearest point's direction is the pixel's ``along`` coordinate in that

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bindscope.space.concepts import PAD, SceneSet
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file
 from bindscope.data.render import RENDERERS, get_renderer
 from bindscope.data.render.base import PALETTE, SceneBatch
+from bindscope.space.concepts import PAD, SceneSet
 
 if TYPE_CHECKING:  # a dataset folder is what is rendered; datasets calls this module
     from bindscope.data.datasets import Dataset
@@ -44,26 +44,37 @@ def renders_images(ds: Dataset) -> bool:
     return ds.preset.config.renderer in RENDERERS and "image" in ds.preset.config.modalities
 
 
-def scene_batch(scenes: SceneSet, shapes: tuple[str, ...], keys: np.ndarray, slots: np.ndarray | None = None,
-                num_slots: int | None = None) -> SceneBatch:
+def scene_batch(
+    scenes: SceneSet,
+    shapes: tuple[str, ...],
+    keys: np.ndarray,
+    slots: np.ndarray | None = None,
+    num_slots: int | None = None,
+) -> SceneBatch:
     """Map a scene set's color / shape (and optional material / size) values to renderer arrays."""
     space = scenes.space
     arr = scenes.scenes
     present = arr[:, :, 0] != PAD
-    color_rgb = _lookup(space, "color", {c: np.asarray(rgb) / 255.0 for c, rgb in PALETTE.items()},
-                        "a named color of the palette (bindscope.data.render.PALETTE)")
+    color_rgb = _lookup(
+        space,
+        "color",
+        {c: np.asarray(rgb) / 255.0 for c, rgb in PALETTE.items()},
+        "a named color of the palette (bindscope.data.render.PALETTE)",
+    )
     shape_code = _lookup(space, "shape", {s: i for i, s in enumerate(shapes)}, f"one of {', '.join(shapes)}")
     c, s = space.concept_index("color"), space.concept_index("shape")
     colors = np.zeros((*arr.shape[:2], 3), dtype=np.float32)
     colors[present] = np.stack(color_rgb)[arr[present][:, c]]
     codes = np.where(present, np.asarray(shape_code)[np.where(present, arr[:, :, s], 0)], -1)
     return SceneBatch(
-        colors=colors, shapes=codes,
+        colors=colors,
+        shapes=codes,
         slots=slots if slots is not None else np.broadcast_to(np.arange(arr.shape[1]), arr.shape[:2]).copy(),
-        num_slots=num_slots or arr.shape[1], keys=np.asarray(keys, dtype=np.int64),
+        num_slots=num_slots or arr.shape[1],
+        keys=np.asarray(keys, dtype=np.int64),
         materials=_optional(scenes, "material", MATERIALS, present),
         scales=_optional(scenes, "size", SIZES, present),
-    )  # fmt: skip
+    )
 
 
 def _lookup(space: Any, concept: str, table: dict[str, Any], what: str) -> list[Any]:
@@ -94,8 +105,10 @@ def image_jobs(ds: Dataset, shapes: tuple[str, ...], single_objects: bool = True
     u = ds.space.num_objects
     alone = SceneSet.singles(ds.space, 1).subset(np.repeat(np.arange(u), k))
     slots = np.tile(np.arange(k), u)[:, None]
-    singles = ImageJob(scene_batch(alone, shapes, n + np.arange(u * k), slots=slots, num_slots=k),
-                       [f"images/single/{o:04d}_slot{s + 1}.png" for o in range(u) for s in range(k)])
+    singles = ImageJob(
+        scene_batch(alone, shapes, n + np.arange(u * k), slots=slots, num_slots=k),
+        [f"images/single/{o:04d}_slot{s + 1}.png" for o in range(u) for s in range(k)],
+    )
     return scenes, singles
 
 
@@ -128,8 +141,14 @@ def _missing_chunks(root: Path, paths: list[str]) -> list[np.ndarray]:
     return [missing[i : i + CHUNK] for i in range(0, len(missing), CHUNK)]
 
 
-def _run(todo: list[tuple[ImageJob, np.ndarray]], root: Path, name: str, settings: dict, workers: int,
-         advance: Callable[[int], Any]) -> None:
+def _run(
+    todo: list[tuple[ImageJob, np.ndarray]],
+    root: Path,
+    name: str,
+    settings: dict,
+    workers: int,
+    advance: Callable[[int], Any],
+) -> None:
     tasks = [(name, _rows(job.batch, rows), [str(root / job.paths[i]) for i in rows], settings) for job, rows in todo]
     if workers == 1:
         for task in tasks:
@@ -142,10 +161,16 @@ def _run(todo: list[tuple[ImageJob, np.ndarray]], root: Path, name: str, setting
 
 
 def _rows(batch: SceneBatch, rows: np.ndarray) -> SceneBatch:
-    take = (lambda a: None if a is None else a[rows])  # noqa: E731
-    return SceneBatch(colors=batch.colors[rows], shapes=batch.shapes[rows], slots=batch.slots[rows],
-                      num_slots=batch.num_slots, keys=batch.keys[rows], materials=take(batch.materials),
-                      scales=take(batch.scales))
+    take = lambda a: None if a is None else a[rows]  # noqa: E731
+    return SceneBatch(
+        colors=batch.colors[rows],
+        shapes=batch.shapes[rows],
+        slots=batch.slots[rows],
+        num_slots=batch.num_slots,
+        keys=batch.keys[rows],
+        materials=take(batch.materials),
+        scales=take(batch.scales),
+    )
 
 
 def render_files(name: str, batch: SceneBatch, paths: list[str], settings: dict) -> int:

@@ -216,13 +216,20 @@ def place_objects(batch: SceneBatch, jitter: float, seed: int) -> Objects:
     d = draws[np.arange(b)[:, None], slots]  # [B, K, 5]
     xy = np.asarray(layout.xy)[slots] + layout.shift * d[..., :2]
     scale = np.ones((b, k)) if batch.scales is None else np.asarray(batch.scales, dtype=np.float64)
-    material = np.zeros((b, k), dtype=np.int64) if batch.materials is None else np.asarray(batch.materials, dtype=np.int64)
+    material = (
+        np.zeros((b, k), dtype=np.int64) if batch.materials is None else np.asarray(batch.materials, dtype=np.int64)
+    )
     f32 = np.float32
     return Objects(
-        shape=np.asarray(batch.shapes, dtype=np.int64), cx=xy[..., 0].astype(f32), cy=xy[..., 1].astype(f32),
-        radius=(layout.radius * scale * d[..., 2]).astype(f32), cos=d[..., 3].astype(f32), sin=d[..., 4].astype(f32),
-        color=np.asarray(batch.colors, dtype=f32), material=np.where(present, material, 0),
-    )  # fmt: skip
+        shape=np.asarray(batch.shapes, dtype=np.int64),
+        cx=xy[..., 0].astype(f32),
+        cy=xy[..., 1].astype(f32),
+        radius=(layout.radius * scale * d[..., 2]).astype(f32),
+        cos=d[..., 3].astype(f32),
+        sin=d[..., 4].astype(f32),
+        color=np.asarray(batch.colors, dtype=f32),
+        material=np.where(present, material, 0),
+    )
 
 
 def _slot_draws(rng: np.random.Generator, num_slots: int, jitter: float) -> np.ndarray:
@@ -417,8 +424,9 @@ def _render_chunk(objs: Objects, slots: np.ndarray, num_slots: int, width: int, 
     return _shade(objs, points, normal, albedo, which, seen, origin)
 
 
-def _primary(objs: Objects, slots: np.ndarray, windows: list[np.ndarray], dirs: np.ndarray,
-             origin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _primary(
+    objs: Objects, slots: np.ndarray, windows: list[np.ndarray], dirs: np.ndarray, origin: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Nearest hit of every camera ray: distance [b, P] (inf: sky) and column hit (-1: floor)."""
     b = len(slots)
     floor = np.where(dirs[:, 2] < 0, -origin[2] / dirs[:, 2], np.inf).astype(np.float32)
@@ -453,8 +461,15 @@ def _surfaces(objs: Objects, points: np.ndarray, which: np.ndarray) -> tuple[np.
     return normal, albedo
 
 
-def _shade(objs: Objects, points: np.ndarray, normal: np.ndarray, albedo: np.ndarray, which: np.ndarray,
-           seen: np.ndarray, origin: np.ndarray) -> np.ndarray:
+def _shade(
+    objs: Objects,
+    points: np.ndarray,
+    normal: np.ndarray,
+    albedo: np.ndarray,
+    which: np.ndarray,
+    seen: np.ndarray,
+    origin: np.ndarray,
+) -> np.ndarray:
     """Ambient + shadowed Lambert + Blinn-Phong; the backdrop where nothing was seen."""
     to_light, dist = _unit(np.asarray(LIGHT_POSITION, dtype=np.float32) - points)
     ndl = _dot(normal, to_light)
@@ -480,14 +495,18 @@ def _shade(objs: Objects, points: np.ndarray, normal: np.ndarray, albedo: np.nda
     return rgb
 
 
-def _in_shadow(objs: Objects, start: np.ndarray, to_light: np.ndarray, dist: np.ndarray, test: np.ndarray) -> np.ndarray:
+def _in_shadow(
+    objs: Objects, start: np.ndarray, to_light: np.ndarray, dist: np.ndarray, test: np.ndarray
+) -> np.ndarray:
     """Whether the ray from ``start`` towards the light hits an object first ([b, P] bool)."""
     shadow = np.zeros(test.shape, dtype=bool)
     for col in range(objs.shape.shape[1]):
         code = objs.shape[:, col]
         r = objs.radius[:, col][:, None]
-        w = np.stack([objs.cx[:, col][:, None] - start[..., 0], objs.cy[:, col][:, None] - start[..., 1],
-                      r - start[..., 2]], axis=-1)
+        w = np.stack(
+            [objs.cx[:, col][:, None] - start[..., 0], objs.cy[:, col][:, None] - start[..., 1], r - start[..., 2]],
+            axis=-1,
+        )
         # candidates: rays passing within the bounding sphere (centre R above the base, radius R sqrt 2)
         along = np.maximum(_dot(w, to_light), 0)
         near = test & ~shadow & (code[:, None] >= 0) & (_dot(w, w) - along * along < 2 * r * r)
@@ -509,7 +528,9 @@ def _in_shadow(objs: Objects, start: np.ndarray, to_light: np.ndarray, dist: np.
 
 def _layout(num_slots: int) -> Layout:
     if int(num_slots) not in LAYOUTS:
-        raise BindscopeError(f"raycast3d lays out 1 to {MAX_SLOTS} slots (got {num_slots}); use fewer objects per scene")
+        raise BindscopeError(
+            f"raycast3d lays out 1 to {MAX_SLOTS} slots (got {num_slots}); use fewer objects per scene"
+        )
     return LAYOUTS[int(num_slots)]
 
 
@@ -530,8 +551,10 @@ def _check_batch(batch: SceneBatch) -> None:
     shapes = np.asarray(batch.shapes)
     bad = (shapes < -1) | (shapes >= len(SHAPES))
     if bad.any():
-        raise BindscopeError(f"unknown shape code {int(shapes[bad][0])}; raycast3d draws codes 0..{len(SHAPES) - 1} "
-                             f"({', '.join(SHAPES)}) and -1 for an empty slot")
+        raise BindscopeError(
+            f"unknown shape code {int(shapes[bad][0])}; raycast3d draws codes 0..{len(SHAPES) - 1} "
+            f"({', '.join(SHAPES)}) and -1 for an empty slot"
+        )
     present = shapes >= 0
     colors = np.asarray(batch.colors)[present]
     if not np.isfinite(colors).all() or (colors < 0).any() or (colors > 1).any():
@@ -539,8 +562,9 @@ def _check_batch(batch: SceneBatch) -> None:
     if batch.scales is not None:
         scales = np.asarray(batch.scales)[present]
         if not np.isfinite(scales).all() or (scales <= 0).any() or (scales > MAX_SCALE).any():
-            raise BindscopeError(f"object scales must lie in (0, {MAX_SCALE}] (1 is CLEVR's large size); "
-                                 "shrink the sizes")
+            raise BindscopeError(
+                f"object scales must lie in (0, {MAX_SCALE}] (1 is CLEVR's large size); shrink the sizes"
+            )
     if batch.materials is not None and not np.isin(np.asarray(batch.materials)[present], (0, 1)).all():
         raise BindscopeError("materials must be 0 (rubber) or 1 (metal)")
     slots = np.where(present, batch.slots, -1 - np.arange(shapes.shape[1]))
@@ -617,8 +641,10 @@ def identify(images: np.ndarray, num_slots: int) -> tuple[np.ndarray, np.ndarray
 def _check_images(images: np.ndarray, num_slots: int) -> np.ndarray:
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-        raise BindscopeError(f"identify needs uint8 RGB images [B, H, W, 3] (got {images.dtype} {list(images.shape)}); "
-                             "pass what render returns or PNGs read as RGB")
+        raise BindscopeError(
+            f"identify needs uint8 RGB images [B, H, W, 3] (got {images.dtype} {list(images.shape)}); "
+            "pass what render returns or PNGs read as RGB"
+        )
     _check_size(images.shape[2], images.shape[1])
     _layout(num_slots)
     return images

@@ -13,6 +13,7 @@ import numpy as np
 
 MAX_STARTS = 64
 
+
 def components(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """8-connected components of a [B, H, W] mask: the flat indices of its pixels (sorted) and,
     for each, its component's smallest member (an index into that list).
@@ -65,8 +66,11 @@ def monotone_chain(points: np.ndarray) -> np.ndarray:
     def half(seq: np.ndarray) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         for p in seq:
-            while len(out) >= 2 and (out[-1][0] - out[-2][0]) * (p[1] - out[-2][1]) \
-                    - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0]) <= 0:
+            while (
+                len(out) >= 2
+                and (out[-1][0] - out[-2][0]) * (p[1] - out[-2][1]) - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0])
+                <= 0
+            ):
                 out.pop()
             out.append(p)
         return out

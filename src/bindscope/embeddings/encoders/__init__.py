@@ -10,9 +10,9 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import Encoder
 from bindscope.embeddings.encoders.spec import ModelSpec, parse_spec
-from bindscope.core.errors import BindscopeError
 
 
 @dataclass(frozen=True)
@@ -38,20 +38,54 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
-        Backend("hf", "bindscope.embeddings.encoders.hf", "transformers CLIPModel, SiglipModel (projected embeddings), "
-                "DINOv2 (pooled CLS)", "image, text (DINOv2: image)", (("transformers", "transformers"),),
-                ("hf:openai/clip-vit-base-patch32", "hf:google/siglip-base-patch16-224@main",
-                 "hf:facebook/dinov2-small", "hf:/path/to/saved_model", "hf:openai/clip-vit-base-patch32+rand")),
-        Backend("openclip", "bindscope.embeddings.encoders.openclip", "open_clip CLIP models by name, hub repo or folder",
-                "image, text", (("open_clip", "open_clip_torch"), ("torchvision", "torchvision")),
-                ("openclip:ViT-B-32/openai", "openclip:hf-hub:timm/ViT-B-16-SigLIP", "openclip:local-dir:/path/to/model",
-                 "openclip:ViT-B-32+rand")),
-        Backend("st", "bindscope.embeddings.encoders.sentence", "sentence-transformers text encoders (their own pooling)",
-                "text", (("sentence_transformers", "sentence-transformers"),),
-                ("st:all-MiniLM-L6-v2", "st:sentence-transformers/all-mpnet-base-v2", "st:/path/to/model",
-                 "st:all-MiniLM-L6-v2+rand")),
-        Backend("scratch", "bindscope.scratch.encoder", "controlled models trained from scratch (bindscope scratch)",
-                "text", (("torch", "torch"),), ("scratch:runs/scratch/model",)),
+        Backend(
+            "hf",
+            "bindscope.embeddings.encoders.hf",
+            "transformers CLIPModel, SiglipModel (projected embeddings), DINOv2 (pooled CLS)",
+            "image, text (DINOv2: image)",
+            (("transformers", "transformers"),),
+            (
+                "hf:openai/clip-vit-base-patch32",
+                "hf:google/siglip-base-patch16-224@main",
+                "hf:facebook/dinov2-small",
+                "hf:/path/to/saved_model",
+                "hf:openai/clip-vit-base-patch32+rand",
+            ),
+        ),
+        Backend(
+            "openclip",
+            "bindscope.embeddings.encoders.openclip",
+            "open_clip CLIP models by name, hub repo or folder",
+            "image, text",
+            (("open_clip", "open_clip_torch"), ("torchvision", "torchvision")),
+            (
+                "openclip:ViT-B-32/openai",
+                "openclip:hf-hub:timm/ViT-B-16-SigLIP",
+                "openclip:local-dir:/path/to/model",
+                "openclip:ViT-B-32+rand",
+            ),
+        ),
+        Backend(
+            "st",
+            "bindscope.embeddings.encoders.sentence",
+            "sentence-transformers text encoders (their own pooling)",
+            "text",
+            (("sentence_transformers", "sentence-transformers"),),
+            (
+                "st:all-MiniLM-L6-v2",
+                "st:sentence-transformers/all-mpnet-base-v2",
+                "st:/path/to/model",
+                "st:all-MiniLM-L6-v2+rand",
+            ),
+        ),
+        Backend(
+            "scratch",
+            "bindscope.scratch.encoder",
+            "controlled models trained from scratch (bindscope scratch)",
+            "text",
+            (("torch", "torch"),),
+            ("scratch:runs/scratch/model",),
+        ),
     )
 }
 
@@ -68,7 +102,9 @@ def embedded_default() -> tuple[str, Path | None]:
     return DEFAULT_MODEL, packaged[0] if packaged else None
 
 
-def load_encoder(spec: str | ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> Encoder:
+def load_encoder(
+    spec: str | ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
+) -> Encoder:
     """Load the model a spec names.
 
     Parameters
@@ -84,12 +120,25 @@ def load_encoder(spec: str | ModelSpec, *, layer: int | None = None, device: str
     backend = BACKENDS[spec.backend]
     missing = backend.missing()
     if missing:
-        raise BindscopeError(f"{spec} needs {', '.join(missing)}, which is not installed; pip install {' '.join(missing)}")
+        raise BindscopeError(
+            f"{spec} needs {', '.join(missing)}, which is not installed; pip install {' '.join(missing)}"
+        )
     if not backend.implemented():
-        raise BindscopeError(f"{spec.backend}: models are not available in this version of bindscope; "
-                             "`bindscope models` lists the backends it has")
+        raise BindscopeError(
+            f"{spec.backend}: models are not available in this version of bindscope; "
+            "`bindscope models` lists the backends it has"
+        )
     module = importlib.import_module(backend.module)
     return module.load(spec, layer=layer, device=device, dtype=dtype)
 
 
-__all__ = ["BACKENDS", "DEFAULT_MODEL", "embedded_default", "Backend", "Encoder", "ModelSpec", "load_encoder", "parse_spec"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_MODEL",
+    "embedded_default",
+    "Backend",
+    "Encoder",
+    "ModelSpec",
+    "load_encoder",
+    "parse_spec",
+]

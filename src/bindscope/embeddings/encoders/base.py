@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.embeddings.encoders.spec import ModelSpec
 from bindscope.core.errors import BindscopeError
+from bindscope.embeddings.encoders.spec import ModelSpec
 
 MODALITIES = ("image", "text")
 DTYPES = ("float32", "float16", "bfloat16")
@@ -45,7 +45,9 @@ class Encoder(ABC):
     #: The modalities this backend can embed, set by each subclass.
     modalities: tuple[str, ...] = ()
 
-    def __init__(self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> None:
+    def __init__(
+        self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
+    ) -> None:
         if dtype not in DTYPES:
             raise BindscopeError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         self.spec = spec
@@ -89,8 +91,10 @@ class Encoder(ABC):
         self.check_modality(modality)
         if batch_size < 1:
             raise BindscopeError(f"batch size must be at least 1, got {batch_size}")
-        parts = [self.forward(modality, self.prepare(modality, items[i : i + batch_size]))
-                 for i in range(0, len(items), batch_size)]
+        parts = [
+            self.forward(modality, self.prepare(modality, items[i : i + batch_size]))
+            for i in range(0, len(items), batch_size)
+        ]
         if not parts:
             return np.zeros((0, self.dim(modality)), dtype=np.float32)
         return np.concatenate(parts).astype(np.float32, copy=False)

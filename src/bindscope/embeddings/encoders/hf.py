@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
     count_parameters,
@@ -48,12 +49,22 @@ from bindscope.embeddings.encoders.base import (
     weights_sha256,
 )
 from bindscope.embeddings.encoders.spec import ModelSpec
-from bindscope.core.errors import BindscopeError
 
 logger = logging.getLogger(__name__)
 
-_IMAGE_SETTINGS = ("do_convert_rgb", "do_resize", "size", "resample", "do_center_crop", "crop_size", "do_rescale",
-                   "rescale_factor", "do_normalize", "image_mean", "image_std")
+_IMAGE_SETTINGS = (
+    "do_convert_rgb",
+    "do_resize",
+    "size",
+    "resample",
+    "do_center_crop",
+    "crop_size",
+    "do_rescale",
+    "rescale_factor",
+    "do_normalize",
+    "image_mean",
+    "image_std",
+)
 _NO_LAYER_NOTE = "no final norm, no projection"
 
 
@@ -81,8 +92,18 @@ class HFEncoder(Encoder):
     #: Tokenizer outputs the text tower takes (others, e.g. token_type_ids, are dropped).
     text_inputs: ClassVar[tuple[str, ...]] = ("input_ids", "attention_mask")
 
-    def __init__(self, spec: ModelSpec, *, layer: int | None, device: str, dtype: str, model: Any, image_processor: Any,
-                 tokenizer: Any, source: _Source) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        layer: int | None,
+        device: str,
+        dtype: str,
+        model: Any,
+        image_processor: Any,
+        tokenizer: Any,
+        source: _Source,
+    ) -> None:
         super().__init__(spec, layer=layer, device=device, dtype=dtype)
         self.model = model
         self.config = model.config
@@ -123,15 +144,19 @@ class HFEncoder(Encoder):
         return pool(hidden, self.layer_pool[modality])
 
     def layer_pooling(self, modality: str, index: int) -> str:
-        how = {"cls": "cls token", "mean": "mean over all patch tokens (no cls token)",
-               "last": "last token (position -1, padding included, as the model pools)"}[self.layer_pool[modality]]
+        how = {
+            "cls": "cls token",
+            "mean": "mean over all patch tokens (no cls token)",
+            "last": "last token (position -1, padding included, as the model pools)",
+        }[self.layer_pool[modality]]
         return f"{how} of hidden_states[{index}] ({_NO_LAYER_NOTE})"
 
     # -- the Encoder contract ---------------------------------------------------------------------
 
     @classmethod
-    def layer_indices(cls, config: Any, spec: ModelSpec, layer: int | None
-                      ) -> tuple[dict[str, int | None], dict[str, str]]:
+    def layer_indices(
+        cls, config: Any, spec: ModelSpec, layer: int | None
+    ) -> tuple[dict[str, int | None], dict[str, str]]:
         """Index into ``hidden_states`` per modality, and the error for modalities where ``layer`` is out of range.
 
         Raises when ``layer`` fits no tower at all; a layer that fits only one tower (e.g. a 24-layer
@@ -163,8 +188,9 @@ class HFEncoder(Encoder):
             return {"pixel_values": self.image_processor(images=images, return_tensors="pt")["pixel_values"]}
         texts = _texts(items, self.spec)
         with self._tokenizer_lock:  # a fast tokenizer's padding/truncation state is mutable
-            encoded = self.tokenizer(texts, padding=self.text_padding, truncation=True, max_length=self.max_length,
-                                     return_tensors="pt")
+            encoded = self.tokenizer(
+                texts, padding=self.text_padding, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
         return {key: encoded[key] for key in self.text_inputs if key in encoded}
 
     def forward(self, modality: str, inputs: dict[str, Any]) -> np.ndarray:
@@ -172,8 +198,10 @@ class HFEncoder(Encoder):
         import torch
 
         self.check_modality(modality)
-        batch = {key: value.to(self.device, self._torch_dtype) if key == "pixel_values" else value.to(self.device)
-                 for key, value in inputs.items()}
+        batch = {
+            key: value.to(self.device, self._torch_dtype) if key == "pixel_values" else value.to(self.device)
+            for key, value in inputs.items()
+        }
         index = self._indices[modality]
         with torch.inference_mode():
             if index is None:
@@ -210,7 +238,9 @@ class HFEncoder(Encoder):
             "model_class": self.model_class,
             "resolved": self.source.resolved,
             "revision": self.source.revision,
-            "weights_sha256": weights_sha256(self.source.resolved) if self.source.local and not self.spec.random else None,
+            "weights_sha256": weights_sha256(self.source.resolved)
+            if self.source.local and not self.spec.random
+            else None,
             "parameters": count_parameters(self.model),
             "dim": dims,
             "dtype": self.dtype,
@@ -228,11 +258,20 @@ class HFEncoder(Encoder):
                 import PIL.Image
 
                 settings["resample"] = PIL.Image.Resampling(settings["resample"]).name.lower()
-            return {"processor": type(self.image_processor).__name__, "backend": _processor_backend(self.image_processor),
-                    "convert": "PIL convert('RGB') first", **settings}
-        return {"tokenizer": type(self.tokenizer).__name__, "vocab_size": len(self.tokenizer),
-                "max_length": self.max_length, "padding": self.text_padding, "truncation": True,
-                "inputs": list(self.text_inputs)}
+            return {
+                "processor": type(self.image_processor).__name__,
+                "backend": _processor_backend(self.image_processor),
+                "convert": "PIL convert('RGB') first",
+                **settings,
+            }
+        return {
+            "tokenizer": type(self.tokenizer).__name__,
+            "vocab_size": len(self.tokenizer),
+            "max_length": self.max_length,
+            "padding": self.text_padding,
+            "truncation": True,
+            "inputs": list(self.text_inputs),
+        }
 
 
 class ClipEncoder(HFEncoder):
@@ -283,8 +322,10 @@ class SiglipEncoder(HFEncoder):
     def check_modality(self, modality: str) -> None:
         super().check_modality(modality)
         if modality == "image" and self._indices["image"] is None and not self.model.vision_model.use_head:
-            raise BindscopeError(f"{self.spec} has no vision pooling head (vision_use_head is false), so no final image "
-                                 "embedding; give --layer to take a mean-pooled hidden state instead")
+            raise BindscopeError(
+                f"{self.spec} has no vision pooling head (vision_use_head is false), so no final image "
+                "embedding; give --layer to take a mean-pooled hidden state instead"
+            )
 
     def final_dim(self, modality: str) -> int:
         if modality == "image":
@@ -326,8 +367,10 @@ class Dinov2Encoder(HFEncoder):
 
     def check_modality(self, modality: str) -> None:
         if modality == "text":
-            raise BindscopeError(f"{self.spec} is a DINOv2 model: it is image-only and has no text tower; "
-                                 "use --modality image, or a CLIP/SigLIP model for texts")
+            raise BindscopeError(
+                f"{self.spec} is a DINOv2 model: it is image-only and has no text tower; "
+                "use --modality image, or a CLIP/SigLIP model for texts"
+            )
         super().check_modality(modality)
 
 
@@ -352,8 +395,9 @@ def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEn
     ``seeded_init`` (no weights are read).
     """
     source = _source(spec)
-    config = _hub_call(spec, source, "config", lambda: _auto("AutoConfig").from_pretrained(
-        source.resolved, **_where(source)))
+    config = _hub_call(
+        spec, source, "config", lambda: _auto("AutoConfig").from_pretrained(source.resolved, **_where(source))
+    )
     family = _family(config, spec)
     family.layer_indices(config, spec, layer)
     image_processor = _load_image_processor(spec, source)
@@ -362,12 +406,23 @@ def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEn
     try:
         model = model.to(device)
     except (RuntimeError, AssertionError) as exc:
-        raise BindscopeError(f"cannot put {spec} on device {device!r}: {short_reason(exc)}; choose an available device "
-                             "(e.g. cpu or cuda)") from None
-    encoder = family(spec, layer=layer, device=device, dtype=dtype, model=model.eval(), image_processor=image_processor,
-                     tokenizer=tokenizer, source=source)
-    logger.debug("loaded %s: %s from %s (revision %s) on %s", spec, family.model_class, source.resolved, source.revision,
-                 device)
+        raise BindscopeError(
+            f"cannot put {spec} on device {device!r}: {short_reason(exc)}; choose an available device "
+            "(e.g. cpu or cuda)"
+        ) from None
+    encoder = family(
+        spec,
+        layer=layer,
+        device=device,
+        dtype=dtype,
+        model=model.eval(),
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        source=source,
+    )
+    logger.debug(
+        "loaded %s: %s from %s (revision %s) on %s", spec, family.model_class, source.resolved, source.revision, device
+    )
     return encoder
 
 
@@ -379,14 +434,18 @@ def _source(spec: ModelSpec) -> _Source:
     if spec.is_local:
         folder = Path(spec.target).resolve()
         if spec.revision:
-            raise BindscopeError(f"{spec}: a local folder has no revisions; drop '@{spec.revision}' (or check out that "
-                                 "revision into the folder yourself)")
+            raise BindscopeError(
+                f"{spec}: a local folder has no revisions; drop '@{spec.revision}' (or check out that "
+                "revision into the folder yourself)"
+            )
         if not folder.is_dir():
             raise BindscopeError(f"{spec}: {folder} is not a folder; give a folder saved with save_pretrained")
         if not (folder / "config.json").is_file():
-            raise BindscopeError(f"{spec}: folder {folder} is not a saved transformers model (no config.json); save the "
-                                 "model, its image processor and tokenizer there with save_pretrained, or use st: for "
-                                 "sentence-transformers folders and openclip:local-dir: for open_clip ones")
+            raise BindscopeError(
+                f"{spec}: folder {folder} is not a saved transformers model (no config.json); save the "
+                "model, its image processor and tokenizer there with save_pretrained, or use st: for "
+                "sentence-transformers folders and openclip:local-dir: for open_clip ones"
+            )
         return _Source(str(folder), None, True)
     placeholder = _Source(spec.target, spec.revision, False)
     path = _hub_call(spec, placeholder, "config.json", lambda: _hf_hub_download(spec.target, spec.revision))
@@ -411,7 +470,8 @@ def _family(config: Any, spec: ModelSpec) -> type[HFEncoder]:
         raise BindscopeError(
             f"{spec} is a {model_type!r} model; the hf backend supports model types {', '.join(FAMILIES)} "
             f"({', '.join(c.model_class for c in FAMILIES.values())}); use st:{spec.target} for sentence encoders "
-            f"and openclip:{'local-dir' if spec.is_local else 'hf-hub'}:{spec.target} for open_clip models")
+            f"and openclip:{'local-dir' if spec.is_local else 'hf-hub'}:{spec.target} for open_clip models"
+        )
     return FAMILIES[model_type]
 
 
@@ -420,8 +480,12 @@ def _load_image_processor(spec: ModelSpec, source: _Source) -> Any:
 
     auto = transformers.AutoImageProcessor
     fast = {"backend": "torchvision"} if _major(transformers.__version__) >= 5 else {"use_fast": True}
-    return _hub_call(spec, source, "image processor (preprocessor_config.json)",
-                     lambda: auto.from_pretrained(source.resolved, **_where(source), **fast))
+    return _hub_call(
+        spec,
+        source,
+        "image processor (preprocessor_config.json)",
+        lambda: auto.from_pretrained(source.resolved, **_where(source), **fast),
+    )
 
 
 def _load_tokenizer(spec: ModelSpec, source: _Source) -> Any:
@@ -429,8 +493,10 @@ def _load_tokenizer(spec: ModelSpec, source: _Source) -> Any:
     tokenizer = _hub_call(spec, source, "tokenizer", lambda: auto.from_pretrained(source.resolved, **_where(source)))
     if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
         # transformers builds an empty tokenizer of the config's type when a folder has no tokenizer files
-        raise BindscopeError(f"{spec}: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), so the "
-                             "folder has no tokenizer files; save the model's tokenizer there with save_pretrained")
+        raise BindscopeError(
+            f"{spec}: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), so the "
+            "folder has no tokenizer files; save the model's tokenizer there with save_pretrained"
+        )
     return tokenizer
 
 
@@ -443,14 +509,26 @@ def _load_model(spec: ModelSpec, source: _Source, family: type[HFEncoder], confi
             model = model_class(config)
         return model.to(torch_dtype(dtype))
     dtype_key = "dtype" if _major(transformers.__version__) >= 5 else "torch_dtype"
-    model, info = _hub_call(spec, source, "weights", lambda: model_class.from_pretrained(
-        source.resolved, config=config, output_loading_info=True, **_where(source), **{dtype_key: torch_dtype(dtype)}))
+    model, info = _hub_call(
+        spec,
+        source,
+        "weights",
+        lambda: model_class.from_pretrained(
+            source.resolved,
+            config=config,
+            output_loading_info=True,
+            **_where(source),
+            **{dtype_key: torch_dtype(dtype)},
+        ),
+    )
     parameters = dict(model.named_parameters())
     missing = sorted(key for key in info.get("missing_keys", ()) if key in parameters)
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-        raise BindscopeError(f"{spec}: the weights lack {len(missing)} {family.model_class} parameters ({shown}), "
-                             "which would be random; check that the folder's weights belong to its config.json")
+        raise BindscopeError(
+            f"{spec}: the weights lack {len(missing)} {family.model_class} parameters ({shown}), "
+            "which would be random; check that the folder's weights belong to its config.json"
+        )
     return model
 
 
@@ -473,26 +551,39 @@ def _load_error(spec: ModelSpec, source: _Source, what: str, exc: BaseException)
 
     reason = short_reason(exc)
     if source.local:
-        return BindscopeError(f"{spec}: the {what} in folder {source.resolved} could not be loaded ({reason}); "
-                              "re-save it with save_pretrained")
+        return BindscopeError(
+            f"{spec}: the {what} in folder {source.resolved} could not be loaded ({reason}); "
+            "re-save it with save_pretrained"
+        )
     if isinstance(exc, GatedRepoError):
-        return BindscopeError(f"{spec}: {spec.target} is gated on the hub; accept its terms there and log in "
-                              "(hf auth login), or give a local folder")
+        return BindscopeError(
+            f"{spec}: {spec.target} is gated on the hub; accept its terms there and log in "
+            "(hf auth login), or give a local folder"
+        )
     if isinstance(exc, RepositoryNotFoundError):
-        return BindscopeError(f"{spec}: no model {spec.target!r} on the hub (or it is private: log in with hf auth "
-                              "login); check the id, or give a local folder")
+        return BindscopeError(
+            f"{spec}: no model {spec.target!r} on the hub (or it is private: log in with hf auth "
+            "login); check the id, or give a local folder"
+        )
     if isinstance(exc, RevisionNotFoundError):
-        return BindscopeError(f"{spec}: {spec.target} has no revision {spec.revision!r}; give an existing branch, tag "
-                              "or commit")
+        return BindscopeError(
+            f"{spec}: {spec.target} has no revision {spec.revision!r}; give an existing branch, tag or commit"
+        )
     if isinstance(exc, EntryNotFoundError) and not isinstance(exc, LocalEntryNotFoundError):
-        return BindscopeError(f"{spec}: {spec.target} has no {what}, so it is not a complete transformers model; "
-                              f"for open_clip repositories use openclip:hf-hub:{spec.target}")
+        return BindscopeError(
+            f"{spec}: {spec.target} has no {what}, so it is not a complete transformers model; "
+            f"for open_clip repositories use openclip:hf-hub:{spec.target}"
+        )
     if isinstance(exc, LocalEntryNotFoundError) and _offline():
-        return BindscopeError(f"{spec} could not be loaded (no network or no such model?): its {what} is not in the "
-                              "local hub cache and HF_HUB_OFFLINE is set; give a local folder saved with save_pretrained, "
-                              "or unset HF_HUB_OFFLINE and check the id and your connection")
-    return BindscopeError(f"{spec} could not be loaded (no network or no such model?): {what}: {reason}; "
-                          "give a local folder saved with save_pretrained, or check the id and your connection")
+        return BindscopeError(
+            f"{spec} could not be loaded (no network or no such model?): its {what} is not in the "
+            "local hub cache and HF_HUB_OFFLINE is set; give a local folder saved with save_pretrained, "
+            "or unset HF_HUB_OFFLINE and check the id and your connection"
+        )
+    return BindscopeError(
+        f"{spec} could not be loaded (no network or no such model?): {what}: {reason}; "
+        "give a local folder saved with save_pretrained, or check the id and your connection"
+    )
 
 
 # -- small helpers -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
     count_parameters,
@@ -38,14 +39,15 @@ from bindscope.embeddings.encoders.base import (
     weights_sha256,
 )
 from bindscope.embeddings.encoders.spec import ModelSpec
-from bindscope.core.errors import BindscopeError
 
 #: Weight files open_clip looks for in a local-dir folder (open_clip.factory._find_checkpoint_in_dir).
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")
 CONFIG_NAME = "open_clip_config.json"
-_CROP = {"shortest": "resize the short side to size, then center crop to size",
-         "longest": "resize the long side to size, then center crop or pad (fill_color) to size",
-         "squash": "resize to size without keeping the aspect ratio, no crop"}
+_CROP = {
+    "shortest": "resize the short side to size, then center crop to size",
+    "longest": "resize the long side to size, then center crop or pad (fill_color) to size",
+    "squash": "resize to size without keeping the aspect ratio, no crop",
+}
 
 
 class _Stop(Exception):
@@ -73,7 +75,9 @@ class OpenClipEncoder(Encoder):
 
     modalities = ("image", "text")
 
-    def __init__(self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> None:
+    def __init__(
+        self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
+    ) -> None:
         super().__init__(spec, layer=layer, device=device, dtype=dtype)
         import torch
 
@@ -104,8 +108,11 @@ class OpenClipEncoder(Encoder):
         inputs = inputs.to(self.device, self._dtype) if modality == "image" else inputs.to(self.device)
         with self._torch.inference_mode():
             if self.layer is None:
-                out = self._model.encode_image(inputs, normalize=False) if modality == "image" \
+                out = (
+                    self._model.encode_image(inputs, normalize=False)
+                    if modality == "image"
                     else self._model.encode_text(inputs, normalize=False)
+                )
             else:
                 out = self._layer_output(modality, inputs)
         return to_float32(out)
@@ -130,11 +137,15 @@ class OpenClipEncoder(Encoder):
             return index, errors
         for modality, tower in self._towers.items():
             if tower is None:
-                errors[modality] = (f"the {_TOWER_NAME[modality]} of {self.spec} ({tower_class(self._model, modality)}) has no "
-                                    f"per-layer outputs in bindscope; drop --layer to embed {modality}s with it")
+                errors[modality] = (
+                    f"the {_TOWER_NAME[modality]} of {self.spec} ({tower_class(self._model, modality)}) has no "
+                    f"per-layer outputs in bindscope; drop --layer to embed {modality}s with it"
+                )
                 continue
             try:
-                index[modality] = resolve_layer(self.layer, len(tower.blocks), f"{_TOWER_NAME[modality]} of {self.spec}")
+                index[modality] = resolve_layer(
+                    self.layer, len(tower.blocks), f"{_TOWER_NAME[modality]} of {self.spec}"
+                )
             except BindscopeError as exc:
                 errors[modality] = str(exc)
         if len(errors) == len(self.modalities):
@@ -179,8 +190,10 @@ class OpenClipEncoder(Encoder):
             "layer": self.layer,
             "num_layers": {m: (len(t.blocks) if t is not None else None) for m, t in self._towers.items()},
             "pooling": {m: self._pooling(m) for m in self.modalities},
-            "preprocessing": {"image": image_preprocessing(model, self._preprocess),
-                              "text": text_preprocessing(self._tokenizer)},
+            "preprocessing": {
+                "image": image_preprocessing(model, self._preprocess),
+                "text": text_preprocessing(self._tokenizer),
+            },
             "random_init": {"seed": spec.rand_seed} if spec.random else None,
         }
 
@@ -190,7 +203,9 @@ class OpenClipEncoder(Encoder):
             return final_pooling(self._model, modality)
         if modality in self._layer_errors:
             return f"none: {self._layer_errors[modality]}"
-        return f"{tower.pooling} of hidden_states[{self._index[modality]}] (no final norm, no projection, normalize=False)"
+        return (
+            f"{tower.pooling} of hidden_states[{self._index[modality]}] (no final norm, no projection, normalize=False)"
+        )
 
 
 _TOWER_NAME = {"image": "vision tower", "text": "text tower"}
@@ -237,34 +252,45 @@ def check_name(spec: ModelSpec) -> None:
     if arch not in known:
         close = difflib.get_close_matches(arch, known, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise BindscopeError(f"{spec}: unknown open_clip architecture {arch!r}{hint}; open_clip.list_models() lists the "
-                             f"{len(known)} known ones, or give openclip:local-dir:<folder> for a custom config")
+        raise BindscopeError(
+            f"{spec}: unknown open_clip architecture {arch!r}{hint}; open_clip.list_models() lists the "
+            f"{len(known)} known ones, or give openclip:local-dir:<folder> for a custom config"
+        )
     if spec.pretrained is None:
         return
     tags = open_clip.list_pretrained_tags_by_model(arch)
     if spec.pretrained not in tags:
         available = ", ".join(tags) if tags else "none (use +rand for random weights)"
-        raise BindscopeError(f"{spec}: open_clip has no pretrained weights {spec.pretrained!r} for {arch}; "
-                             f"its tags are: {available}")
+        raise BindscopeError(
+            f"{spec}: open_clip has no pretrained weights {spec.pretrained!r} for {arch}; its tags are: {available}"
+        )
 
 
 def check_folder(folder: Path, spec: ModelSpec) -> None:
     config = folder / CONFIG_NAME
     if not config.is_file():
-        raise BindscopeError(f"{spec}: {folder} has no {CONFIG_NAME}; an openclip:local-dir: folder needs "
-                             "open_clip_config.json ({\"model_cfg\": ..., \"preprocess_cfg\": ...}) and the weights "
-                             "(open_clip_model.safetensors)")
+        raise BindscopeError(
+            f"{spec}: {folder} has no {CONFIG_NAME}; an openclip:local-dir: folder needs "
+            'open_clip_config.json ({"model_cfg": ..., "preprocess_cfg": ...}) and the weights '
+            "(open_clip_model.safetensors)"
+        )
     try:
         model_cfg = json.loads(config.read_text(encoding="utf-8")).get("model_cfg")
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-        raise BindscopeError(f"{spec}: {config} is not a JSON object ({short_reason(exc)}); rewrite it as "
-                             "{\"model_cfg\": ..., \"preprocess_cfg\": ...}") from None
+        raise BindscopeError(
+            f"{spec}: {config} is not a JSON object ({short_reason(exc)}); rewrite it as "
+            '{"model_cfg": ..., "preprocess_cfg": ...}'
+        ) from None
     if not isinstance(model_cfg, dict) or not {"embed_dim", "vision_cfg", "text_cfg"} <= model_cfg.keys():
-        raise BindscopeError(f"{spec}: {config} has no model_cfg with embed_dim, vision_cfg and text_cfg; "
-                             "write the architecture config there (open_clip's model_configs/*.json show the format)")
+        raise BindscopeError(
+            f"{spec}: {config} has no model_cfg with embed_dim, vision_cfg and text_cfg; "
+            "write the architecture config there (open_clip's model_configs/*.json show the format)"
+        )
     if not spec.random and not any(any(folder.glob(g)) for g in WEIGHT_GLOBS):
-        raise BindscopeError(f"{spec}: {folder} has no weights ({', '.join(WEIGHT_GLOBS)}); save the model's "
-                             "state_dict there as open_clip_model.safetensors, or add +rand for random weights")
+        raise BindscopeError(
+            f"{spec}: {folder} has no weights ({', '.join(WEIGHT_GLOBS)}); save the model's "
+            "state_dict there as open_clip_model.safetensors, or add +rand for random weights"
+        )
 
 
 def create(spec: ModelSpec, device: str) -> tuple[Any, Callable[[Any], Any]]:
@@ -277,8 +303,14 @@ def create(spec: ModelSpec, device: str) -> tuple[Any, Callable[[Any], Any]]:
             return open_clip.create_model_from_pretrained(name, pretrained=spec.pretrained, device=device)
         with seeded_init(spec.rand_seed):
             model, _, preprocess = open_clip.create_model_and_transforms(
-                name, pretrained=None, load_weights=False, pretrained_image=False, pretrained_text=False,
-                device=device, **tag_preprocess(spec))
+                name,
+                pretrained=None,
+                load_weights=False,
+                pretrained_image=False,
+                pretrained_text=False,
+                device=device,
+                **tag_preprocess(spec),
+            )
         return model, preprocess
     except BindscopeError:
         raise
@@ -293,8 +325,12 @@ def tag_preprocess(spec: ModelSpec) -> dict[str, Any]:
     import open_clip
 
     cfg = open_clip.get_pretrained_cfg(spec.target, spec.pretrained)
-    keys = {"mean": "image_mean", "std": "image_std", "interpolation": "image_interpolation",
-            "resize_mode": "image_resize_mode"}
+    keys = {
+        "mean": "image_mean",
+        "std": "image_std",
+        "interpolation": "image_interpolation",
+        "resize_mode": "image_resize_mode",
+    }
     return {arg: cfg[key] for key, arg in keys.items() if cfg.get(key) is not None}
 
 
@@ -310,12 +346,16 @@ def _tokenizer(spec: ModelSpec, name: str) -> Any:
 def _load_error(spec: ModelSpec, exc: Exception) -> BindscopeError:
     reason = short_reason(exc)
     if spec.source == "local-dir":
-        return BindscopeError(f"{spec}: the folder could not be loaded by open_clip ({reason}); check that the "
-                              f"weights fit the model_cfg in {CONFIG_NAME} (and that tokenizer files are there if "
-                              "text_cfg names an hf_tokenizer_name)")
-    return BindscopeError(f"{spec} could not be loaded (no network or no such model?): {reason}; give a local folder "
-                          "instead (openclip:local-dir:<path> with open_clip_config.json and the weights), or run once "
-                          "with network access to fill the Hugging Face cache")
+        return BindscopeError(
+            f"{spec}: the folder could not be loaded by open_clip ({reason}); check that the "
+            f"weights fit the model_cfg in {CONFIG_NAME} (and that tokenizer files are there if "
+            "text_cfg names an hf_tokenizer_name)"
+        )
+    return BindscopeError(
+        f"{spec} could not be loaded (no network or no such model?): {reason}; give a local folder "
+        "instead (openclip:local-dir:<path> with open_clip_config.json and the weights), or run once "
+        "with network access to fill the Hugging Face cache"
+    )
 
 
 def hub_revision(spec: ModelSpec) -> str | None:
@@ -332,7 +372,6 @@ def hub_revision(spec: ModelSpec) -> str | None:
     except Exception as exc:  # offline, unknown repo, no hub client
         raise _load_error(spec, exc) from exc
     return snapshot_commit(path)
-
 
 
 # -- towers, hooks and pooling ------------------------------------------------------------------
@@ -364,8 +403,12 @@ def vision_tower(model: Any) -> Tower | None:
         prefix = int(trunk.num_prefix_tokens)
         if getattr(trunk, "global_pool", "") == "token" and getattr(trunk, "cls_token", None) is not None:
             return Tower(trunk.blocks, "class token (token 0, timm global_pool 'token')", prefix)
-        return Tower(trunk.blocks, f"mean over patch tokens (after {prefix} prefix tokens; timm global_pool "
-                                   f"{getattr(trunk, 'global_pool', '')!r} is not applied to layers)", prefix)
+        return Tower(
+            trunk.blocks,
+            f"mean over patch tokens (after {prefix} prefix tokens; timm global_pool "
+            f"{getattr(trunk, 'global_pool', '')!r} is not applied to layers)",
+            prefix,
+        )
     return None
 
 
@@ -378,17 +421,20 @@ def text_tower(model: Any) -> Tower | None:
         return _text_tower(model.transformer.resblocks, model.text_pool_type, getattr(model, "text_eos_id", None))
     if isinstance(text, TextTransformer):
         if text.cls_emb is not None:
-            return Tower(text.transformer.resblocks, "appended class token (last position, as the model pools)",
-                         text_pool="last")
+            return Tower(
+                text.transformer.resblocks, "appended class token (last position, as the model pools)", text_pool="last"
+            )
         return _text_tower(text.transformer.resblocks, text.pool_type, text.eos_id)
     return None
 
 
 def _text_tower(blocks: Any, pool_type: str, eos_id: int | None) -> Tower | None:
-    what = {"argmax": "end-of-text token (argmax of the token ids, the model's pool_type 'argmax')",
-            "eos": f"end-of-text token (first id {eos_id}, the model's pool_type 'eos')",
-            "first": "first token (the model's pool_type 'first')",
-            "last": "last token (the model's pool_type 'last')"}
+    what = {
+        "argmax": "end-of-text token (argmax of the token ids, the model's pool_type 'argmax')",
+        "eos": f"end-of-text token (first id {eos_id}, the model's pool_type 'eos')",
+        "first": "first token (the model's pool_type 'first')",
+        "last": "last token (the model's pool_type 'last')",
+    }
     if pool_type not in what:
         return None
     return Tower(blocks, what[pool_type], text_pool=pool_type, eos_id=eos_id)
@@ -428,7 +474,7 @@ def pool_tower(tower: Tower, hidden: Any, inputs: Any) -> Any:
         return text_global_pool(hidden, inputs, tower.text_pool, eos_token_id=tower.eos_id)
     if tower.pooling.startswith("class token"):
         return pool(hidden, "cls")
-    return pool(hidden[:, tower.prefix_tokens:], "mean")
+    return pool(hidden[:, tower.prefix_tokens :], "mean")
 
 
 # -- descriptions -------------------------------------------------------------------------------
@@ -436,10 +482,14 @@ def pool_tower(tower: Tower, hidden: Any, inputs: Any) -> Any:
 
 def final_pooling(model: Any, modality: str) -> str:
     if modality == "image":
-        return ("image_features: model.encode_image(normalize=False): the vision tower's own pooling, final norm and "
-                "projection; not L2-normalised")
-    return ("text_features: model.encode_text(normalize=False): the text tower's final norm, its pooled token "
-            f"(pool_type {_text_pool_type(model)!r}) and projection; not L2-normalised")
+        return (
+            "image_features: model.encode_image(normalize=False): the vision tower's own pooling, final norm and "
+            "projection; not L2-normalised"
+        )
+    return (
+        "text_features: model.encode_text(normalize=False): the text tower's final norm, its pooled token "
+        f"(pool_type {_text_pool_type(model)!r}) and projection; not L2-normalised"
+    )
 
 
 def _text_pool_type(model: Any) -> str:
@@ -473,9 +523,13 @@ def text_preprocessing(tokenizer: Any) -> dict[str, Any]:
         "truncation": "to context_length",
     }
     if hasattr(tokenizer, "eot_token_id"):  # SimpleTokenizer (CLIP BPE)
-        out.update(vocab_size=int(tokenizer.vocab_size), sot_token_id=int(tokenizer.sot_token_id),
-                   eot_token_id=int(tokenizer.eot_token_id),
-                   truncation="to context_length, keeping the end-of-text token last", padding="zeros to context_length")
+        out.update(
+            vocab_size=int(tokenizer.vocab_size),
+            sot_token_id=int(tokenizer.sot_token_id),
+            eot_token_id=int(tokenizer.eot_token_id),
+            truncation="to context_length, keeping the end-of-text token last",
+            padding="zeros to context_length",
+        )
     inner = getattr(tokenizer, "tokenizer", None)
     if inner is not None:  # HFTokenizer / SigLipTokenizer wrap a transformers tokenizer
         out.update(hf_tokenizer=type(inner).__name__, vocab_size=int(len(inner)))

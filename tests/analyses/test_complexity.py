@@ -1,0 +1,215 @@
+"""The complexity sweep: plans that never leak test scenes, caps that keep coverage, the verdict's
+arithmetic on hand-made curves, and bad settings refused with clear messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bindscope.analyses.complexity.approximators import Family, Layout
+from bindscope.analyses.complexity.sweep import (
+    BUDGETS,
+    COLUMNS,
+    ComplexityResult,
+    ComplexitySettings,
+    area,
+    check_probes,
+    complexity_summary,
+    complexity_sweep,
+    covering_sample,
+    f_star,
+    plan_sweep,
+    resolve_budget,
+    stacks,
+)
+from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.planted import planted_embeddings
+
+SPACE = ConceptSpace.from_dict({"a": [f"a{i}" for i in range(6)], "b": [f"b{i}" for i in range(5)]})
+
+
+@pytest.fixture(scope="module")
+def scenes() -> SceneSet:
+    return SceneSet.enumerate(SPACE, 2)
+
+
+def _settings(**kw) -> ComplexitySettings:
+    base = dict(
+        fractions=(0.3, 0.6, 0.8), seeds=(0, 1), budget=resolve_budget("cpu", max_train_scenes=200, max_eval_scenes=150)
+    )
+    return ComplexitySettings(**{**base, **kw})
+
+
+def test_plans_keep_test_objects_out_of_fitting_and_selection(scenes: SceneSet) -> None:
+    plans = plan_sweep(scenes, _settings())
+    ids = scenes.object_ids()
+    assert len(plans) == 6
+    for seed in (0, 1):
+        mine = [p for p in plans if p.seed == seed]
+        train_objects = [set(np.unique(ids[np.concatenate([p.train, p.groups["validation"]])])) for p in mine]
+        assert train_objects[0] <= train_objects[1] <= train_objects[2]  # nested across fractions
+        for p, seen in zip(mine, train_objects):
+            assert len(p.train) <= 200 and all(len(v) <= 150 for v in p.groups.values())
+            assert not set(p.train) & set(p.groups["validation"])
+            assert not seen & set(np.unique(ids[p.groups["test_only"]]))  # test objects unseen
+            mixed = ids[p.groups["mixed"]]
+            assert (np.isin(mixed, list(seen)).any(1) & ~np.isin(mixed, list(seen)).all(1)).all()
+            assert p.group_sizes["test_only"] >= len(p.groups["test_only"])
+    last = [p for p in plans if p.seed == 0][-1]
+    assert last.block_size + last.group_sizes["train_only"] + last.group_sizes["validation"] == len(scenes)
+
+
+def test_a_capped_training_set_still_holds_every_train_object_in_every_slot(scenes: SceneSet) -> None:
+    ids = scenes.object_ids()
+    pool = np.flatnonzero((ids < 20).all(axis=1))  # 400 scenes over 20 objects
+    rng = np.random.default_rng(0)
+    got = covering_sample(pool, ids, 45, rng)
+    assert len(got) == 45 and len(np.unique(got)) == 45 and np.isin(got, pool).all()
+    for k in range(2):
+        assert set(ids[got, k]) == set(range(20))
+    assert np.array_equal(got, covering_sample(pool, ids, 45, np.random.default_rng(0)))
+    assert np.array_equal(covering_sample(pool, ids, 1000, rng), pool)
+    assert len(covering_sample(pool, ids, 10, rng)) == 10  # a cover larger than the cap: a part of it
+
+
+def test_stacks_group_similar_sizes_within_the_memory_bound(scenes: SceneSet) -> None:
+    plans = plan_sweep(scenes, _settings(fractions=(0.2, 0.5, 0.9), seeds=(0, 1, 2)))
+    groups = stacks(plans, Family("mult"), 16, 8, Layout.of(scenes))
+    assert sorted(i for g in groups for i in g) == list(range(len(plans)))
+    for g in groups:
+        sizes = [len(plans[i].train) for i in g]
+        padded = len(sizes) * max(sizes) * 64  # widest activation: 4 slots x width 16
+        assert padded <= 2**22 or padded <= 1.4 * sum(sizes) * 64
+
+
+def test_area_and_f_star_on_hand_made_curves() -> None:
+    curve = pd.DataFrame([[0.0, 0.5, 1.0], [0.2, 0.5, 0.8]], index=[0, 1], columns=[0.1, 0.5, 0.9])
+    assert area(curve) == pytest.approx([0.5, 0.5])
+    mean = curve.mean(axis=0)  # 0.1, 0.5, 0.9
+    ceiling = pd.Series([1.0, 0.5, 1.0], index=[0.1, 0.5, 0.9])
+    assert f_star(mean, ceiling) == 0.5  # 0.5 >= 0.9 * 0.5
+    assert f_star(mean, ceiling * 2) is None
+    assert area(curve[[0.5]]) == pytest.approx([0.5, 0.5])
+
+
+def test_the_verdict_names_the_simplest_generalising_family() -> None:
+    settings = ComplexitySettings(
+        approximators=("mlp", "mult", "additive"), hidden=(32,), fractions=(0.2, 0.6), seeds=(0,)
+    )
+    rows = []
+    acc = {
+        "additive": [0.0, 0.1],
+        "mult": [0.5, 0.95],
+        "mlp(32)": [0.9, 0.95],
+        "embeddings": [1.0, 1.0],
+        "chance": [0.01, 0.01],
+    }
+    for name, values in acc.items():
+        for f, v in zip((0.2, 0.6), values):
+            ck = "" if name in ("embeddings", "chance") else "selected"
+            rows.append(dict(zip(COLUMNS, ("complexity", name, f, 0, "test_only", ck, "object_acc", v))))
+    result = ComplexityResult(pd.DataFrame(rows, columns=COLUMNS), pd.DataFrame(), 0, {}, {})
+    summary = complexity_summary(result, replace_dl(settings))
+    assert summary["approximators"]["mult"]["f_star"] == 0.6 and summary["approximators"]["mlp(32)"]["f_star"] == 0.2
+    assert summary["verdict"]["simplest_generalising"] == "mult"  # simpler than mlp, though mlp needs less coverage
+    assert summary["verdict"]["generalising"] == ["mult", "mlp(32)"]
+    assert summary["approximators"]["additive"]["f_star"] is None
+
+
+def replace_dl(settings: ComplexitySettings) -> ComplexitySettings:
+    from dataclasses import replace
+
+    return replace(settings, description_length=False)
+
+
+def test_budgets_resolve_by_device_and_overrides() -> None:
+    assert resolve_budget("auto", "cpu") == BUDGETS["cpu"]
+    assert resolve_budget("paper", "cpu").epochs == 4000 and resolve_budget("paper").max_train_scenes is None
+    b = resolve_budget("cpu", epochs=7, patience=0, max_eval_scenes=0)
+    assert (b.epochs, b.patience, b.max_eval_scenes, b.max_train_scenes) == (
+        7,
+        None,
+        None,
+        BUDGETS["cpu"].max_train_scenes,
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(approximators=("linear",)), "unknown approximator 'linear'"),
+        (dict(approximators=("mlp", "mlp(1024)")), "approximators repeat"),
+        (dict(fractions=(0.5, 1.0)), "fraction"),
+        (dict(fractions=()), "at least one fraction"),
+        (dict(fractions=(0.3, 0.3)), "fractions repeat"),
+        (dict(seeds=()), "at least one seed"),
+        (dict(width=0), "table width must be at least 1"),
+        (dict(device="cuda:0"), "no CUDA device is available"),
+        (dict(device="gpu7"), "unknown device 'gpu7'"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict, message: str) -> None:
+    if kwargs.get("device", "").startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    with pytest.raises(BindscopeError, match=message):
+        ComplexitySettings(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(name="fast"), "unknown budget 'fast'"),
+        (dict(max_train_scenes=1), "at least 2"),
+        (dict(epochs=-3), "at least 1"),
+    ],
+)
+def test_bad_budgets_are_refused(kwargs: dict, message: str) -> None:
+    name = kwargs.pop("name", "cpu")
+    with pytest.raises(BindscopeError, match=message):
+        resolve_budget(name, **kwargs)
+
+
+def test_a_fraction_with_too_few_train_scenes_is_refused(scenes: SceneSet) -> None:
+    space = ConceptSpace.from_dict({"a": ["x", "y", "z"], "b": ["p", "q"]})
+    tiny = SceneSet.enumerate(space, 2, allow_identical=False)
+    with pytest.raises(BindscopeError, match=r"fraction 0.2 \(seed 0\) leaves 0 scene\(s\) made only of train objects"):
+        plan_sweep(tiny, ComplexitySettings(fractions=(0.2, 0.6), seeds=(0,)))
+
+
+def test_probes_that_do_not_fit_the_dataset_are_refused(scenes: SceneSet) -> None:
+    y = planted_embeddings(scenes, "object_additive", dim=8)
+    probes = ProbeSet("lbfgs", max_iter=5).fit(y, soft_targets(scenes))
+    with pytest.raises(BindscopeError, match=r"probe 'object' is 30 x 8 but .* need 30 x 9"):
+        check_probes(probes, scenes, 9)
+    targets = soft_targets(scenes)
+    del targets["b"]
+    partial = ProbeSet("lbfgs", max_iter=5).fit(y, targets)
+    with pytest.raises(BindscopeError, match="the probes have no b probe"):
+        check_probes(partial, scenes, 8)
+
+
+def test_single_object_scenes_are_dropped_and_counted() -> None:
+    preset = get_preset("clevr")
+    pairs = preset.build_scenes()
+    singles = SceneSet.enumerate(pairs.space, 1)
+    both = pairs.concat(singles)
+    y = planted_embeddings(both, "object_additive", dim=16)
+    probes = ProbeSet("lbfgs", max_iter=20).fit(y, soft_targets(both))
+    settings = ComplexitySettings(
+        approximators=("additive",),
+        fractions=(0.5, 0.9),
+        seeds=(0,),
+        budget=resolve_budget("cpu", epochs=3, eval_every=1),
+    )
+    result = complexity_sweep(y, both, probes, settings)
+    assert result.dropped_scenes == 24
+    sizes = result.table[(result.table.approximator == "scenes") & (result.table.metric == "group_scenes")]
+    per_plan = sizes.groupby(["fraction", "seed"])["value"].sum()
+    assert (per_plan == 576).all()  # every pair scene lands in exactly one group

@@ -1,0 +1,161 @@
+"""``bindscope complexity`` through the real command: its folder, reused probes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cli_checks import assert_one_line_error
+
+QUICK = [
+    "--fraction",
+    "0.5",
+    "--fraction",
+    "0.9",
+    "--seeds",
+    "2",
+    "--epochs",
+    "40",
+    "--eval-every",
+    "10",
+    "--hidden",
+    "16",
+    "--quiet",
+]
+
+
+@pytest.fixture(scope="module")
+def emb(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
+    from bindscope.data.datasets import load_dataset
+    from bindscope.embeddings.store import import_embeddings
+    from bindscope.space.planted import planted_embeddings
+
+    root = tmp_path_factory.mktemp("cemb")
+    y = planted_embeddings(load_dataset(clevr_dir).scenes, "additive_concepts_objects", dim=24, noise=0.05, seed=0)
+    np.save(root / "y.npy", y)
+    import_embeddings(clevr_dir, root / "y.npy", name="planted-additive", modality="image", out=root / "emb")
+    return root / "emb"
+
+
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory: pytest.TempPathFactory, emb: Path) -> Path:
+    from bindscope.analyses.run import run_probe
+    from bindscope.analyses.suite import ProbeSettings
+
+    out = tmp_path_factory.mktemp("probe") / "p"
+    run_probe(emb, out, ProbeSettings(optimizer="lbfgs", seeds=(0, 1)))
+    return out
+
+
+def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cx"
+    result = run_cli("complexity", emb, "--out", out, *QUICK)
+    assert result.returncode == 0, result.stderr
+    assert "verdict:" in result.stdout and "budget: cpu (epochs 40" in result.stdout
+    for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
+        assert label in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["approximators"]) == {"additive", "mult", "mult_within_object", "sum_mult", "mlp(16)"}
+    for entry in summary["approximators"].values():
+        assert set(entry["object_acc"]) == {"0.5", "0.9"} and 0 <= entry["auc"] <= 1
+        assert entry["f_star"] is None or entry["f_star"] in (0.5, 0.9)
+        assert entry["description_length_bits"] is not None
+    assert summary["budget"]["epochs"] == 40 and summary["budget"]["name"] == "cpu"
+    assert summary["verdict"]["reading"] and summary["dropped_scenes"] == 0
+    table = pd.read_parquet(out / "results.parquet")
+    assert list(table.columns) == [
+        "analysis",
+        "approximator",
+        "fraction",
+        "seed",
+        "group",
+        "checkpoint",
+        "metric",
+        "value",
+        "budget",
+    ]
+    assert set(table.budget) == {"cpu"}
+    assert set(table.group) == {"train_only", "validation", "test_only", "mixed", "next_block"}
+    assert set(table.checkpoint) == {"selected", "final", ""}
+    fitted = table[(table.approximator == "additive") & (table.checkpoint == "selected")]
+    assert {"object_acc", "concept_acc", "concept_acc.color", "concept_acc.shape", "r2", "mse"} <= set(fitted.metric)
+    assert len(pd.read_csv(out / "results.csv")) == len(table)
+    history = pd.read_parquet(out / "training.parquet")
+    assert set(history.approximator) == set(summary["approximators"]) and history.epoch.max() == 40
+    png = (out / "plots" / "complexity.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert (out / "probes" / "seed0" / "object.npy").is_file()  # fitted here, kept for reuse
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complexity"]["budget"]["epochs"] == 40 and manifest["command"] == "complexity"
+
+
+def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Path) -> None:
+    args = ["-a", "additive", "--no-description-length", *QUICK]
+    by_run = run_cli("complexity", emb, "--out", tmp_path / "a", "--probes", probe_run, "--probe-seed", "1", *args)
+    assert by_run.returncode == 0, by_run.stderr
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["probes"].endswith("seed1") and not (tmp_path / "a" / "probes").exists()
+    assert "description_length_bits" not in summary["approximators"]["additive"]
+    by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
+    assert by_folder.returncode == 0, by_folder.stderr
+    a = pd.read_parquet(tmp_path / "a" / "results.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "results.parquet")
+    pd.testing.assert_frame_equal(a, b)  # same probes, same seeds: the same numbers
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "status"),
+    [
+        (["-a", "quadratic"], "unknown approximator 'quadratic'", 1),
+        (["--fraction", "1.2"], "fraction must be in (0, 1)", 1),
+        (["--seeds", "0"], "--seeds must be at least 1", 1),
+        (["--epochs", "0"], "--epochs must be at least 1", 1),
+        (["--patience", "-1"], "--patience must be >= 0", 1),
+        (["--max-train-scenes", "1"], "max_train_scenes must be at least 2", 1),
+        (["--budget", "huge"], "Invalid value for '--budget'", 2),
+        (["--hidden", "0"], "mlp hidden width must be at least 1", 1),
+        (["--device", "cuda"], "no CUDA device is available", 1),
+        (["--fraction", "0.02"], "leaves no train objects", 1),
+    ],
+)
+def test_complexity_bad_options(run_cli, emb: Path, tmp_path: Path, args, message: str, status: int) -> None:
+    if "cuda" in args:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    assert_one_line_error(run_cli("complexity", emb, "--out", tmp_path / "c", *args), message, status)
+    assert not (tmp_path / "c").exists()
+
+
+def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Path, clevr_dir: Path) -> None:
+    out = tmp_path / "c"
+    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", tmp_path), "holds no probes")
+    assert_one_line_error(
+        run_cli("complexity", emb, "--out", out, "--probes", probe_run, "--probe-seed", "5"), "probes/seed5/"
+    )
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in (probe_run / "probes" / "seed0").iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((bad / "probe.json").read_text())
+    (bad / "probe.json").write_text(json.dumps({**meta, "dataset_hash": "0" * 64}))
+    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "fitted on another dataset")
+    (bad / "probe.json").write_text(json.dumps(meta))
+    np.save(bad / "object.npy", np.zeros((24, 7), np.float32))
+    assert_one_line_error(
+        run_cli("complexity", emb, "--out", out, "--probes", bad), "must be 2-D [labels, dim] arrays of one width"
+    )
+    np.save(bad / "object.npy", np.zeros((24, 24), np.float32))
+    np.save(bad / "color.npy", np.full((8, 24), np.nan, np.float32))
+    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "NaN or infinite")
+    np.save(bad / "color.npy", np.zeros((8, 24), np.float32))
+    np.save(bad / "object.npy", np.zeros((20, 24), np.float32))
+    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "probe 'object' is 20 x 24")
+    (bad / "probe.json").write_text("{not json")
+    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "probe")
+    assert not out.exists()

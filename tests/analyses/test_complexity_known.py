@@ -1,0 +1,72 @@
+"""Known answers: planted binding functions whose complexity is known reach the right verdict.
+
+A text-like space (20 x 20 values, 400 objects, 160,000 ordered pairs) in 32 dimensions, the
+CPU budget's caps, 4,000 epochs at lr 3e-2 (so that the multiplicative fits converge within the
+test's time; METHOD's 1e-2 needs more epochs on CPU-size caps) and one seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
+from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.planted import planted_embeddings
+
+FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
+
+
+@pytest.fixture(scope="module")
+def scenes() -> SceneSet:
+    space = ConceptSpace.from_dict({"attr": [f"a{i}" for i in range(20)], "noun": [f"n{i}" for i in range(20)]})
+    return SceneSet.enumerate(space, 2)
+
+
+def _verdict(scenes: SceneSet, kind: str, fractions: tuple[float, ...]) -> dict:
+    y = planted_embeddings(scenes, kind, dim=32, seed=0)
+    rows = np.random.default_rng(0).choice(len(scenes), 6000, replace=False)
+    probes = ProbeSet("lbfgs").fit(y[rows], {k: v[rows] for k, v in soft_targets(scenes).items()})
+    settings = ComplexitySettings(
+        approximators=FAMILIES,
+        hidden=(64,),
+        fractions=fractions,
+        seeds=(0,),
+        lr=3e-2,
+        description_length=False,
+        budget=resolve_budget("cpu", epochs=4000, eval_every=50, max_train_scenes=1500, max_eval_scenes=1000),
+    )
+    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    print(
+        kind,
+        {k: (v["f_star"], v["object_acc"]) for k, v in summary["approximators"].items()},
+        summary["in_distribution"],
+    )
+    return summary
+
+
+def test_sum_of_concept_vectors_is_fitted_by_the_additive_family(scenes: SceneSet) -> None:
+    s = _verdict(scenes, "additive_concepts_objects", (0.3, 0.6))
+    fams = s["approximators"]
+    assert fams["additive"]["f_star"] == 0.3 and fams["additive"]["r2"]["0.3"] > 0.95
+    assert s["verdict"]["simplest_generalising"] == "additive" and s["verdict"]["f_star"] == 0.3
+    assert fams["mult"]["f_star"] is None  # a product over all slots cannot add
+
+
+def test_products_within_objects_need_the_multiplicative_family(scenes: SceneSet) -> None:
+    s = _verdict(scenes, "mult_within_object", (0.2, 0.6))
+    fams = s["approximators"]
+    assert fams["mult_within_object"]["f_star"] == 0.6 and fams["mult_within_object"]["r2"]["0.6"] > 0.99
+    assert fams["additive"]["f_star"] is None and fams["additive"]["object_acc"]["0.6"] < 0.02
+    assert s["verdict"]["simplest_generalising"] == "mult_within_object"
+    assert fams["mult_within_object"]["auc"] > max(v["auc"] for k, v in fams.items() if k != "mult_within_object")
+
+
+def test_a_lookup_table_per_object_generalises_under_no_family(scenes: SceneSet) -> None:
+    s = _verdict(scenes, "object_lookup", (0.2, 0.6))
+    assert s["verdict"]["simplest_generalising"] is None
+    for name, entry in s["approximators"].items():
+        assert entry["f_star"] is None, name
+        assert max(entry["object_acc"].values()) < 0.02, name  # near chance, while the probes read 0.8+
+    assert min(s["in_distribution"].values()) > 0.5

@@ -1,0 +1,276 @@
+"""The real ``bindscope`` command in a subprocess: outputs, files, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cli_checks import assert_one_line_error
+
+
+def test_help_reads_well(run_cli) -> None:
+    top = run_cli("--help")
+    assert top.returncode == 0
+    for word in ("presets", "dataset", "embeddings", "demo"):
+        assert word in top.stdout
+    build = run_cli("dataset", "build", "--help")
+    assert build.returncode == 0
+    assert "Preset name" in build.stdout and "--out" in build.stdout and "--overwrite" in build.stdout
+    imp = run_cli("embeddings", "import", "--help")
+    assert "--modality" in imp.stdout and "row i embeds scene i" in imp.stdout
+    split = run_cli("dataset", "split", "--help")
+    assert "--fraction" in split.stdout and "--validation" in split.stdout
+
+
+def test_version(run_cli) -> None:
+    out = run_cli("--version")
+    assert out.returncode == 0 and out.stdout.startswith("bindscope ")
+
+
+def test_presets_table(run_cli) -> None:
+    out = run_cli("presets")
+    assert out.returncode == 0
+    lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
+    assert "576" in lines["clevr"] and "576" in lines["clevr2d"]
+    assert "160,400" in lines["text"] and "7,392" in lines["pug_spare"]
+
+
+def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
+    ds = tmp_path / "clevr"
+    built = run_cli("dataset", "build", "clevr", "--out", ds, "--no-images")
+    assert built.returncode == 0, built.stderr
+    assert "576" in built.stdout and "cube cylinder sphere" in built.stdout
+    assert json.loads((ds / "manifest.json").read_text())["num_scenes"] == 576
+
+    info = run_cli("dataset", "info", ds)
+    assert info.returncode == 0 and "0 / 576 rendered" in info.stdout
+
+    split = run_cli("dataset", "split", ds, "--fraction", "0.5", "--seed", "3", "--validation", "0.1")
+    assert split.returncode == 0, split.stderr
+    saved = json.loads((ds / "splits" / "object_seed3_f0.5.json").read_text())
+    assert saved["seed"] == 3 and saved["fraction"] == 0.5 and len(saved["train_objects"]) == 12
+    assert saved["validation"] and not set(saved["validation"]) & set(saved["train_only"])
+
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(576, 8)))
+    imp = run_cli(
+        "embeddings",
+        "import",
+        ds,
+        tmp_path / "x.npy",
+        "--name",
+        "planted",
+        "--modality",
+        "image",
+        "--out",
+        tmp_path / "emb",
+    )
+    assert imp.returncode == 0, imp.stderr
+    assert "576 x 8" in imp.stdout
+    assert np.load(tmp_path / "emb" / "embeddings.npy").dtype == np.float32
+    info = run_cli("embeddings", "info", tmp_path / "emb")
+    assert info.returncode == 0 and "planted" in info.stdout
+
+
+def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
+    out = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")
+    assert out.returncode == 0, out.stderr
+    assert "dataset      clevr" in out.stdout and "dataset      text" in out.stdout
+    assert (tmp_path / "run" / "datasets" / "text" / "scenes.parquet").is_file()
+    assert "st:all-MiniLM-L6-v2 -> " in out.stdout and "(embedded, 576 x 384)" in out.stdout
+    assert "st:all-MiniLM-L6-v2+rand -> " in out.stdout
+    for step in ("probe", "decompose", "complexity"):
+        assert (tmp_path / "run" / "results" / step / "summary.json").is_file()
+    probe = json.loads((tmp_path / "run" / "results" / "probe" / "summary.json").read_text())
+    assert probe["controls"]["rand"], "the +rand embeddings are found as the control"
+    assert "objects recoverable?" in out.stdout and "binding complexity:" in out.stdout
+    stamp = (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns
+    again = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")  # finished steps are no-ops
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("(existing, 576 x 384)") == 2
+    assert again.stdout.replace("existing", "embedded") == out.stdout
+    assert (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns == stamp
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bindscope.data.datasets import build_dataset
+
+    out = tmp_path_factory.mktemp("cli") / "clevr"
+    build_dataset("clevr", out, images=False)
+    return out
+
+
+def test_error_unknown_preset(run_cli, tmp_path: Path) -> None:
+    assert_one_line_error(
+        run_cli("dataset", "build", "clevr3d", "--out", tmp_path / "d"),
+        "unknown preset 'clevr3d'; choose one of clevr, clevr2d, pug_spare, text",
+    )
+    assert not (tmp_path / "d").exists()
+
+
+def test_error_malformed_yaml(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("name: x\nconcepts: {color: [red, blue\n")
+    assert_one_line_error(
+        run_cli("dataset", "build", tmp_path / "bad.yaml", "--out", tmp_path / "d"), "malformed YAML in"
+    )
+
+
+def test_error_invalid_yaml_setting(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("name: x\nconcepts: {color: [red, red]}\nobjects_per_scene: 2\n")
+    assert_one_line_error(
+        run_cli("dataset", "build", tmp_path / "bad.yaml", "--out", tmp_path / "d"),
+        "concept 'color' lists value(s) 'red' more than once",
+    )
+
+
+@pytest.mark.parametrize("fraction", ["0", "1", "1.5", "-0.2"])
+def test_error_fraction_outside_unit_interval(run_cli, built: Path, tmp_path: Path, fraction: str) -> None:
+    result = run_cli("dataset", "split", built, "--fraction", fraction, "--out", tmp_path / "s")
+    assert_one_line_error(result, f"fraction must be in (0, 1) (exclusive), got {float(fraction)}")
+    assert not (tmp_path / "s").exists()
+
+
+def test_error_validation_fraction(run_cli, built: Path, tmp_path: Path) -> None:
+    result = run_cli("dataset", "split", built, "--validation", "2", "--out", tmp_path / "s")
+    assert_one_line_error(result, "validation fraction must be in (0, 1)")
+
+
+def test_error_wrong_length_embeddings(run_cli, built: Path, tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((500, 4)))
+    result = run_cli(
+        "embeddings", "import", built, tmp_path / "x.npy", "--name", "m", "--modality", "image", "--out", tmp_path / "e"
+    )
+    assert_one_line_error(result, "has 500 rows but the dataset has 576 scenes")
+    assert not (tmp_path / "e").exists()
+
+
+def test_error_nan_embeddings(run_cli, built: Path, tmp_path: Path) -> None:
+    x = np.zeros((576, 4))
+    x[10, 2] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    result = run_cli(
+        "embeddings", "import", built, tmp_path / "x.npy", "--name", "m", "--modality", "text", "--out", tmp_path / "e"
+    )
+    assert_one_line_error(result, "contains NaN values in 1 row(s), first at row 10")
+    assert not (tmp_path / "e").exists()
+
+
+def test_error_non_2d_embeddings(run_cli, built: Path, tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((576, 2, 2)))
+    result = run_cli(
+        "embeddings", "import", built, tmp_path / "x.npy", "--name", "m", "--modality", "image", "--out", tmp_path / "e"
+    )
+    assert_one_line_error(result, "must be 2-D [num_scenes, dim], got 3-D shape (576, 2, 2)")
+
+
+def test_error_missing_dataset(run_cli, tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("dataset", "info", tmp_path / "nope"), "does not exist")
+
+
+def test_bad_option_value_is_a_usage_error(run_cli, built: Path, tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((576, 4)))
+    result = run_cli(
+        "embeddings", "import", built, tmp_path / "x.npy", "--name", "m", "--modality", "audio", "--out", tmp_path / "e"
+    )
+    assert_one_line_error(result, "Invalid value for '--modality'", status=2)
+    assert "'audio' is not one of 'image', 'text'" in result.stderr
+    assert "see 'bindscope embeddings import --help'" in result.stderr
+
+
+def test_missing_option_is_a_usage_error(run_cli) -> None:
+    assert_one_line_error(run_cli("dataset", "build", "clevr"), "Missing option '--out'", status=2)
+    assert_one_line_error(run_cli("frobnicate"), "No such command 'frobnicate'", status=2)
+
+
+@pytest.fixture(scope="module")
+def planted_emb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
+    """Object-additive planted embeddings with a +rand sibling, imported through the API."""
+    from bindscope.data.datasets import load_dataset
+    from bindscope.embeddings.store import import_embeddings
+    from bindscope.space.planted import planted_embeddings
+
+    root = tmp_path_factory.mktemp("emb")
+    scenes = load_dataset(built).scenes
+    for name, kind, spec in [("model", "object_additive", "planted:x"), ("model_rand", "random", "planted:x+rand")]:
+        np.save(root / f"{name}.npy", planted_embeddings(scenes, kind, dim=64, noise=0.1, seed=0))
+        import_embeddings(built, root / f"{name}.npy", name=name, modality="image", out=root / name, model_spec=spec)
+    return root / "model"
+
+
+def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    out = tmp_path / "probe"
+    result = run_cli("probe", planted_emb, "--out", out, "--seeds", "2", "--steps", "500")
+    assert result.returncode == 0, result.stderr
+    assert "base" in result.stdout and "rand" in result.stdout and "chance" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["test"]["object_acc"] > 0.9 and "concept_acc" in summary["train"]
+    assert summary["chance"]["object_acc"] == pytest.approx((552 / 276 + 24 / 24) / 576, abs=5e-4)  # test split
+    assert summary["controls"]["rand"]["test"]["object_acc"] < 0.1
+    table = pd.read_parquet(out / "results.parquet")
+    assert list(table.columns) == ["analysis", "variant", "split", "metric", "seed", "value"]
+    assert sorted(table.seed.unique()) == [0, 1]
+    assert len(pd.read_csv(out / "results.csv")) == len(table)
+    probe = json.loads((out / "probes" / "seed0" / "probe.json").read_text())
+    assert probe["names"] == ["object", "color", "shape"]
+    assert np.load(out / "probes" / "seed1" / "object.npy").shape == (24, 64)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["control"].endswith("model_rand") and manifest["settings"]["seeds"] == [0, 1]
+    assert (
+        summary["solver"]["0"]["object"] == "reference" and summary["warnings"] == []
+    )  # separable: followed the reference
+    again = run_cli("probe", planted_emb, "--out", out)
+    assert_one_line_error(again, "already exists and is not empty; choose another --out or pass --overwrite")
+
+
+def test_decompose_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dec"
+    result = run_cli(
+        "decompose", planted_emb, "--out", out, "--seeds", "2", "--optimizer", "lbfgs", "--test-fraction", "0.01"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["r2"]["test"]) == {"object_additive", "concept_additive", "object_bag", "concept_bag"}
+    assert summary["r2"]["train"]["object_additive"] > 0.95
+    assert set(summary["subtraction"]) == {"base", "objects", "objects_perm", "concepts", "concepts_perm"}
+    assert summary["controls"]["rand"]["r2"]["test"]["object_additive"] < 0.2
+    assert json.loads((out / "manifest.json").read_text())["test_fraction"] == 0.01
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "status"),
+    [
+        (["--seeds", "0"], "--seeds must be at least 1, got 0", 1),
+        (["--train-fraction", "1.5"], "train fraction must be in (0, 1) (exclusive), got 1.5", 1),
+        (["--optimizer", "sgd"], "Invalid value for '--optimizer'", 2),
+        (["--steps", "0"], "steps and max_iter must be at least 1", 1),
+        (["--exact-budget", "-1"], "--exact-budget must be >= 0 seconds, got -1.0", 1),
+    ],
+)
+def test_probe_bad_options(run_cli, planted_emb: Path, tmp_path: Path, args, message: str, status: int) -> None:
+    assert_one_line_error(run_cli("probe", planted_emb, "--out", tmp_path / "p", *args), message, status)
+    assert not (tmp_path / "p").exists()
+
+
+def test_probe_bad_inputs(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("probe", tmp_path / "none", "--out", tmp_path / "p"), "embedding folder", 1)
+    assert_one_line_error(
+        run_cli("probe", planted_emb, "--out", tmp_path / "p", "--dataset", tmp_path), "dataset manifest", 1
+    )
+    assert_one_line_error(
+        run_cli("decompose", planted_emb, "--out", tmp_path / "p", "--test-fraction", "0"),
+        "test fraction must be in (0, 1)",
+        1,
+    )
+    assert not (tmp_path / "p").exists()
+
+
+def test_probe_warns_when_separable_probes_skip_the_reference(run_cli, planted_emb: Path, tmp_path: Path) -> None:
+    result = run_cli("probe", planted_emb, "--out", tmp_path / "p", "--seeds", "1", "--exact-budget", "0")
+    assert result.returncode == 0, result.stderr
+    assert "warning: base: probe(s)" in result.stderr and "object" in result.stderr
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["solver"]["0"]["object"] == "lbfgs-separable" and len(summary["warnings"]) == 1

