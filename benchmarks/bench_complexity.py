@@ -1,4 +1,4 @@
-"""Benchmark the binding-function complexity sweep (METHOD §6) against fitting one model at a time.
+"""Benchmark the binding-function complexity sweep (docs/method.md §6) against fitting one model at a time.
 
 What is timed
 -------------
@@ -40,7 +40,6 @@ import argparse
 import copy
 import math
 import time
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -65,7 +64,7 @@ PROBE_ROWS = 20_000
 
 
 class Literal(nn.Module):
-    """One approximator written as METHOD §6 states it (per-slot ``nn.Embedding`` tables)."""
+    """One approximator written as docs/method.md §6 states it (per-slot ``nn.Embedding`` tables)."""
 
     def __init__(self, family: Family, scenes: SceneSet, width: int, params: dict[str, torch.Tensor]) -> None:
         super().__init__()
@@ -196,7 +195,7 @@ def ours(y, scenes, probes, settings) -> tuple[float, dict[str, float], dict]:
     summary = complexity_summary(result, settings)
     table = result.table
     sel = table[(table.group == "test_only") & (table.metric == "object_acc") & (table.checkpoint == "selected")]
-    acc = sel.groupby("approximator")["value"].mean().to_dict()
+    acc = sel.groupby("variant")["value"].mean().to_dict()
     return seconds, acc, summary
 
 
@@ -219,7 +218,7 @@ def run(size: str, kind: str, slice_epochs: int) -> None:
     t_ours, acc_ours, summary = ours(y, scenes, probes, settings)
     print(f"ours (stacked, early stopping): {t_ours:8.1f} s   per family (s): {_seconds(summary)}", flush=True)
     extrapolated = size != "clevr"
-    plain = replace(settings, budget=replace(settings.budget, patience=None))
+    plain = settings.replace(budget=settings.budget.replace(patience=None))
     if not extrapolated:
         t_plain, acc_plain, plain_summary = ours(y, scenes, probes, plain)
         print(
@@ -234,7 +233,8 @@ def run(size: str, kind: str, slice_epochs: int) -> None:
     )
     if not extrapolated:
         print(
-            "test_only object_acc (mean over fractions and seeds): family, ours early-stopped, ours every epoch, baseline"
+            "test_only object_acc (mean over fractions and seeds): "
+            "family, ours early-stopped, ours every epoch, baseline"
         )
         for name in acc_base:
             print(f"  {name:20s} {acc_ours[name]:.4f}  {acc_plain[name]:.4f}  {acc_base[name]:.4f}")

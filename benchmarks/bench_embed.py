@@ -185,7 +185,8 @@ def main() -> None:
         if "text" in parts:
             rows.append(bench_texts(work, args.texts, 256, args.repeats))
     print(
-        f"\n{'what':52s} {'rows':>7s} {'ours/s':>9s} {'bare/s':>9s} {'loop/s':>9s} {'ours/bare':>10s} {'ours/loop':>10s}"
+        f"\n{'what':52s} {'rows':>7s} {'ours/s':>9s} {'bare/s':>9s} {'loop/s':>9s} "
+        f"{'ours/bare':>10s} {'ours/loop':>10s}"
     )
     for r in rows:
         print(

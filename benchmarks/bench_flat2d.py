@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'baseline (PIL ImageDraw loop)':28s} {n / t_base:9,.0f} images/s  ({t_base * 1e3:.0f} ms)")
     print(f"speed-up  {t_base / t_ours:.1f}x without jitter, {t_base / t_jit:.1f}x with  (baseline time / ours)")
     print(
-        f"pixels identical to the baseline: {same:.2%}; identify() on the baseline's images: {base_ok}/{2 * n} objects right"
+        f"pixels identical to the baseline: {same:.2%}; "
+        f"identify() on the baseline's images: {base_ok}/{2 * n} objects right"
     )
     print(f"target    ours >= {TARGET:,.0f} images/s: {'met' if min(rate, n / t_jit) >= TARGET else 'NOT met'}")
     return 0 if min(rate, n / t_jit) >= TARGET else 1

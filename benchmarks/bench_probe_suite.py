@@ -1,9 +1,9 @@
-"""Benchmark the probe and decomposition suite (METHOD §3-§4) against the paper's way of computing it.
+"""Benchmark the probe and decomposition suite (docs/method.md §3-§4) against the paper's way of computing it.
 
 What is timed
 -------------
 ours
-    One call of ``bindscope.analyses.suite.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
+    One call of ``bindscope.analyses.decompose.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
     four additive models on each seed's 80/20 scene split (plus its permuted-label control),
     and the five subtraction probe runs (base, objects, objects_perm, concepts, concepts_perm)
     on each seed's 40/60 split with the default ``fast`` optimiser.
@@ -46,9 +46,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bindscope.analyses.decompose import SUBTRACTION_VARIANTS, decompose_analysis
 from bindscope.analyses.decomposition import MODELS, design_columns, r2_score, subtract
+from bindscope.analyses.probe import ProbeSettings
 from bindscope.analyses.probes import OBJECT, _default_init, _loss, set_separation_correct, soft_targets, stack_targets
-from bindscope.analyses.suite import SUBTRACTION_VARIANTS, ProbeSettings, decompose_analysis
 from bindscope.data.presets import get_preset
 from bindscope.space.concepts import PAD, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -73,12 +74,12 @@ def time_ours(y: np.ndarray, scenes: SceneSet, seeds: tuple[int, ...]) -> tuple[
 
 
 def ours_r2(table: pd.DataFrame) -> dict[tuple[str, int, str], float]:
-    rows = table[(table.analysis == "decompose") & table.variant.isin(MODELS)]
-    return {(r.variant, r.seed, r.split): r.value for r in rows.itertuples()}
+    rows = table[(table.part == "additive") & (table.control == "none")]
+    return {(r.variant, r.seed, r.group): r.value for r in rows.itertuples()}
 
 
 def ours_accuracy(table: pd.DataFrame) -> Accuracy:
-    rows = table[(table.analysis == "subtraction") & (table.split == "test")]
+    rows = table[(table.part == "subtraction") & (table.group == "test")]
     mean = rows.groupby(["variant", "metric"]).value.mean()
     return {v: (mean[v, "object_acc"], mean[v, "concept_acc"]) for v in SUBTRACTION_VARIANTS}
 

@@ -178,7 +178,8 @@ def bench_sampler(args: argparse.Namespace) -> None:
     check_loop_labels(space, out)
     best_ours = min(ours)
     print(
-        f"sampler, {args.batch} scenes per batch, 400 objects (320 allowed), Kmax {args.kmax}, torch threads {torch.get_num_threads()}"
+        f"sampler, {args.batch} scenes per batch, 400 objects (320 allowed), Kmax {args.kmax}, "
+        f"torch threads {torch.get_num_threads()}"
     )
     print(
         f"  ours (vectorised torch):        {1e3 * best_ours:8.2f} ms/batch  ({args.batch / best_ours:,.0f} scenes/s)"
@@ -186,7 +187,8 @@ def bench_sampler(args: argparse.Namespace) -> None:
     for name, times in (("python loop", loop), ("torch loop", torch_loop)):
         ratio = min(times) / best_ours
         print(
-            f"  baseline ({name + '):':14s}  {1e3 * min(times):8.2f} ms/batch  ({args.batch / min(times):,.0f} scenes/s)  "
+            f"  baseline ({name + '):':14s}  {1e3 * min(times):8.2f} ms/batch  "
+            f"({args.batch / min(times):,.0f} scenes/s)  "
             f"ratio {ratio:.0f}x (target >= {TARGET:.0f}x: {'met' if ratio >= TARGET else 'NOT met'})"
         )
     print(f"  published research sampler: about 500 ms/batch (quoted, not run): {0.5 / best_ours:.0f}x")

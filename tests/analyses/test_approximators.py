@@ -1,4 +1,4 @@
-"""Approximator families and the stacked trainer: the folded forward passes equal the METHOD §6
+"""Approximator families and the stacked trainer: the folded forward passes equal the docs/method.md §6
 formulas, a stack equals one-at-a-time fits, and the trainer is torch's Adam + cosine schedule."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def scenes() -> SceneSet:
 
 
 def _formula(family: Family, p: dict[str, torch.Tensor], scenes: SceneSet, g: int) -> torch.Tensor:
-    """METHOD §6 written out literally for model g: per-slot tables, concat / products / sums."""
+    """docs/method.md §6 written out literally for model g: per-slot tables, concat / products / sums."""
     k, c = scenes.max_objects, SPACE.num_concepts
     per_object = sum(SPACE.sizes)
     offsets = np.cumsum([0, *SPACE.sizes[:-1]])

@@ -10,7 +10,7 @@ import pytest
 from bindscope.analyses.complexity.approximators import Family, Layout
 from bindscope.analyses.complexity.sweep import (
     BUDGETS,
-    COLUMNS,
+    EXTRA_COLUMNS,
     ComplexityResult,
     ComplexitySettings,
     area,
@@ -24,6 +24,7 @@ from bindscope.analyses.complexity.sweep import (
     stacks,
 )
 from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.analyses.results import KEY_COLUMNS, tidy
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
 from bindscope.space.concepts import ConceptSpace, SceneSet
@@ -111,19 +112,14 @@ def test_the_verdict_names_the_simplest_generalising_family() -> None:
     for name, values in acc.items():
         for f, v in zip((0.2, 0.6), values):
             ck = "" if name in ("embeddings", "chance") else "selected"
-            rows.append(dict(zip(COLUMNS, ("complexity", name, f, 0, "test_only", ck, "object_acc", v))))
-    result = ComplexityResult(pd.DataFrame(rows, columns=COLUMNS), pd.DataFrame(), 0, {}, {})
-    summary = complexity_summary(result, replace_dl(settings))
+            key = ("complexity", name, "none", "test_only", "object_acc", 0, v)
+            rows.append({**dict(zip(KEY_COLUMNS, key)), "fraction": f, "checkpoint": ck, "budget": "cpu"})
+    result = ComplexityResult(tidy(rows, EXTRA_COLUMNS), pd.DataFrame(), 0, {}, {})
+    summary = complexity_summary(result, settings.replace(description_length=False))
     assert summary["approximators"]["mult"]["f_star"] == 0.6 and summary["approximators"]["mlp(32)"]["f_star"] == 0.2
     assert summary["verdict"]["simplest_generalising"] == "mult"  # simpler than mlp, though mlp needs less coverage
     assert summary["verdict"]["generalising"] == ["mult", "mlp(32)"]
     assert summary["approximators"]["additive"]["f_star"] is None
-
-
-def replace_dl(settings: ComplexitySettings) -> ComplexitySettings:
-    from dataclasses import replace
-
-    return replace(settings, description_length=False)
 
 
 def test_budgets_resolve_by_device_and_overrides() -> None:
@@ -210,6 +206,6 @@ def test_single_object_scenes_are_dropped_and_counted() -> None:
     )
     result = complexity_sweep(y, both, probes, settings)
     assert result.dropped_scenes == 24
-    sizes = result.table[(result.table.approximator == "scenes") & (result.table.metric == "group_scenes")]
+    sizes = result.table[(result.table.variant == "scenes") & (result.table.metric == "group_scenes")]
     per_plan = sizes.groupby(["fraction", "seed"])["value"].sum()
     assert (per_plan == 576).all()  # every pair scene lands in exactly one group

@@ -12,12 +12,10 @@ import pytest
 from cli_checks import assert_one_line_error
 
 QUICK = [
-    "--fraction",
-    "0.5",
-    "--fraction",
-    "0.9",
+    "--fractions",
+    "0.5,0.9",
     "--seeds",
-    "2",
+    "0,1",
     "--epochs",
     "40",
     "--eval-every",
@@ -43,8 +41,7 @@ def emb(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def probe_run(tmp_path_factory: pytest.TempPathFactory, emb: Path) -> Path:
-    from bindscope.analyses.run import run_probe
-    from bindscope.analyses.suite import ProbeSettings
+    from bindscope.analyses import ProbeSettings, run_probe
 
     out = tmp_path_factory.mktemp("probe") / "p"
     run_probe(emb, out, ProbeSettings(optimizer="lbfgs", seeds=(0, 1)))
@@ -61,7 +58,8 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["approximators"]) == {"additive", "mult", "mult_within_object", "sum_mult", "mlp(16)"}
     for entry in summary["approximators"].values():
-        assert set(entry["object_acc"]) == {"0.5", "0.9"} and 0 <= entry["auc"] <= 1
+        assert set(entry["object_acc"]) == {"0.5", "0.9"} and 0 <= entry["auc"]["mean"] <= 1
+        assert entry["object_acc"]["0.5"]["n"] == 2 and entry["auc"]["n"] == 2
         assert entry["f_star"] is None or entry["f_star"] in (0.5, 0.9)
         assert entry["description_length_bits"] is not None
     assert summary["budget"]["epochs"] == 40 and summary["budget"]["name"] == "cpu"
@@ -69,19 +67,20 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     table = pd.read_parquet(out / "results.parquet")
     assert list(table.columns) == [
         "analysis",
-        "approximator",
-        "fraction",
-        "seed",
+        "variant",
+        "control",
         "group",
-        "checkpoint",
         "metric",
+        "seed",
         "value",
+        "fraction",
+        "checkpoint",
         "budget",
     ]
     assert set(table.budget) == {"cpu"}
     assert set(table.group) == {"train_only", "validation", "test_only", "mixed", "next_block"}
     assert set(table.checkpoint) == {"selected", "final", ""}
-    fitted = table[(table.approximator == "additive") & (table.checkpoint == "selected")]
+    fitted = table[(table.variant == "additive") & (table.checkpoint == "selected")]
     assert {"object_acc", "concept_acc", "concept_acc.color", "concept_acc.shape", "r2", "mse"} <= set(fitted.metric)
     assert len(pd.read_csv(out / "results.csv")) == len(table)
     history = pd.read_parquet(out / "training.parquet")
@@ -89,16 +88,18 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     png = (out / "plots" / "complexity.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert (out / "probes" / "seed0" / "object.npy").is_file()  # fitted here, kept for reuse
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["complexity"]["budget"]["epochs"] == 40 and manifest["command"] == "complexity"
+    assert summary["settings"]["budget"]["epochs"] == 40 and summary["analysis"] == "complexity"
+    assert summary["probes"] == {"fitted_here": True, "folder": "probes/seed0", "seed": 0}
+    assert summary["inputs"]["probes"] is None and summary["inputs"]["embeddings"]["name"] == "planted-additive"
 
 
 def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Path) -> None:
-    args = ["-a", "additive", "--no-description-length", *QUICK]
+    args = ["--approximators", "additive", "--no-description-length", *QUICK]
     by_run = run_cli("complexity", emb, "--out", tmp_path / "a", "--probes", probe_run, "--probe-seed", "1", *args)
     assert by_run.returncode == 0, by_run.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert summary["probes"].endswith("seed1") and not (tmp_path / "a" / "probes").exists()
+    assert summary["inputs"]["probes"]["path"].endswith("seed1") and not (tmp_path / "a" / "probes").exists()
+    assert summary["probes"]["fitted_here"] is False
     assert "description_length_bits" not in summary["approximators"]["additive"]
     by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
     assert by_folder.returncode == 0, by_folder.stderr
@@ -110,16 +111,18 @@ def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tm
 @pytest.mark.parametrize(
     ("args", "message", "status"),
     [
-        (["-a", "quadratic"], "unknown approximator 'quadratic'", 1),
-        (["--fraction", "1.2"], "fraction must be in (0, 1)", 1),
-        (["--seeds", "0"], "--seeds must be at least 1", 1),
-        (["--epochs", "0"], "--epochs must be at least 1", 1),
-        (["--patience", "-1"], "--patience must be >= 0", 1),
-        (["--max-train-scenes", "1"], "max_train_scenes must be at least 2", 1),
+        (["--approximators", "quadratic"], "unknown approximator 'quadratic'", 1),
+        (["--approximators", "additive,"], "--approximators takes comma-separated values without empty items", 1),
+        (["--fractions", "1.2"], "fraction must be in (0, 1)", 1),
+        (["--fractions", "0.5,x"], "--fractions takes comma-separated values", 1),
+        (["--seeds", ""], "--seeds takes comma-separated values without empty items", 1),
+        (["--epochs", "0"], "epochs must be at least 1, got 0", 1),
+        (["--patience", "-1"], "patience must be >= 0 (0 switches it off), got -1", 1),
+        (["--max-train-scenes", "1"], "max_train_scenes: must be at least 2, got 1", 1),
         (["--budget", "huge"], "Invalid value for '--budget'", 2),
-        (["--hidden", "0"], "mlp hidden width must be at least 1", 1),
+        (["--hidden", "0"], "give MLP hidden widths of at least 1", 1),
         (["--device", "cuda"], "no CUDA device is available", 1),
-        (["--fraction", "0.02"], "leaves no train objects", 1),
+        (["--fractions", "0.02"], "leaves no train objects", 1),
     ],
 )
 def test_complexity_bad_options(run_cli, emb: Path, tmp_path: Path, args, message: str, status: int) -> None:
@@ -132,6 +135,7 @@ def test_complexity_bad_options(run_cli, emb: Path, tmp_path: Path, args, messag
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Path, clevr_dir: Path) -> None:
     out = tmp_path / "c"
     assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", tmp_path), "holds no probes")

@@ -2,7 +2,7 @@
 
 A text-like space (20 x 20 values, 400 objects, 160,000 ordered pairs) in 32 dimensions, the
 CPU budget's caps, 4,000 epochs at lr 3e-2 (so that the multiplicative fits converge within the
-test's time; METHOD's 1e-2 needs more epochs on CPU-size caps) and one seed.
+test's time; the method's 1e-2 needs more epochs on CPU-size caps) and one seed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 
 FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
+
+pytestmark = pytest.mark.slow  # each fit converges products: 30-40 s on 2 cores
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ def test_help_reads_well(run_cli) -> None:
     imp = run_cli("embeddings", "import", "--help")
     assert "--modality" in imp.stdout and "row i embeds scene i" in imp.stdout
     split = run_cli("dataset", "split", "--help")
-    assert "--fraction" in split.stdout and "--validation" in split.stdout
+    assert "--fractions" in split.stdout and "--validation" in split.stdout
 
 
 def test_version(run_cli) -> None:
@@ -49,7 +49,7 @@ def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
     info = run_cli("dataset", "info", ds)
     assert info.returncode == 0 and "0 / 576 rendered" in info.stdout
 
-    split = run_cli("dataset", "split", ds, "--fraction", "0.5", "--seed", "3", "--validation", "0.1")
+    split = run_cli("dataset", "split", ds, "--fractions", "0.5", "--seed", "3", "--validation", "0.1")
     assert split.returncode == 0, split.stderr
     saved = json.loads((ds / "splits" / "object_seed3_f0.5.json").read_text())
     assert saved["seed"] == 3 and saved["fraction"] == 0.5 and len(saved["train_objects"]) == 12
@@ -75,6 +75,7 @@ def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
     assert info.returncode == 0 and "planted" in info.stdout
 
 
+@pytest.mark.slow
 def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     out = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")
     assert out.returncode == 0, out.stderr
@@ -91,7 +92,8 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     again = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")  # finished steps are no-ops
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("(existing, 576 x 384)") == 2
-    assert again.stdout.replace("existing", "embedded") == out.stdout
+    assert again.stdout.count("(reused)") == 3
+    assert again.stdout.replace("existing", "embedded").replace("(reused)", "(computed)") == out.stdout
     assert (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns == stamp
 
 
@@ -129,7 +131,7 @@ def test_error_invalid_yaml_setting(run_cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fraction", ["0", "1", "1.5", "-0.2"])
 def test_error_fraction_outside_unit_interval(run_cli, built: Path, tmp_path: Path, fraction: str) -> None:
-    result = run_cli("dataset", "split", built, "--fraction", fraction, "--out", tmp_path / "s")
+    result = run_cli("dataset", "split", built, "--fractions", fraction, "--out", tmp_path / "s")
     assert_one_line_error(result, f"fraction must be in (0, 1) (exclusive), got {float(fraction)}")
     assert not (tmp_path / "s").exists()
 
@@ -203,22 +205,25 @@ def planted_emb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
 
 def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     out = tmp_path / "probe"
-    result = run_cli("probe", planted_emb, "--out", out, "--seeds", "2", "--steps", "500")
+    result = run_cli("probe", planted_emb, "--out", out, "--seeds", "0,1", "--steps", "500")
     assert result.returncode == 0, result.stderr
     assert "base" in result.stdout and "rand" in result.stdout and "chance" in result.stdout
+    assert "seeds 0, 1; wrote" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["test"]["object_acc"] > 0.9 and "concept_acc" in summary["train"]
+    assert summary["test"]["object_acc"]["mean"] > 0.9 and "concept_acc" in summary["train"]
+    assert summary["test"]["object_acc"]["n"] == 2
     assert summary["chance"]["object_acc"] == pytest.approx((552 / 276 + 24 / 24) / 576, abs=5e-4)  # test split
-    assert summary["controls"]["rand"]["test"]["object_acc"] < 0.1
+    assert summary["controls"]["rand"]["test"]["object_acc"]["mean"] < 0.1
     table = pd.read_parquet(out / "results.parquet")
-    assert list(table.columns) == ["analysis", "variant", "split", "metric", "seed", "value"]
+    assert list(table.columns) == ["analysis", "variant", "control", "group", "metric", "seed", "value"]
     assert sorted(table.seed.unique()) == [0, 1]
     assert len(pd.read_csv(out / "results.csv")) == len(table)
     probe = json.loads((out / "probes" / "seed0" / "probe.json").read_text())
     assert probe["names"] == ["object", "color", "shape"]
     assert np.load(out / "probes" / "seed1" / "object.npy").shape == (24, 64)
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["control"].endswith("model_rand") and manifest["settings"]["seeds"] == [0, 1]
+    assert summary["format"] == {"name": "bindscope-result", "version": 2} and summary["analysis"] == "probe"
+    assert summary["inputs"]["control"]["path"].endswith("model_rand") and summary["settings"]["seeds"] == [0, 1]
+    assert summary["seeds"] == [0, 1] and len(summary["content_key"]) == 64
     assert (
         summary["solver"]["0"]["object"] == "reference" and summary["warnings"] == []
     )  # separable: followed the reference
@@ -229,25 +234,30 @@ def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
 def test_decompose_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     out = tmp_path / "dec"
     result = run_cli(
-        "decompose", planted_emb, "--out", out, "--seeds", "2", "--optimizer", "lbfgs", "--test-fraction", "0.01"
+        "decompose", planted_emb, "--out", out, "--seeds", "0,1", "--optimizer", "lbfgs", "--test-fraction", "0.01"
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["r2"]["test"]) == {"object_additive", "concept_additive", "object_bag", "concept_bag"}
-    assert summary["r2"]["train"]["object_additive"] > 0.95
+    assert summary["r2"]["train"]["object_additive"]["mean"] > 0.95
     assert set(summary["subtraction"]) == {"base", "objects", "objects_perm", "concepts", "concepts_perm"}
-    assert summary["controls"]["rand"]["r2"]["test"]["object_additive"] < 0.2
-    assert json.loads((out / "manifest.json").read_text())["test_fraction"] == 0.01
+    assert summary["controls"]["rand"]["r2"]["test"]["object_additive"]["mean"] < 0.2
+    assert summary["settings"]["test_fraction"] == 0.01
+    table = pd.read_parquet(out / "results.parquet")
+    assert set(table.part) == {"additive", "subtraction"} and set(table.control) == {"none", "permuted_labels", "rand"}
 
 
 @pytest.mark.parametrize(
     ("args", "message", "status"),
     [
-        (["--seeds", "0"], "--seeds must be at least 1, got 0", 1),
-        (["--train-fraction", "1.5"], "train fraction must be in (0, 1) (exclusive), got 1.5", 1),
+        (["--seeds", "0,0"], "seeds: seeds repeat: [0, 0]", 1),
+        (["--seeds", "-1"], "seeds: seeds are non-negative", 1),
+        (["--seeds", "0,,1"], "--seeds takes comma-separated values without empty items", 1),
+        (["--seeds", "three"], "--seeds takes comma-separated values, e.g. 0,1,2; got 'three'", 1),
+        (["--train-fraction", "1.5"], "train_fraction: train fraction must be in (0, 1) (exclusive), got 1.5", 1),
         (["--optimizer", "sgd"], "Invalid value for '--optimizer'", 2),
-        (["--steps", "0"], "steps and max_iter must be at least 1", 1),
-        (["--exact-budget", "-1"], "--exact-budget must be >= 0 seconds, got -1.0", 1),
+        (["--steps", "0"], "steps: must be at least 1, got 0", 1),
+        (["--exact-budget", "-1"], "exact_budget_s: must be at least 0.0, got -1.0", 1),
     ],
 )
 def test_probe_bad_options(run_cli, planted_emb: Path, tmp_path: Path, args, message: str, status: int) -> None:
@@ -269,7 +279,7 @@ def test_probe_bad_inputs(run_cli, planted_emb: Path, tmp_path: Path) -> None:
 
 
 def test_probe_warns_when_separable_probes_skip_the_reference(run_cli, planted_emb: Path, tmp_path: Path) -> None:
-    result = run_cli("probe", planted_emb, "--out", tmp_path / "p", "--seeds", "1", "--exact-budget", "0")
+    result = run_cli("probe", planted_emb, "--out", tmp_path / "p", "--seeds", "0", "--exact-budget", "0")
     assert result.returncode == 0, result.stderr
     assert "warning: base: probe(s)" in result.stderr and "object" in result.stderr
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())

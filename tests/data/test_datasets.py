@@ -201,7 +201,7 @@ def _truncate_csv(d: Path) -> None:
 
 
 def test_custom_yaml_dataset(tmp_path: Path) -> None:
-    ds = build_dataset(Path(__file__).parents[1] / "configs" / "custom_space.yaml", tmp_path / "c")
+    ds = build_dataset(Path(__file__).parents[2] / "configs" / "custom_space.yaml", tmp_path / "c")
     assert ds.name == "sized_shapes"
     assert len(ds) == 2000 + 24
     assert ds.scenes.max_objects == 3

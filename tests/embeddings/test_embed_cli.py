@@ -27,6 +27,7 @@ def test_models_lists_backends_and_the_default(run_cli) -> None:
     assert "not in this version" not in out.stdout  # every backend is implemented
 
 
+@pytest.mark.slow
 def test_embed_texts_then_again_is_a_noop(run_cli, clevr_dir: Path, tmp_path: Path) -> None:
     out = run_cli(
         "embed", clevr_dir, "--model", "st:all-MiniLM-L6-v2", "--modality", "text", "--out", tmp_path / "e", "-q"
@@ -41,6 +42,7 @@ def test_embed_texts_then_again_is_a_noop(run_cli, clevr_dir: Path, tmp_path: Pa
     assert info.returncode == 0 and "one row per scene" in info.stdout
 
 
+@pytest.mark.slow
 def test_embed_images_layer_and_single_objects(
     run_cli, clevr_images_dir: Path, tiny_clip: Path, tmp_path: Path
 ) -> None:
@@ -136,6 +138,7 @@ def test_error_missing_dataset(run_cli, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_the_same_command_resumes(clevr_dir: Path, tmp_path: Path) -> None:
     import os
     import signal

@@ -279,7 +279,10 @@ def test_clip_describe(models: dict[str, Path]) -> None:
 def test_half_precision_gives_float32_rows_close_to_float32(
     models: dict[str, Path], images: list[Image.Image], dtype: str, tolerance: float
 ) -> None:
-    """Half precision runs on the CPU too; bfloat16 keeps 8 mantissa bits, hence the looser bound (relative to the scale)."""
+    """Half precision runs on the CPU too; bfloat16 keeps 8 mantissa bits, hence the looser bound.
+
+    The bound is relative to the scale of the embeddings.
+    """
     full, half = load_encoder(_hf(models["clip"])), load_encoder(_hf(models["clip"]), dtype=dtype)
     assert half.model.dtype == getattr(torch, dtype) and half.describe()["dtype"] == dtype
     for modality, items in [("image", images), ("text", TEXTS)]:

@@ -106,7 +106,7 @@ def probed(cli, workdir: Path, exported) -> tuple[Path, subprocess.CompletedProc
     assert result.returncode == 0, result.stderr
     out = workdir / "probe"
     return out, cli(
-        "probe", exp / "embeddings" / "scene", "--out", out, "--seeds", "1", "--optimizer", "lbfgs", "--max-iter", "100"
+        "probe", exp / "embeddings" / "scene", "--out", out, "--seeds", "0", "--optimizer", "lbfgs", "--max-iter", "100"
     )
 
 
@@ -145,7 +145,7 @@ def test_train_writes_a_model(run_cli, trained, tiny_yaml: Path) -> None:
 
 def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    args = ("scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "2", "--out", out, "-q")
+    args = ("scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "0,1", "--out", out, "-q")
     start = time.perf_counter()
     result = run_cli(*args)
     first = time.perf_counter() - start
@@ -153,13 +153,16 @@ def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
     assert "[4/4] fraction 0.6 seed 1" in result.stdout and "chance" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["per_fraction"]) == {"0.3", "0.6"} and summary["seeds"] == [0, 1]
+    assert summary["analysis"] == "scratch-sweep" and summary["format"]["version"] == 2
     for entry in summary["per_fraction"].values():
         for key in ("test_object_acc", "train_object_acc", "validation_object_acc", "test_concept_acc"):
             assert entry[key]["n"] == 2, key
-            assert entry[key]["min"] <= entry[key]["mean"] <= entry[key]["max"]
+            assert entry[key]["min"] <= entry[key]["mean"] <= entry[key]["max"] and entry[key]["std"] is not None
     assert summary["per_fraction"]["0.3"]["coverage"] == 0.25 and summary["per_fraction"]["0.6"]["coverage"] == 0.55
     table = pd.read_csv(out / "results.csv")
     assert set(table.fraction) == {0.3, 0.6} and set(table.seed) == {0, 1}
+    assert list(table.columns)[:7] == ["analysis", "variant", "control", "group", "metric", "seed", "value"]
+    assert set(table.variant) == {"model", "chance"} and set(table.group) == {"train", "validation", "test"}
     assert (out / "plots" / "coverage.png").stat().st_size > 1000
     for run in ("f0.3-s0", "f0.3-s1", "f0.6-s0", "f0.6-s1"):
         assert (out / "runs" / run / "model.safetensors").is_file(), run
@@ -178,8 +181,8 @@ def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("fractions", "message"),
     [
-        ("0.2,x", "--fractions must be comma-separated numbers, e.g. 0.2,0.4,0.6,0.8; got '0.2,x'"),
-        ("1.5", "fractions must lie strictly between 0 and 1, got 1.5"),
+        ("0.2,x", "--fractions takes comma-separated values, e.g. 0.2,0.4,0.6,0.8; got '0.2,x'"),
+        ("1.5", "fractions: fraction must be in (0, 1) (exclusive), got 1.5"),
     ],
 )
 def test_sweep_bad_fractions(run_cli, tiny_yaml: Path, tmp_path: Path, fractions: str, message: str) -> None:
@@ -211,18 +214,16 @@ def test_probe_on_exported_embeddings(probed) -> None:
     assert "rand" in result.stdout and "chance" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert "object_acc" in summary["test"] and "rand" in summary["controls"]
-    assert json.loads((out / "manifest.json").read_text())["control"].endswith("scene-rand")
+    assert summary["inputs"]["control"]["path"].endswith("scene-rand")
 
 
 COMPLEXITY = (
-    "-a",
-    "additive",
-    "-a",
-    "mult",
-    "--fraction",
+    "--approximators",
+    "additive,mult",
+    "--fractions",
     "0.5",
     "--seeds",
-    "1",
+    "0",
     "--budget",
     "cpu",
     "--epochs",
@@ -257,7 +258,7 @@ def test_complexity_with_the_exported_probes(run_cli, exported, tmp_path: Path) 
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (("--seeds", "0"), "--seeds must be at least 1, got 0"),
+        (("--seeds", "0,-1"), "seeds: give at least one seed (seeds are non-negative)"),
         (("--workers", "0"), "--workers must be at least 1, got 0"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Captions, mention order and swap negatives (METHOD §1 caption template, §7 negatives)."""
+"""Captions, mention order and swap negatives (docs/method.md §1 caption template, §7 negatives)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def oracle_phrases(scenes: SceneSet, template: CaptionTemplate) -> list[list[str
     ]
 
 
-# -- the METHOD template ----------------------------------------------------------------------------
+# -- the method's template ----------------------------------------------------------------------------
 
 
 def test_clevr_two_objects():

@@ -1,4 +1,4 @@
-"""ConceptSpace (mixed-radix object ids) and SceneSet (enumeration, sampling, views), METHOD §1."""
+"""ConceptSpace (mixed-radix object ids) and SceneSet (enumeration, sampling, views), docs/method.md §1."""
 
 from __future__ import annotations
 

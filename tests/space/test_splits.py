@@ -1,4 +1,4 @@
-"""Seeded scene-level and object-level splits, validation carve-outs, JSON round trip (METHOD §2)."""
+"""Seeded scene-level and object-level splits, validation carve-outs, JSON round trip (docs/method.md §2)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,95 @@
+"""The analyses: one contract, one registry, one result format.
+
+>>> from bindscope.analyses import list_analyses, get_analysis, run_analysis, load_inputs, load_result
+>>> list_analyses()
+['complexity', 'decompose', 'probe']
+>>> settings = get_analysis("probe").Settings(seeds=(0,))          # doctest: +SKIP
+>>> run_analysis("probe", load_inputs("emb/clip"), "results/probe", settings)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Result
+from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, resolve_budget
+from bindscope.analyses.decompose import DecomposeSettings
+from bindscope.analyses.inputs import Inputs, load_frozen_probes, load_inputs
+from bindscope.analyses.probe import ProbeSettings
+from bindscope.analyses.registry import get_analysis, list_analyses, register, run_analysis
+from bindscope.analyses.results import KEY_COLUMNS, LoadedResult, load_result, spread, write_result
+
+
+def run_probe(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: ProbeSettings | None = None,
+    *,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """``bindscope probe``, folder in and folder out; returns the written summary."""
+    inputs = load_inputs(emb_dir, dataset, control)
+    return run_analysis("probe", inputs, out, settings, overwrite=overwrite).summary
+
+
+def run_decompose(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: DecomposeSettings | None = None,
+    *,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """``bindscope decompose``, folder in and folder out; returns the written summary."""
+    inputs = load_inputs(emb_dir, dataset, control)
+    return run_analysis("decompose", inputs, out, settings, overwrite=overwrite).summary
+
+
+def run_complexity(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: ComplexitySettings | None = None,
+    *,
+    probes: str | Path | None = None,
+    dataset: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """``bindscope complexity``, folder in and folder out; returns the written summary.
+
+    Without ``probes`` the probes are fitted first (see :class:`ComplexitySettings`).
+    """
+    settings = settings or ComplexitySettings()
+    inputs = load_inputs(emb_dir, dataset, find_control=False, probes=probes, probe_seed=settings.probe_seed)
+    return run_analysis("complexity", inputs, out, settings, overwrite=overwrite).summary
+
+
+__all__ = [
+    "INPUT_KINDS",
+    "KEY_COLUMNS",
+    "Analysis",
+    "AnalysisInputs",
+    "Budget",
+    "ComplexitySettings",
+    "DecomposeSettings",
+    "Inputs",
+    "LoadedResult",
+    "ProbeSettings",
+    "Result",
+    "get_analysis",
+    "list_analyses",
+    "load_frozen_probes",
+    "load_inputs",
+    "load_result",
+    "register",
+    "resolve_budget",
+    "run_analysis",
+    "run_complexity",
+    "run_decompose",
+    "run_probe",
+    "spread",
+    "write_result",
+]

@@ -1,4 +1,4 @@
-"""Additive decomposition (METHOD §4): is a scene embedding a sum of its parts?
+"""Additive decomposition (docs/method.md §4): is a scene embedding a sum of its parts?
 
 Four linear models on one-hot designs, each with an intercept ``mu``:
 
@@ -162,7 +162,7 @@ def _derangement(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def subtract(scenes: SceneSet, y: np.ndarray, model: str, *, permuted: bool = False, seed: int = 0) -> np.ndarray:
-    """Residual ``y - reconstruction`` for the subtraction variants (METHOD §4).
+    """Residual ``y - reconstruction`` for the subtraction variants (docs/method.md §4).
 
     The model is fitted on all scenes with their true labels. With ``permuted``, the fitted
     tables are looked up with a fixed random relabelling of the ids instead, which removes a

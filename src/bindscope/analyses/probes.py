@@ -1,4 +1,4 @@
-"""Uni-modal probes (METHOD §3): is object information recoverable from an embedding?
+"""Uni-modal probes (docs/method.md §3): is object information recoverable from an embedding?
 
 Bias-free linear probes, one per concept and one over objects, trained with soft set targets
 (``t[v] = #objects with value v / n``) and a soft-target cross-entropy. A scene counts as
@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -290,6 +290,7 @@ class ProbeSet:
         self.normalize = normalize
         self.seed = seed
         self.device = device
+        self.meta_: dict[str, Any] = {}  # what a loaded probe folder records (probe.json)
 
     @property
     def preprocessing(self) -> Preprocessing:

@@ -1,23 +1,135 @@
-"""Analysis output folders: summary.json, tidy results (parquet + csv), manifest, extra files.
+"""One result format for every analysis: written by :func:`write_result`, read by :func:`load_result`.
 
-A folder appears only once complete, and a run never writes into a folder holding another one.
+An analysis folder holds::
+
+    summary.json      the common header (format, analysis, versions, inputs, settings, seeds,
+                      seconds, content_key, warnings), then the analysis's main numbers
+    results.parquet   tidy rows: the key columns KEY_COLUMNS plus the analysis's own columns
+    results.csv       the same table
+    <name>.parquet    further tables of the analysis (and .csv unless large), e.g. per-scene correctness
+    plots/*.png       its figures
+    ...               its artefacts (e.g. fitted probes)
+
+A folder appears only once complete; spread over seeds is always ``{"mean", "std", "n"}``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bindscope.core.io import staged_dir, write_json
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import read_json, staged_dir, write_json
+from bindscope.core.validation import format_validation
 from bindscope.core.version import __version__
 
+FORMAT_NAME = "bindscope-result"
+FORMAT_VERSION = 2
+#: The columns every results table starts with (one row per number).
+KEY_COLUMNS = ("analysis", "variant", "control", "group", "metric", "seed", "value")
+NO_CONTROL = "none"
+SUMMARY = "summary.json"
+RESULTS = "results.parquet"
 
+
+class ResultFormat(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    version: int
+
+
+class ResultHeader(BaseModel):
+    """The common header of every ``summary.json``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    format: ResultFormat
+    analysis: str
+    bindscope_version: str
+    created: str
+    content_key: str
+    inputs: dict[str, Any]
+    settings: dict[str, Any]
+    seeds: list[int]
+    seconds: float
+    versions: dict[str, str]
+    warnings: list[str]
+
+
+HEADER_KEYS = tuple(ResultHeader.model_fields)
+
+
+@dataclass(frozen=True)
+class LoadedResult:
+    """An analysis folder read back: its header, the whole summary, the tidy results table."""
+
+    path: Path
+    header: ResultHeader
+    summary: dict[str, Any]
+    table: pd.DataFrame
+
+    @property
+    def analysis(self) -> str:
+        return self.header.analysis
+
+    @property
+    def numbers(self) -> dict[str, Any]:
+        """The analysis's own part of the summary (everything after the header)."""
+        return {k: v for k, v in self.summary.items() if k not in HEADER_KEYS}
+
+    def read_table(self, name: str) -> pd.DataFrame:
+        """A further table of the folder (``<name>.parquet``), e.g. ``per_scene`` or ``training``."""
+        path = self.path / f"{name}.parquet"
+        if not path.is_file():
+            tables = sorted(p.stem for p in self.path.glob("*.parquet") if p.name != RESULTS)
+            raise BindscopeError(f"{self.path} has no table {name!r}; it has {', '.join(tables) or 'none'}")
+        return pd.read_parquet(path)
+
+
+@dataclass
+class ResultFiles:
+    """What an analysis writes besides the summary: tables, and a hook for plots and artefacts."""
+
+    table: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    extra: Callable[[Path], None] | None = None
+    parquet_only: frozenset[str] = frozenset()  # large tables written without a CSV copy
+
+
+# -- spread ---------------------------------------------------------------------------------------
+def spread(values: Iterable[float] | pd.Series | np.ndarray) -> dict[str, float | int | None]:
+    """Mean, standard deviation (ddof 1; None for a single value) and count, the one way spread is named."""
+    v = np.asarray(list(values) if not isinstance(values, np.ndarray | pd.Series) else values, dtype=float)
+    if v.size == 0:
+        raise BindscopeError("no values to summarise")
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else None, "n": int(v.size)}
+
+
+def tidy(rows: list[dict[str, Any]] | pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
+    """A results table with the key columns first (in order), then ``extra_columns``."""
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+    columns = [*KEY_COLUMNS, *extra_columns]
+    missing = [c for c in columns if c not in table.columns]
+    if missing and len(table):
+        raise BindscopeError(f"internal: results rows lack the columns {missing}")
+    table = table.reindex(columns=columns)
+    if len(table):
+        table["seed"] = table["seed"].astype("int64")
+        table["value"] = table["value"].astype("float64")
+    return table
+
+
+# -- provenance -----------------------------------------------------------------------------------
 def versions() -> dict[str, str]:
     """Versions of what produced a result."""
     import torch
@@ -31,26 +143,127 @@ def versions() -> dict[str, str]:
     }
 
 
-def write_run(
-    out: Path,
+def content_key(analysis: str, inputs: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """What makes a result what it is: analysis, format, bindscope version, inputs' keys, settings.
+
+    Two folders with the same key hold the same computation; a step is reused only on a match.
+    """
+    keys = {k: v.get("key") if isinstance(v, Mapping) else v for k, v in inputs.items()}
+    blob = {
+        "analysis": analysis,
+        "format": FORMAT_VERSION,
+        "bindscope": __version__,
+        "inputs": keys,
+        "settings": settings,
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def header(
+    analysis: str,
     *,
-    summary: dict[str, Any],
-    results: pd.DataFrame,
-    manifest: dict[str, Any],
-    extra: Callable[[Path], None] | None = None,
+    inputs: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    seeds: Iterable[int],
+    seconds: float,
+    warnings: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The common header of ``summary.json``."""
+    return {
+        "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
+        "analysis": analysis,
+        "bindscope_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "content_key": content_key(analysis, inputs, settings),
+        "inputs": dict(inputs),
+        "settings": dict(settings),
+        "seeds": [int(s) for s in seeds],
+        "seconds": round(float(seconds), 3),
+        "versions": versions(),
+        "warnings": list(warnings),
+    }
+
+
+# -- writing and reading --------------------------------------------------------------------------
+def write_result(
+    out: str | Path,
+    head: Mapping[str, Any],
+    numbers: Mapping[str, Any],
+    files: ResultFiles,
+    *,
     overwrite: bool = False,
-) -> Path:
-    """Write an analysis folder atomically; ``extra(stage)`` may add files (probes, per-scene tables)."""
+) -> dict[str, Any]:
+    """Write an analysis folder atomically; returns the summary as written.
+
+    ``head`` is :func:`header`'s output, ``numbers`` the analysis's main numbers (their keys may
+    not reuse a header key).
+    """
+    clash = sorted(set(numbers) & set(HEADER_KEYS))
+    if clash:
+        raise BindscopeError(f"internal: summary keys {clash} clash with the common header")
+    summary = {**head, **numbers}
+    ResultHeader.model_validate(summary)
+    out = Path(out)
     with staged_dir(out, overwrite=overwrite) as stage:
-        write_json(stage / "summary.json", summary)
-        results.to_parquet(stage / "results.parquet", index=False)
-        results.to_csv(stage / "results.csv", index=False)
-        if extra is not None:
-            extra(stage)
-        full = {
-            **manifest,
-            "versions": versions(),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }
-        write_json(stage / "manifest.json", full)
-    return out
+        write_json(stage / SUMMARY, summary)
+        for name, table in {"results": files.table, **files.tables}.items():
+            table.to_parquet(stage / f"{name}.parquet", index=False)
+            if name not in files.parquet_only:
+                table.to_csv(stage / f"{name}.csv", index=False)
+        if files.extra is not None:
+            files.extra(stage)
+    return summary
+
+
+def read_header(folder: str | Path) -> dict[str, Any] | None:
+    """The summary of a folder written by :func:`write_result` in this format, else None (no error)."""
+    path = Path(folder) / SUMMARY
+    if not path.is_file():
+        return None
+    try:
+        summary = json.loads(path.read_text())
+        ResultHeader.model_validate(summary)
+    except (OSError, ValueError, ValidationError):
+        return None
+    fmt = summary.get("format", {})
+    return summary if (fmt.get("name"), fmt.get("version")) == (FORMAT_NAME, FORMAT_VERSION) else None
+
+
+def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult:
+    """Read an analysis folder back, checking its format, version and (if given) its analysis.
+
+    Raises
+    ------
+    BindscopeError
+        For a folder that is not an analysis folder, one of an older (or newer) format version,
+        one of another analysis than ``analysis``, or a damaged one.
+    """
+    folder = Path(folder)
+    if not (folder / SUMMARY).is_file():
+        raise BindscopeError(f"{folder} is not an analysis folder (no {SUMMARY}); give the --out folder of an analysis")
+    summary = read_json(folder / SUMMARY, "analysis summary")
+    fmt = summary.get("format")
+    if not isinstance(fmt, dict) or fmt.get("name") != FORMAT_NAME:
+        raise BindscopeError(
+            f"{folder} was written by an older bindscope (no result format tag in {SUMMARY}); "
+            "run the analysis again with this version"
+        )
+    if fmt.get("version") != FORMAT_VERSION:
+        raise BindscopeError(
+            f"{folder} has result format version {fmt.get('version')}, this bindscope reads version "
+            f"{FORMAT_VERSION}; run the analysis again with this version"
+        )
+    try:
+        head = ResultHeader.model_validate(summary)
+    except ValidationError as exc:
+        raise BindscopeError(f"{folder / SUMMARY} is damaged: {format_validation(exc)}") from None
+    if analysis is not None and head.analysis != analysis:
+        raise BindscopeError(f"{folder} holds a {head.analysis!r} result, not {analysis!r}")
+    results = folder / RESULTS
+    if not results.is_file():
+        raise BindscopeError(f"{folder} has no {RESULTS}; the folder is incomplete, run the analysis again")
+    table = pd.read_parquet(results)
+    missing = [c for c in KEY_COLUMNS if c not in table.columns]
+    if missing:
+        raise BindscopeError(f"{results} lacks the key columns {missing}; run the analysis again")
+    return LoadedResult(folder, head, summary, table)

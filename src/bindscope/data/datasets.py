@@ -278,7 +278,9 @@ def single_object_captions(ds: Dataset) -> np.ndarray:
 
 
 def attach_images(
-    root: str | Path, scene_images: Sequence[str], single_images: Sequence[Sequence[str]] | Sequence[str] | None = None
+    root: str | Path,
+    scene_images: Sequence[str] | np.ndarray,
+    single_images: Sequence[Sequence[str]] | Sequence[str] | np.ndarray | None = None,
 ) -> Dataset:
     """Record rendered image files in a dataset folder.
 
@@ -297,10 +299,10 @@ def attach_images(
     """
     ds = load_dataset(root)
     root = ds.root
-    scene_images = _check_image_list(root, scene_images, len(ds), "scene")
-    singles = None
+    scene_paths = _check_image_list(root, scene_images, len(ds), "scene")
+    singles: np.ndarray | None = None
     if single_images is not None:
-        grid = np.asarray(single_images, dtype=object)
+        grid: np.ndarray = np.asarray(single_images, dtype=object)
         grid = grid[:, None] if grid.ndim == 1 else grid
         if grid.ndim != 2 or grid.shape[0] != ds.space.num_objects:
             raise BindscopeError(
@@ -309,9 +311,9 @@ def attach_images(
             )
         singles = _check_image_list(root, grid.ravel(), grid.size, "single-object image").reshape(grid.shape)
         _write_table(singles_table(ds.preset, singles), root / SINGLES_PARQUET, root / SINGLES_CSV)
-    _write_table(scenes_table(ds.scenes, ds.captions, scene_images), root / SCENES_PARQUET, root / SCENES_CSV)
+    _write_table(scenes_table(ds.scenes, ds.captions, scene_paths), root / SCENES_PARQUET, root / SCENES_CSV)
     singles = singles if singles is not None else ds.single_images
-    rendered = {"rendered": int(sum(1 for p in scene_images if p))}
+    rendered = {"rendered": int(sum(1 for p in scene_paths if p))}
     if singles is not None:
         rendered.update(single_objects=int(singles.shape[0]), single_positions=int(singles.shape[1]))
     write_json(root / MANIFEST, {**ds.manifest, "images": {**ds.manifest.get("images", {}), **rendered}})
@@ -329,8 +331,8 @@ def singles_table(preset: Preset, images: np.ndarray) -> pa.Table:
     return table.add_column(1, "slot", pa.array(np.tile(np.arange(1, positions + 1), u).astype(np.int32)))
 
 
-def _check_image_list(root: Path, paths: Sequence[str], expected: int, what: str) -> np.ndarray:
-    paths = np.asarray([str(p) for p in paths], dtype=object)
+def _check_image_list(root: Path, given: Sequence[str] | np.ndarray, expected: int, what: str) -> np.ndarray:
+    paths = np.asarray([str(p) for p in given], dtype=object)
     if len(paths) != expected:
         raise BindscopeError(
             f"got {len(paths):,} image paths but the dataset has {expected:,} {what}s; give one per {what}"

@@ -1,4 +1,4 @@
-"""The paper's datasets as presets, and custom spaces from YAML (METHOD §1).
+"""The paper's datasets as presets, and custom spaces from YAML (docs/method.md §1).
 
 A preset is a validated :class:`PresetConfig`: the concept space, objects per scene, how the
 scenes are made (all ordered tuples or a seeded sample), the caption template and the noun.
@@ -21,6 +21,10 @@ from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 Modality = Literal["image", "text"]
+
+
+def _text_only() -> list[Modality]:
+    return ["text"]
 
 
 class SceneConfig(BaseModel):
@@ -78,7 +82,7 @@ class PresetConfig(BaseModel):
     scenes: SceneConfig = Field(default_factory=SceneConfig)
     caption: CaptionConfig | None = None
     noun: str | None = None
-    modalities: list[Modality] = Field(default_factory=lambda: ["text"], min_length=1)
+    modalities: list[Modality] = Field(default_factory=_text_only, min_length=1)
     renderer: str | None = None
     image: ImageConfig = Field(default_factory=ImageConfig)
     slot_layout: list[str] | None = None
@@ -128,6 +132,7 @@ class Preset:
                 self.space, k, allow_identical=sc.allow_identical, distinct_values=sc.distinct_values
             )
         else:
+            assert sc.num_scenes is not None, "SceneConfig requires num_scenes in mode 'sample'"
             scenes = SceneSet.sample(
                 self.space,
                 k,

@@ -1,4 +1,4 @@
-"""Import the ``pug_spare`` dataset from a user's copy of PUG:SPARE (METHOD §1).
+"""Import the ``pug_spare`` dataset from a user's copy of PUG:SPARE (docs/method.md §1).
 
 PUG:SPARE ships a CSV of rendered scenes (one row per image) and a folder of images. The paper
 uses one world's two-animal scenes in the default positions: rows whose ``world_name`` is the
@@ -135,9 +135,10 @@ def read_pug_csv(csv_path: Path) -> pd.DataFrame:
         raise BindscopeError(f"PUG:SPARE CSV {csv_path} is not a readable CSV file ({exc})") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
+        found = ", ".join(map(str, table.columns[:12])) + (", ..." if len(table.columns) > 12 else "")
         raise BindscopeError(
             f"PUG:SPARE CSV {csv_path} lacks {len(missing)} column(s): {', '.join(missing)}; it needs "
-            f"{', '.join(REQUIRED_COLUMNS)} (columns found: {', '.join(map(str, table.columns[:12]))}{', ...' if len(table.columns) > 12 else ''})"
+            f"{', '.join(REQUIRED_COLUMNS)} (columns found: {found})"
         )
     return table
 
@@ -225,8 +226,8 @@ def _check_duplicates(scene_of_row: np.ndarray, scenes: SceneSet, lines: np.ndar
             for s in dup[:SHOW]
         ]
         raise BindscopeError(
-            f"{len(dup):,} pug_spare scene(s) have more than one kept PUG:SPARE row, e.g. {_first(shown, SHOW, len(dup))}; "
-            "keep one row per scene in the CSV"
+            f"{len(dup):,} pug_spare scene(s) have more than one kept PUG:SPARE row, "
+            f"e.g. {_first(shown, SHOW, len(dup))}; keep one row per scene in the CSV"
         )
 
 

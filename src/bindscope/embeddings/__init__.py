@@ -1,0 +1,1 @@
+"""Layer 4: model specs and encoders, embedding extraction, embedding folders."""

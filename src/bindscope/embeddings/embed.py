@@ -14,7 +14,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
 from bindscope.data.datasets import Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
-from bindscope.embeddings.encoders.base import DTYPES
+from bindscope.embeddings.encoders.base import DTYPES, Items
 from bindscope.embeddings.store import (
     EMBEDDING_FORMAT,
     MANIFEST,
@@ -113,7 +113,7 @@ def embed_dataset(
     if dtype not in DTYPES:
         raise BindscopeError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     rows = "single_objects" if single_objects else "scenes"
-    items = embed_items(ds, modality, single_objects)
+    items: Items = embed_items(ds, modality, single_objects)
     spec = model.spec if isinstance(model, Encoder) else parse_spec(model)
     _refuse_other_contents(
         out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite
@@ -125,7 +125,8 @@ def embed_dataset(
         encoder = load_encoder(spec, layer=layer, device=device, dtype=dtype)
     encoder.check_modality(modality)
     own_items = encoder.dataset_items(ds, modality, single_objects)
-    items = items if own_items is None else own_items
+    if own_items is not None:
+        items = own_items
     info = encoder.describe()
     images_sha256 = _files_sha256(items) if modality == "image" else None
     key = content_key(ds.hash, modality, rows, info, images_sha256)
@@ -233,7 +234,7 @@ def content_key(dataset_hash: str, modality: str, rows: str, info: dict[str, Any
 def run_chunks(
     encoder: Encoder,
     modality: str,
-    items: Sequence[str],
+    items: Items,
     chunks: Sequence[tuple[int, int]],
     batch_size: int,
     save: Callable[[int, np.ndarray], None],
@@ -396,7 +397,7 @@ def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> E
         raise BindscopeError(f"{exc} (pass --overwrite to embed again)") from None
 
 
-def _files_sha256(paths: Sequence[str]) -> str:
+def _files_sha256(paths: Iterable[str]) -> str:
     h = hashlib.sha256()
     for p in paths:
         try:

@@ -2,21 +2,39 @@
 
 ``bindscope demo`` builds the clevr and text datasets, embeds the clevr captions with
 all-MiniLM-L6-v2 (and its ``+rand`` control), and runs the probes, the additive decomposition
-and the binding-function complexity sweep on them. Every step whose folder is complete is
-skipped, so running it again is a no-op.
+and the binding-function complexity sweep on them through the analysis registry. A step whose
+folder holds a result with the same content key (inputs + settings + bindscope version) is
+reused; a folder from other settings is replaced. Running it again is a no-op.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from bindscope.analyses import (
+    ComplexitySettings,
+    DecomposeSettings,
+    Inputs,
+    ProbeSettings,
+    get_analysis,
+    load_inputs,
+    resolve_budget,
+    run_analysis,
+)
+from bindscope.analyses.complexity.sweep import DEFAULT_APPROXIMATORS
+from bindscope.analyses.registry import input_record
+from bindscope.analyses.results import content_key, read_header
+from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import Settings
 from bindscope.data.datasets import build_dataset
 from bindscope.embeddings.encoders import DEFAULT_MODEL
+from bindscope.space.splits import DEFAULT_FRACTIONS, DEFAULT_SEEDS
 
 Say = Callable[[str], None]
+Progress = Callable[[int, int], object]
 
 
 @dataclass(frozen=True)
@@ -24,23 +42,45 @@ class DemoPlan:
     """What the demo runs. ``quick`` shrinks the analyses (one seed, three fractions, short fits)."""
 
     model: str = DEFAULT_MODEL
-    seeds: int = 3
-    fractions: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-    approximators: tuple[str, ...] = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    approximators: tuple[str, ...] = DEFAULT_APPROXIMATORS
     epochs: int | None = None
 
     @classmethod
     def quick(cls) -> DemoPlan:
         return replace(
-            cls(), seeds=1, fractions=(0.3, 0.6, 0.9), approximators=("additive", "mult_within_object"), epochs=60
+            cls(), seeds=(0,), fractions=(0.3, 0.6, 0.9), approximators=("additive", "mult_within_object"), epochs=60
         )
 
+    def settings(self) -> dict[str, Settings]:
+        """The settings of each analysis step."""
+        probe = ProbeSettings(seeds=self.seeds)
+        return {
+            "probe": probe,
+            "decompose": DecomposeSettings(seeds=self.seeds),
+            "complexity": ComplexitySettings(
+                approximators=self.approximators,
+                fractions=self.fractions,
+                seeds=self.seeds,
+                budget=resolve_budget("cpu", epochs=self.epochs),
+            ),
+        }
 
-def run_demo(out: Path, plan: DemoPlan = DemoPlan(), *, say: Say = print, progress: bool = True) -> dict[str, Path]:
-    """Run the demo into ``out``; returns the folders it wrote (or found complete)."""
-    from bindscope.analyses.complexity.sweep import ComplexitySettings, resolve_budget
-    from bindscope.analyses.run import run_complexity, run_decompose, run_probe
-    from bindscope.analyses.suite import ProbeSettings
+
+def run_demo(
+    out: Path,
+    plan: DemoPlan = DemoPlan(),
+    *,
+    say: Say = print,
+    progress: Callable[[str], Any] | None = None,
+    embed_progress: bool = True,
+) -> dict[str, Path]:
+    """Run the demo into ``out``; returns the folders it wrote (or found complete).
+
+    ``progress(name)`` gives a context manager yielding a ``progress(done, total)`` callback for
+    an analysis step (the CLI draws bars with it).
+    """
     from bindscope.embeddings.embed import embed_dataset
 
     folders: dict[str, Path] = {}
@@ -51,44 +91,60 @@ def run_demo(out: Path, plan: DemoPlan = DemoPlan(), *, say: Say = print, progre
     clevr = out / "datasets" / "clevr"
     emb = out / "embeddings" / "clevr-text-minilm"
     for spec, folder in ((plan.model, emb), (f"{plan.model}+rand", emb.with_name(emb.name + "+rand"))):
-        result = embed_dataset(clevr, spec, modality="text", out=folder, progress=progress)
+        result = embed_dataset(clevr, spec, modality="text", out=folder, progress=embed_progress)
         folders[f"embeddings:{spec}"] = folder
         say(
             f"embeddings   {spec} -> {folder} ({result.status}, {result.embeddings.array.shape[0]:,} x "
             f"{result.embeddings.dim})"
         )
-    settings = ProbeSettings(seeds=tuple(range(plan.seeds)))
     results = out / "results"
-    probe = _step(results / "probe", lambda p: run_probe(emb, p, settings))
-    decompose = _step(results / "decompose", lambda p: run_decompose(emb, p, settings))
-    budget = resolve_budget("cpu", epochs=plan.epochs)
-    complexity_settings = ComplexitySettings(
-        approximators=plan.approximators, fractions=plan.fractions, seeds=tuple(range(plan.seeds)), budget=budget
-    )
-    complexity = _step(
-        results / "complexity",
-        lambda p: run_complexity(emb, p, complexity_settings, probes=results / "probe", progress=progress),
-    )
-    folders.update(probe=results / "probe", decompose=results / "decompose", complexity=results / "complexity")
+    settings = plan.settings()
+    summaries: dict[str, dict[str, Any]] = {}
+    for name in ("probe", "decompose", "complexity"):
+        probes = results / "probe" if name == "complexity" else None
+        inputs = load_inputs(emb, find_control=name != "complexity", probes=probes)
+        summaries[name], status = step(name, inputs, results / name, settings[name], progress)
+        folders[name] = results / name
+        say(f"{name:<12} -> {results / name} ({status})")
     say("")
-    say(_reading(probe, decompose, complexity))
+    say(reading(summaries["probe"], summaries["decompose"], summaries["complexity"]))
     say(f"\nresults in {results}")
     return folders
 
 
-def _step(folder: Path, run: Callable[[Path], dict]) -> dict:
-    """Run an analysis into ``folder`` unless a complete one is there; its summary either way."""
-    summary = folder / "summary.json"
-    if summary.is_file() and (folder / "manifest.json").is_file():
-        return json.loads(summary.read_text())
-    return run(folder)
+def step(
+    name: str, inputs: Inputs, folder: Path, settings: Settings, progress: Callable[[str], Any] | None
+) -> tuple[dict[str, Any], str]:
+    """Run an analysis into ``folder`` unless it holds the same result (same content key).
+
+    Returns the summary and ``reused``, ``computed`` or ``replaced`` (the folder held a result
+    of other inputs, settings, version or format). A folder holding anything else is refused.
+    """
+    wanted = content_key(name, input_record(get_analysis(name), inputs), settings.to_dict())
+    existing = read_header(folder)
+    if existing is not None and existing["content_key"] == wanted:
+        return existing, "reused"
+    if existing is None and folder.is_dir() and any(folder.iterdir()) and not (folder / "summary.json").is_file():
+        raise BindscopeError(
+            f"{folder} holds files that are not a bindscope result; move them away or choose another --out"
+        )
+    status = "replaced" if folder.exists() and any(folder.iterdir()) else "computed"
+    if progress is None:
+        return run_analysis(name, inputs, folder, settings, overwrite=True).summary, status
+    with progress(name) as advance:
+        return run_analysis(name, inputs, folder, settings, overwrite=True, progress=advance).summary, status
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _reading(probe: dict, decompose: dict, complexity: dict) -> str:
+def _mean(part: dict[str, Any] | None, metric: str) -> float | None:
+    value = (part or {}).get(metric)
+    return None if value is None else value["mean"]
+
+
+def reading(probe: dict, decompose: dict, complexity: dict) -> str:
     """A few lines that answer the paper's questions for this model."""
     rand = (probe.get("controls") or {}).get("rand") or {}
     r2 = decompose["r2"]["test"]
@@ -96,9 +152,10 @@ def _reading(probe: dict, decompose: dict, complexity: dict) -> str:
     return "\n".join(
         [
             "all-MiniLM-L6-v2 on the clevr captions:",
-            f"  objects recoverable?  object probe test accuracy {_pct(probe['test'].get('object_acc'))} "
-            f"(random weights {_pct(rand.get('test', {}).get('object_acc'))}, chance {_pct(probe['chance']['object_acc'])})",
-            "  additive?             R^2 test: " + ", ".join(f"{m} {v:.3f}" for m, v in r2.items()),
+            f"  objects recoverable?  object probe test accuracy {_pct(_mean(probe['test'], 'object_acc'))} "
+            f"(random weights {_pct(_mean(rand.get('test'), 'object_acc'))}, "
+            f"chance {_pct(probe['chance']['object_acc'])})",
+            "  additive?             R^2 test: " + ", ".join(f"{m} {v['mean']:.3f}" for m, v in r2.items()),
             f"  binding complexity:   {verdict}",
         ]
     )

@@ -1,4 +1,4 @@
-"""Controlled models trained from scratch (METHOD §9): sampler, model, training, sweeps, export."""
+"""Controlled models trained from scratch (docs/method.md §9): sampler, model, training, sweeps, export."""
 
 from bindscope.scratch.config import ScratchConfig, list_configs, load_config
 from bindscope.scratch.train import TrainResult, load_model, train_model

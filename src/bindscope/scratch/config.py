@@ -1,4 +1,4 @@
-"""Training configs for controlled models (METHOD §9): built-in ``cpu-small`` and ``paper``, or YAML.
+"""Training configs for controlled models (docs/method.md §9): built-in ``cpu-small`` and ``paper``, or YAML.
 
 A config names the concept space (a preset, a preset YAML file or inline concepts), the
 object-level split (train fraction of the objects, a validation slice carved from them, seed),
@@ -89,7 +89,7 @@ def _subset(n: int) -> dict[str, list[str]]:
     return {"attribute": TEXT_ATTRIBUTES[:n], "noun": TEXT_NOUNS[:n]}
 
 
-#: Built-in configs. ``paper``: METHOD §9 values (a GPU). ``cpu-small``: minutes on two CPU cores.
+#: Built-in configs. ``paper``: docs/method.md §9 values (a GPU). ``cpu-small``: minutes on two CPU cores.
 BUILTIN: dict[str, dict[str, Any]] = {
     "paper": {"name": "paper", "space": "text"},
     "cpu-small": {

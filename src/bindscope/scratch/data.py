@@ -1,4 +1,4 @@
-"""Token sequences and the vectorised, seeded scene/query sampler of METHOD §9.
+"""Token sequences and the vectorised, seeded scene/query sampler of docs/method.md §9.
 
 Tokens: the value ``v`` of concept ``c`` is ``offset[c] + v`` (``c*V + v`` when every concept has
 V values), then SOO, EOO, EOS and PAD. A scene of n objects is ``[SOO v_0 .. v_{C-1} EOO]`` per
@@ -147,7 +147,7 @@ def step_generator(seed: int, step: int) -> torch.Generator:
 
 
 class SceneSampler:
-    """Seeded batches of scenes drawn from ``allowed`` objects (METHOD §9).
+    """Seeded batches of scenes drawn from ``allowed`` objects (docs/method.md §9).
 
     Parameters
     ----------

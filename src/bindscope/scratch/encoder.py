@@ -9,14 +9,13 @@ block L (0 = token + position embedding), before the final LayerNorm and the hea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
-from bindscope.embeddings.encoders.base import Encoder, count_parameters, resolve_layer, to_float32, torch_dtype
+from bindscope.embeddings.encoders.base import Encoder, Items, count_parameters, resolve_layer, to_float32, torch_dtype
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 
@@ -52,7 +51,7 @@ class ScratchEncoder(Encoder):
         self.scene = model.scene.to(device=device, dtype=torch_dtype(dtype))
         self._weights = None if spec.random else file_sha256(self.folder / WEIGHTS)
 
-    def dataset_items(self, dataset: Any, modality: str, single_objects: bool = False) -> np.ndarray:
+    def dataset_items(self, dataset: Any, modality: str, single_objects: bool = False) -> Items:
         """The scenes to embed, ``[N, K, C]`` value indices, after checking the dataset's concept space."""
         from bindscope.data.datasets import single_object_scenes
 
@@ -64,7 +63,7 @@ class ScratchEncoder(Encoder):
         scenes = single_object_scenes(dataset) if single_objects else dataset.scenes
         return np.asarray(scenes.scenes, dtype=np.int64)
 
-    def prepare(self, modality: str, items: Sequence[Any]) -> Any:
+    def prepare(self, modality: str, items: Items) -> Any:
         self.check_modality(modality)
         if len(items) and isinstance(items[0], str):
             raise BindscopeError(

@@ -2,7 +2,7 @@
 
 The probes of a controlled model are its query encoder's L2-normalised embeddings: one per
 concept value and one per object. A scene is scored by cosine against them, and set separation
-(METHOD §3) decides whether it is correct.
+(docs/method.md §3) decides whether it is correct.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targe
 from bindscope.core.errors import BindscopeError
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import fixed_scenes
+from bindscope.scratch.model import DualEncoder
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import fraction_count, object_order
 
@@ -39,7 +40,7 @@ class ObjectRoles:
 
 
 def object_roles(config: ScratchConfig, space: ConceptSpace) -> ObjectRoles:
-    """The object-level split of METHOD §2 at ``config.fraction``, with a validation slice of train objects.
+    """The object-level split of docs/method.md §2 at ``config.fraction``, with a validation slice of train objects.
 
     Train objects are the first ``floor(f*U)`` of the seeded object order (nested across
     fractions for one seed); the last ``validation_fraction`` of them (at least one when the
@@ -78,7 +79,7 @@ def evaluation_scenes(config: ScratchConfig, space: ConceptSpace, roles: ObjectR
 
 
 @torch.no_grad()
-def query_probes(model: torch.nn.Module, space: ConceptSpace, device: str) -> dict[str, torch.Tensor]:
+def query_probes(model: DualEncoder, space: ConceptSpace, device: str) -> dict[str, torch.Tensor]:
     """L2-normalised query embeddings: ``{concept: [V_c, d], "object": [U, d]}``."""
     vocab = model.vocab
     concepts = _encode(model.query, vocab.concept_queries(), device)
@@ -90,7 +91,7 @@ def query_probes(model: torch.nn.Module, space: ConceptSpace, device: str) -> di
 
 
 @torch.no_grad()
-def scene_embeddings(model: torch.nn.Module, values: np.ndarray, device: str) -> torch.Tensor:
+def scene_embeddings(model: DualEncoder, values: np.ndarray, device: str) -> torch.Tensor:
     """Scene-encoder outputs ``[N, d_out]`` for scenes ``[N, K, C]``."""
     return _encode(model.scene, model.vocab.scene_tokens(torch.from_numpy(np.asarray(values, dtype=np.int64))), device)
 
@@ -112,7 +113,7 @@ def accuracies(z: torch.Tensor, probes: dict[str, torch.Tensor], scenes: SceneSe
     return out
 
 
-def evaluate(model: torch.nn.Module, space: ConceptSpace, sets: dict[str, np.ndarray], device: str) -> dict[str, float]:
+def evaluate(model: DualEncoder, space: ConceptSpace, sets: dict[str, np.ndarray], device: str) -> dict[str, float]:
     """``{<set>_<metric>: value}`` for every evaluation set."""
     was_training = model.training
     model.eval()

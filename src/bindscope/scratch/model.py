@@ -1,4 +1,4 @@
-"""The controlled model of METHOD §9: a scene encoder and a query encoder of the same shape.
+"""The controlled model of docs/method.md §9: a scene encoder and a query encoder of the same shape.
 
 Each encoder: token embedding, sinusoidal positions, a pre-LN transformer encoder (GELU, no
 dropout) with a final LayerNorm, the hidden state at the EOS token, a linear head to ``d_out``.
@@ -29,6 +29,8 @@ def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
 class SequenceEncoder(nn.Module):
     """Token sequence -> the EOS hidden state through a pre-LN transformer -> ``d_out``."""
 
+    positions: torch.Tensor  # a buffer: [max length, d_model] position codes
+
     def __init__(self, vocab: Vocabulary, config: ScratchConfig) -> None:
         super().__init__()
         self.vocab = vocab
@@ -52,7 +54,9 @@ class SequenceEncoder(nn.Module):
         for block in self.blocks.layers[:stop]:
             x = block(x, src_key_padding_mask=padding)
         if layer is None:
-            x = self.blocks.norm(x)
+            norm = self.blocks.norm
+            assert norm is not None, "the encoder is built with a final LayerNorm"
+            x = norm(x)
         eos = (tokens == self.vocab.eos).float().argmax(1)
         return x[torch.arange(len(tokens), device=tokens.device), eos]
 

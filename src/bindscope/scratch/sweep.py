@@ -1,13 +1,15 @@
 """Coverage sweeps: held-out-object accuracy of controlled models against the train fraction.
 
-``sweep(config, fractions, seeds, out)`` trains one model per (fraction, seed) and writes::
+``sweep(config, settings, out)`` trains one model per (fraction, seed) and writes a result folder
+in the common format (:mod:`bindscope.analyses.results`, analysis ``scratch-sweep``)::
 
-    OUT/summary.json     per fraction: mean, sd, min, max of held-out-object accuracy (and concept
-                         and in-distribution accuracy) over seeds, at each run's selected step
-    OUT/results.parquet  tidy rows: fraction, seed, coverage, split, metric, value
+    OUT/summary.json     the common header, then per fraction: mean, std, n, min, max of
+                         held-out-object accuracy (and concept and in-distribution accuracy) over
+                         seeds, at each run's selected step
+    OUT/results.parquet  tidy rows: the key columns (variant "model" or "chance", group = the
+                         objects scored: test, validation, train) plus fraction, coverage, selected_step
     OUT/results.csv
     OUT/plots/coverage.png
-    OUT/manifest.json
     OUT/runs/f0.2-s0/    every run's model folder (a ``scratch:`` model each)
 
 Runs train in a hidden sibling ``.<name>.sweep/`` until all are done, so an interrupted sweep
@@ -18,19 +20,34 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import field_validator
 
-from bindscope.analyses.results import write_run
+from bindscope.analyses.results import (
+    NO_CONTROL,
+    ResultFiles,
+    content_key,
+    header,
+    read_header,
+    spread,
+    tidy,
+    write_result,
+)
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, read_json, write_json
+from bindscope.core.validation import Settings
 from bindscope.scratch.config import ScratchConfig
+from bindscope.scratch.plot import coverage_plot
 from bindscope.scratch.train import train_model
+from bindscope.space.splits import DEFAULT_SEEDS, check_fraction
 
-HEADLINE = ("test", "object_acc")
+ANALYSIS = "scratch-sweep"
+EXTRA_COLUMNS = ("fraction", "coverage", "selected_step")
 SPLITS = {"test": "held-out objects", "validation": "validation objects", "train": "training objects"}
 
 
@@ -38,20 +55,30 @@ def run_name(fraction: float, seed: int) -> str:
     return f"f{fraction:g}-s{seed}"
 
 
-def check_fractions(fractions: Sequence[float]) -> list[float]:
-    out = sorted({float(f) for f in fractions})
-    if not out:
-        raise BindscopeError("give at least one fraction, e.g. --fractions 0.2,0.4,0.6,0.8")
-    bad = [f for f in out if not 0.0 < f < 1.0]
-    if bad:
-        raise BindscopeError(f"fractions must lie strictly between 0 and 1, got {', '.join(f'{f:g}' for f in bad)}")
-    return out
+class SweepSettings(Settings):
+    """Which coverages (train fractions) and seeds a sweep trains; both are sorted and deduplicated."""
+
+    fractions: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v:
+            raise ValueError("give at least one fraction, e.g. --fractions 0.2,0.4,0.6,0.8")
+        return tuple(sorted({check_fraction(f, "fraction") for f in v}))
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or min(v) < 0:
+            raise ValueError("give at least one seed (seeds are non-negative)")
+        return tuple(sorted(set(v)))
 
 
 def sweep(
     config: ScratchConfig,
-    fractions: Sequence[float],
-    seeds: Sequence[int],
+    settings: SweepSettings,
     out: str | Path,
     *,
     device: str = "cpu",
@@ -60,24 +87,24 @@ def sweep(
     progress: bool = False,
     say: Callable[[str], None] | None = None,
 ) -> dict:
-    """Train every (fraction, seed) run of ``config`` and summarise; returns the summary.
+    """Train every (fraction, seed) run of ``config`` and summarise; returns the written summary.
 
     ``workers`` > 1 trains that many runs at once in worker processes, splitting the CPU threads
     between them (on 2 cores, 2 workers of 1 thread trained 1.4x more steps per second than one
-    run on 2 threads). Each run's numbers are deterministic for a given thread count.
+    run on 2 threads). Each run's numbers are deterministic for a given thread count. A folder
+    holding the same sweep (same content key) is returned as it is.
     """
     if workers < 1:
         raise BindscopeError(f"--workers must be at least 1, got {workers}")
     out = Path(out)
-    fractions = check_fractions(fractions)
-    seeds = sorted({int(s) for s in seeds})
-    if not seeds or seeds[0] < 0:
-        raise BindscopeError("give at least one seed (seeds are non-negative)")
+    fractions, seeds = list(settings.fractions), list(settings.seeds)
     request = {"config": config.to_dict(), "fractions": fractions, "seeds": seeds}
-    if (out / "summary.json").is_file() and not overwrite:
-        if read_json(out / "manifest.json", "sweep manifest").get("request") == request:
-            return read_json(out / "summary.json", "sweep summary")
-        raise BindscopeError(f"{out} holds another sweep; choose another --out or pass --overwrite")
+    inputs = {"config": {"name": config.name, "key": config.to_dict()}}
+    existing = read_header(out)
+    if existing is not None and not overwrite:
+        if existing["analysis"] == ANALYSIS and existing["content_key"] == content_key(ANALYSIS, inputs, request):
+            return existing
+        raise BindscopeError(f"{out} holds another result; choose another --out or pass --overwrite")
     check_output_dir(out, overwrite=overwrite)
     runs_dir = _runs_dir(out, request, overwrite)
     start = time.perf_counter()
@@ -97,30 +124,28 @@ def sweep(
                 f"accuracy {acc:.3f} ({status})"
             )
         rows.extend(_rows(summary, job_config.fraction, job_config.seed))
-    rows.sort(key=lambda r: (r["fraction"], r["seed"]))
-    table = pd.DataFrame(rows)
-    summary = sweep_summary(table, config, fractions, seeds)
+    table = tidy(rows, EXTRA_COLUMNS).sort_values(["fraction", "seed"], kind="stable", ignore_index=True)
+    numbers = sweep_summary(table, config, fractions)
+    title = (
+        f"scratch {config.name}: binding generalisation against coverage "
+        f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
+    )
 
     def extra(stage: Path) -> None:
-        from bindscope.analyses.plots import coverage_plot
-
-        coverage_plot(
-            table,
-            stage / "plots" / "coverage.png",
-            title=f"scratch {config.name}: binding generalisation "
-            f"against coverage ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})",
-        )
+        coverage_plot(table, stage / "plots" / "coverage.png", title=title)
         shutil.copytree(runs_dir, stage / "runs", ignore=shutil.ignore_patterns("sweep.json"))  # a failure loses no run
 
-    manifest = {
-        "command": "scratch sweep",
-        "request": request,
-        "device": device,
-        "seconds": round(time.perf_counter() - start, 3),
-    }
-    write_run(out, summary=summary, results=table, manifest=manifest, extra=extra, overwrite=overwrite)
+    head = header(
+        ANALYSIS,
+        inputs=inputs,
+        settings=request,
+        seeds=seeds,
+        seconds=time.perf_counter() - start,
+    )
+    numbers["device"] = device
+    written = write_result(out, head, numbers, ResultFiles(table, extra=extra), overwrite=overwrite)
     shutil.rmtree(runs_dir, ignore_errors=True)
-    return summary
+    return written
 
 
 def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterator[tuple[ScratchConfig, dict, str]]:
@@ -172,66 +197,55 @@ def _runs_dir(out: Path, request: dict, overwrite: bool) -> Path:
 
 
 def _rows(summary: dict, fraction: float, seed: int) -> list[dict]:
+    extra = {"fraction": fraction, "coverage": summary["coverage"], "selected_step": summary["selected_step"]}
     rows = []
     for key, value in summary["selected"].items():
         split, metric = key.split("_", 1)
-        rows.append(
-            {
-                "fraction": fraction,
-                "seed": seed,
-                "coverage": summary["coverage"],
-                "split": split,
-                "metric": metric,
-                "value": value,
-                "selected_step": summary["selected_step"],
-            }
-        )
-    rows.append(
-        {
-            "fraction": fraction,
-            "seed": seed,
-            "coverage": summary["coverage"],
-            "split": "test",
-            "metric": "chance_object_acc",
-            "value": summary["chance_test_object_acc"],
-            "selected_step": summary["selected_step"],
-        }
-    )
+        rows.append(_row("model", split, metric, seed, value, extra))
+    rows.append(_row("chance", "test", "object_acc", seed, summary["chance_test_object_acc"], extra))
     return rows
 
 
-def _spread(values: pd.Series) -> dict[str, float]:
-    v = values.to_numpy(dtype=float)
+def _row(variant: str, group: str, metric: str, seed: int, value: float, extra: dict[str, Any]) -> dict[str, Any]:
     return {
-        "mean": float(v.mean()),
-        "sd": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
-        "min": float(v.min()),
-        "max": float(v.max()),
-        "n": int(len(v)),
+        "analysis": ANALYSIS,
+        "variant": variant,
+        "control": NO_CONTROL,
+        "group": group,
+        "metric": metric,
+        "seed": seed,
+        "value": value,
+        **extra,
     }
 
 
-def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[float], seeds: list[int]) -> dict:
+def _spread(values: pd.Series) -> dict[str, Any]:
+    v = values.to_numpy(dtype=float)
+    return {**spread(v), "min": float(v.min()), "max": float(v.max())}
+
+
+def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[float]) -> dict:
     """Mean and spread over seeds of every split's object and concept accuracy, per fraction."""
     per = {}
+    models = table[table.variant == "model"]
     for fraction in fractions:
-        at = table[table.fraction == fraction]
-        entry = {}
+        at = models[models.fraction == fraction]
+        entry: dict[str, Any] = {}
         for split in SPLITS:
             for metric in ("object_acc", "concept_acc"):
-                values = at[(at.split == split) & (at.metric == metric)]["value"]
+                values = at[(at.group == split) & (at.metric == metric)]["value"]
                 if len(values):
                     entry[f"{split}_{metric}"] = _spread(values)
         entry["coverage"] = round(float(at["coverage"].mean()), 6)
         per[f"{fraction:g}"] = entry
     headline = {f: per[f].get("test_object_acc", {}).get("mean") for f in per}
+    chance = table[table.variant == "chance"]["value"]
     return {
         "config": config.name,
         "fractions": fractions,
-        "seeds": seeds,
         "held_out_object_acc": {f: per[f].get("test_object_acc") for f in per},
         "per_fraction": per,
-        "chance_object_acc": float(np.mean(table[table.metric == "chance_object_acc"]["value"])),
+        "chance_object_acc": float(np.mean(chance)),
         "gain_low_to_high": (headline[f"{fractions[-1]:g}"] - headline[f"{fractions[0]:g}"])
         if len(fractions) > 1
         else None,

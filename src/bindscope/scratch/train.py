@@ -1,4 +1,4 @@
-"""Training a controlled model (METHOD §9): resumable, seeded, selected on validation.
+"""Training a controlled model (docs/method.md §9): resumable, seeded, selected on validation.
 
 Each step draws a fresh batch from the fit objects (:class:`SceneSampler`), scores every scene
 against every concept value and every object query of the batch, and minimises the soft

@@ -1,4 +1,4 @@
-"""Seeded train/test splits (METHOD §2), saved and loaded as JSON with their seed.
+"""Seeded train/test splits (docs/method.md §2), saved and loaded as JSON with their seed.
 
 - scene level: permute scenes; the first ``train_fraction`` train, the rest test.
 - object level: permute the U objects; the first ``floor(f * U)`` are train objects. Scenes are
@@ -23,6 +23,11 @@ from bindscope.core.io import atomic_write_text, read_json
 from bindscope.space.concepts import PAD, SceneSet
 
 SPLIT_FORMAT = "bindscope-split-v1"
+
+
+#: The object-level fractions of the paper's sweeps (0.1 ... 0.9) and the default seeds of every analysis.
+DEFAULT_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+DEFAULT_SEEDS = (0, 1, 2)
 
 
 def check_fraction(value: float, name: str = "fraction") -> float:

@@ -1,5 +1,5 @@
 """Fit stacks of approximators at once: full-batch Adam, cosine decay, validation selection and
-early stopping (METHOD §6), plus a scikit-learn style estimator for a single model.
+early stopping (docs/method.md §6), plus a scikit-learn style estimator for a single model.
 
 Each model in a stack has its own training and validation scenes (padded index matrices with
 masks), its own seed and its own loss; summing the losses keeps the gradients independent, and

@@ -1,4 +1,4 @@
-"""Binding-function approximators (METHOD §6): function families that map a scene's concept values
+"""Binding-function approximators (docs/method.md §6): function families that map a scene's concept values
 to its embedding.
 
 Slot ``s = (object k, concept c)``, ``S = K * C`` slots; slot s looks its value up in a learned
@@ -22,7 +22,9 @@ layer, and ``mult_within_object``'s per-object products when objects are fewer t
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import re
 from dataclasses import dataclass
 
@@ -140,6 +142,7 @@ def _init_one(family: Family, layout: Layout, width: int, dim: int, seed: int) -
     p = {"table": torch.randn(rows, width, generator=gen)}
     if family.name == "mlp":
         h = family.hidden
+        assert h is not None  # an mlp family always has a width
         w1 = _uniform(gen, (h, slots * width), slots * width)
         p.update(
             {f"w1.{s}": block.contiguous() for s, block in enumerate(w1.split(width, dim=1))}
@@ -252,7 +255,7 @@ def predict(
             return _gather_sum(prep["folded"], objects) + params["b"][:, None, :]
         c = layout.num_concepts
         per_object = [_product_of(params["table"], rows, range(k * c, (k + 1) * c)) for k in range(layout.num_slots)]
-        return _linear(sum(per_object), params["w"], params["b"])
+        return _linear(functools.reduce(operator.add, per_object), params["w"], params["b"])
     z = _all_slots_product(params, prep, rows, objects)
     if name == "mult":
         return _linear(z, params["w"], params["b"])

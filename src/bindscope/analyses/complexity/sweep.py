@@ -1,4 +1,4 @@
-"""Binding-function complexity (METHOD §6): which approximator families generalise to scenes of
+"""Binding-function complexity (docs/method.md §6): which approximator families generalise to scenes of
 unseen objects, and from how little coverage.
 
 For every seed, nested object-level splits at each fraction f; every approximator is fitted on
@@ -6,9 +6,10 @@ the train_only scenes (a validation share of them held out for selection and ear
 never test) and its *predicted* embeddings are decoded by frozen probes. The sweep fits all
 (fraction, seed) models of a family together (:func:`bindscope.analyses.complexity.approxfit.fit_stack`).
 
-Outputs are tidy rows with the columns :data:`COLUMNS` (plus the budget's name), and a summary: per approximator the area
-under test_only object accuracy over fractions and f*, the smallest fraction reaching 90% of the
-in-distribution accuracy (the frozen probes on the true embeddings of the same scenes).
+Outputs are tidy rows (the key columns of :mod:`bindscope.analyses.results` and
+:data:`EXTRA_COLUMNS`), and a summary: per approximator the area under test_only object accuracy
+over fractions and f*, the smallest fraction reaching 90% of the in-distribution accuracy (the
+frozen probes on the true embeddings of the same scenes).
 """
 
 from __future__ import annotations
@@ -17,26 +18,36 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
+from pydantic import Field, field_validator, model_validator
 
 from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, StackFit, fit_stack, predict_stack
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
 from bindscope.analyses.decomposition import r2_score
+from bindscope.analyses.metrics import accuracy_metrics
+from bindscope.analyses.probe import row
 from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
-from bindscope.analyses.suite import accuracy_metrics
-from bindscope.core.devices import check_device
+from bindscope.analyses.results import NO_CONTROL, spread, tidy
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import Device, Seeds, Settings
 from bindscope.space.concepts import SceneSet
-from bindscope.space.splits import ObjectSplit, carve_validation, check_fraction, object_splits
+from bindscope.space.splits import (
+    DEFAULT_FRACTIONS,
+    DEFAULT_SEEDS,
+    ObjectSplit,
+    carve_validation,
+    check_fraction,
+    object_splits,
+)
 
 log = logging.getLogger(__name__)
-COLUMNS = ["analysis", "approximator", "fraction", "seed", "group", "checkpoint", "metric", "value"]
+#: The complexity table's own columns after the key columns (variant = the approximator's label).
+EXTRA_COLUMNS = ("fraction", "checkpoint", "budget")
 HISTORY_COLUMNS = ["approximator", "fraction", "seed", "epoch", "train_mse", "val_mse"]
-DEFAULT_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
@@ -44,14 +55,13 @@ PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than anothe
 PAD_WASTE = 1.4
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Settings):
     """What a sweep may spend per fit; every result records the budget that produced it.
 
     Parameters
     ----------
     name
-        ``paper`` (METHOD §6 unchanged: a GPU budget at text size) or ``cpu`` (capped).
+        ``paper`` (docs/method.md §6 unchanged: a GPU budget at text size) or ``cpu`` (capped).
     epochs, eval_every, patience
         Full-batch Adam epochs at most, epochs between validation checks, and checks without
         improvement before a model stops (None: never stop early).
@@ -63,74 +73,104 @@ class Budget:
     """
 
     name: str = "paper"
-    epochs: int = 4000
-    eval_every: int = 50
-    patience: int | None = None
-    max_train_scenes: int | None = None
-    max_eval_scenes: int | None = None
+    epochs: int = Field(4000, ge=1)
+    eval_every: int = Field(50, ge=1)
+    patience: int | None = Field(None, ge=1)
+    max_train_scenes: int | None = Field(None, ge=2)
+    max_eval_scenes: int | None = Field(None, ge=2)
 
-    def __post_init__(self) -> None:
-        for what, cap in (("max_train_scenes", self.max_train_scenes), ("max_eval_scenes", self.max_eval_scenes)):
-            if cap is not None and cap < 2:
-                raise BindscopeError(f"{what} must be at least 2 (or unset for all scenes), got {cap}")
+    @model_validator(mode="after")
+    def _schedule(self) -> Budget:
         Schedule(self.epochs, 1e-2, self.eval_every, self.patience)  # validates the rest
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+        return self
 
 
 BUDGETS = {
-    "paper": Budget("paper", 4000, 50, None, None, None),
-    "cpu": Budget("cpu", 400, 20, 8, 1024, 5000),
+    "paper": Budget(name="paper", epochs=4000, eval_every=50),
+    "cpu": Budget(name="cpu", epochs=400, eval_every=20, patience=8, max_train_scenes=1024, max_eval_scenes=5000),
 }
 
 
-def resolve_budget(name: str = "auto", device: str = "cpu", **overrides: object) -> Budget:
+def resolve_budget(name: str = "auto", device: str = "cpu", **overrides: int | None) -> Budget:
     """A named budget (``auto``: ``paper`` on CUDA, ``cpu`` otherwise) with explicit overrides.
 
-    Overrides whose value is None are ignored; use ``patience=0`` or a cap of 0 to switch early
-    stopping or a cap off.
+    Overrides whose value is None are ignored; ``patience=0`` or a cap of 0 switches early
+    stopping or the cap off.
     """
     if name == "auto":
         name = "paper" if str(device).startswith("cuda") else "cpu"
     if name not in BUDGETS:
         raise BindscopeError(f"unknown budget {name!r}; choose auto, {', '.join(BUDGETS)}")
-    changes = {k: v for k, v in overrides.items() if v is not None}
+    changes: dict[str, int | None] = {k: v for k, v in overrides.items() if v is not None}
+    for key in ("epochs", "eval_every"):
+        value = changes.get(key)
+        if value is not None and value < 1:
+            raise BindscopeError(f"{key} must be at least 1, got {changes[key]}")
     for key in ("patience", "max_train_scenes", "max_eval_scenes"):
+        value = changes.get(key)
+        if value is not None and value < 0:
+            raise BindscopeError(f"{key} must be >= 0 (0 switches it off), got {changes[key]}")
         if changes.get(key) == 0:
             changes[key] = None
-    return replace(BUDGETS[name], **changes)
+    return BUDGETS[name].replace(**changes)
 
 
-@dataclass(frozen=True)
-class ComplexitySettings:
-    """A complexity sweep (METHOD §6 defaults)."""
+class ComplexitySettings(Settings):
+    """A complexity sweep (docs/method.md §6 defaults).
+
+    Without frozen probes among the inputs, the probes are fitted first on a scene-level split
+    (``probe_seed``, train fraction 0.4, the ``fast`` optimiser) and written with the result.
+    """
 
     approximators: tuple[str, ...] = DEFAULT_APPROXIMATORS
     hidden: tuple[int, ...] = (DEFAULT_HIDDEN,)
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
-    seeds: tuple[int, ...] = (0, 1, 2)
-    lr: float = 1e-2
+    seeds: Seeds = DEFAULT_SEEDS
+    lr: float = Field(1e-2, gt=0)
     width: int | None = None
     validation_fraction: float = 0.1
-    budget: Budget = field(default_factory=Budget)
+    budget: Budget = Field(default_factory=Budget)
     description_length: bool = True
-    device: str = "cpu"
+    probe_seed: int = Field(0, ge=0)
+    device: Device = "cpu"
 
-    def __post_init__(self) -> None:
-        if not self.seeds:
-            raise BindscopeError("give at least one seed")
-        if not self.fractions:
-            raise BindscopeError("give at least one fraction")
-        for f in self.fractions:
-            check_fraction(f)
-        if len(set(self.fractions)) != len(self.fractions):
-            raise BindscopeError(f"fractions repeat: {list(self.fractions)}")
-        check_fraction(self.validation_fraction, "validation fraction")
-        if self.width is not None and self.width < 1:
-            raise BindscopeError(f"table width must be at least 1, got {self.width}")
-        self.families()  # unknown names fail here, not after an hour of fitting
-        check_device(self.device)
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v:
+            raise ValueError("give at least one fraction")
+        for f in v:
+            check_fraction(f, "fraction")
+        if len(set(v)) != len(v):
+            raise ValueError(f"fractions repeat: {list(v)}")
+        return v
+
+    @field_validator("validation_fraction")
+    @classmethod
+    def _validation(cls, v: float) -> float:
+        return check_fraction(v, "validation fraction")
+
+    @field_validator("width")
+    @classmethod
+    def _width(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"table width must be at least 1, got {v}")
+        return v
+
+    @field_validator("hidden")
+    @classmethod
+    def _hidden(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or min(v) < 1:
+            raise ValueError(f"give MLP hidden widths of at least 1, got {list(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _families(self) -> ComplexitySettings:
+        try:
+            self.families()  # unknown names fail here, not after an hour of fitting
+        except BindscopeError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
     def families(self) -> list[Family]:
         """The families to fit, ``mlp`` expanded to one per hidden width."""
@@ -147,11 +187,6 @@ class ComplexitySettings:
     def schedule(self) -> Schedule:
         b = self.budget
         return Schedule(b.epochs, self.lr, b.eval_every, b.patience)
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["fractions"], out["seeds"] = list(self.fractions), list(self.seeds)
-        return out
 
 
 @dataclass(frozen=True)
@@ -283,16 +318,16 @@ def score(pred: np.ndarray, y: np.ndarray, targets: dict[str, np.ndarray], probe
 
 def _rows(approximator: str, plan: Plan, group: str, checkpoint: str, metrics: dict[str, float]) -> Iterator[dict]:
     for metric, value in metrics.items():
-        yield dict(
-            zip(
-                COLUMNS, ("complexity", approximator, plan.fraction, plan.seed, group, checkpoint, metric, float(value))
-            )
-        )
+        yield {
+            **row("complexity", approximator, NO_CONTROL, group, metric, plan.seed, value),
+            "fraction": plan.fraction,
+            "checkpoint": checkpoint,
+        }
 
 
 def reference_rows(plans: list[Plan], y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet) -> list[dict]:
     """Per model and group: the probes on the true embeddings ("embeddings"), chance, group sizes."""
-    rows = []
+    rows: list[dict] = []
     for plan in plans:
         for group, idx in plan.groups.items():
             rows += _rows(
@@ -328,7 +363,7 @@ def _family_rows(
     probes: ProbeSet,
     description_length: bool,
 ) -> list[dict]:
-    rows = []
+    rows: list[dict] = []
     label, dim = family.label, y.shape[1]
     wanted = [np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block])) for i in members]
     for checkpoint, params in (("selected", fit.selected), ("final", fit.final)):
@@ -373,7 +408,7 @@ def _family_rows(
 
 def baseline_block_rows(plans: list[Plan], y: np.ndarray) -> list[dict]:
     """Prequential code of the next block with no model: the mean of the scenes seen so far."""
-    rows = []
+    rows: list[dict] = []
     for plan in plans:
         if not len(plan.block):
             continue
@@ -474,7 +509,7 @@ def complexity_sweep(
         log.info("%s: %.1f s", family.label, seconds[family.label])
     if settings.device.startswith("cuda"):
         torch.cuda.empty_cache()
-    table = pd.DataFrame(rows, columns=COLUMNS).assign(budget=settings.budget.name)
+    table = tidy([{**r, "budget": settings.budget.name} for r in rows], EXTRA_COLUMNS)
     return ComplexityResult(
         table,
         pd.DataFrame(history, columns=HISTORY_COLUMNS).assign(budget=settings.budget.name),
@@ -507,7 +542,7 @@ def check_probes(probes: ProbeSet, scenes: SceneSet, dim: int) -> None:
 def _curve(table: pd.DataFrame, approximator: str, group: str, metric: str, checkpoint: str) -> pd.DataFrame:
     """``[seed x fraction]`` values of one metric."""
     sel = table[
-        (table.approximator == approximator)
+        (table.variant == approximator)
         & (table.group == group)
         & (table.metric == metric)
         & (table.checkpoint == checkpoint)
@@ -527,39 +562,36 @@ def area(curve: pd.DataFrame) -> np.ndarray:
 def f_star(mean_acc: pd.Series, in_distribution: pd.Series, share: float = GENERALISES_AT) -> float | None:
     """The smallest fraction whose accuracy reaches ``share`` of the in-distribution accuracy."""
     ok = mean_acc.to_numpy() >= share * in_distribution.reindex(mean_acc.index).to_numpy()
-    return float(mean_acc.index[np.argmax(ok)]) if ok.any() else None
+    return float(mean_acc.index[int(np.argmax(ok))]) if ok.any() else None
 
 
-def _sd(curve: pd.DataFrame) -> pd.Series:
-    return curve.std(axis=0, ddof=1) if len(curve) > 1 else curve.iloc[0] * 0.0
-
-
-def _by_fraction(series: pd.Series) -> dict[str, float]:
-    return {f"{f:g}": float(v) for f, v in series.items()}
+def _by_fraction(curve: pd.DataFrame) -> dict[str, dict[str, float | int | None]]:
+    """``{fraction: {mean, std, n}}`` over the seeds (rows) of a ``[seed x fraction]`` curve."""
+    return {f"{f:g}": spread(curve[f].dropna().to_numpy()) for f in curve.columns}
 
 
 def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -> dict:
-    """``summary.json``: per approximator AUC, f*, curves; the verdict; the budget."""
+    """The main numbers: per approximator AUC, f*, curves; the verdict; the budget."""
     table = result.table
-    ceiling = _curve(table, "embeddings", "test_only", "object_acc", "").mean(axis=0)
-    chance = _curve(table, "chance", "test_only", "object_acc", "").mean(axis=0)
-    out: dict = {"approximators": {}, "in_distribution": _by_fraction(ceiling), "chance": _by_fraction(chance)}
+    ceiling_curve = _curve(table, "embeddings", "test_only", "object_acc", "")
+    ceiling = ceiling_curve.mean(axis=0)
+    out: dict = {
+        "approximators": {},
+        "in_distribution": _by_fraction(ceiling_curve),
+        "chance": _by_fraction(_curve(table, "chance", "test_only", "object_acc", "")),
+    }
     for family in settings.families():
         label = family.label
         acc = _curve(table, label, "test_only", "object_acc", "selected")
         entry = {
-            "auc": float(area(acc).mean()),
-            "auc_std": float(area(acc).std(ddof=1)) if len(acc) > 1 else 0.0,
+            "auc": spread(area(acc)),
             "f_star": f_star(acc.mean(axis=0), ceiling),
-            "object_acc": _by_fraction(acc.mean(axis=0)),
-            "object_acc_std": _by_fraction(_sd(acc)),
-            "concept_acc": _by_fraction(_curve(table, label, "test_only", "concept_acc", "selected").mean(axis=0)),
-            "mixed_object_acc": _by_fraction(_curve(table, label, "mixed", "object_acc", "selected").mean(axis=0)),
-            "validation_object_acc": _by_fraction(
-                _curve(table, label, "validation", "object_acc", "selected").mean(axis=0)
-            ),
-            "final_object_acc": _by_fraction(_curve(table, label, "test_only", "object_acc", "final").mean(axis=0)),
-            "r2": _by_fraction(_curve(table, label, "test_only", "r2", "selected").mean(axis=0)),
+            "object_acc": _by_fraction(acc),
+            "concept_acc": _by_fraction(_curve(table, label, "test_only", "concept_acc", "selected")),
+            "mixed_object_acc": _by_fraction(_curve(table, label, "mixed", "object_acc", "selected")),
+            "validation_object_acc": _by_fraction(_curve(table, label, "validation", "object_acc", "selected")),
+            "final_object_acc": _by_fraction(_curve(table, label, "test_only", "object_acc", "final")),
+            "r2": _by_fraction(_curve(table, label, "test_only", "r2", "selected")),
             "parameters": result.parameters.get(label),
             "seconds": result.seconds.get(label),
         }
@@ -576,7 +608,7 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
 
 def _code_length(table: pd.DataFrame, approximator: str) -> float | None:
     """Mean over seeds of the prequential code length (bits) of every block after the first."""
-    sel = table[(table.approximator == approximator) & (table.group == "next_block") & (table.metric == "code_bits")]
+    sel = table[(table.variant == approximator) & (table.group == "next_block") & (table.metric == "code_bits")]
     return float(sel.groupby("seed")["value"].sum().mean()) if len(sel) else None
 
 

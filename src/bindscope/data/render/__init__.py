@@ -17,8 +17,8 @@ from bindscope.data.render.base import PALETTE, SceneBatch
 RENDERERS = {"flat2d": "bindscope.data.render.flat2d", "raycast3d": "bindscope.data.render.raycast3d"}
 
 
-def get_renderer(name: str) -> ModuleType:
-    """The renderer module registered under ``name``."""
+def get_renderer(name: str | None) -> ModuleType:
+    """The renderer module registered under ``name`` (None, no renderer, is refused like an unknown name)."""
     if name not in RENDERERS:
         raise BindscopeError(f"unknown renderer {name!r}; choose one of {', '.join(RENDERERS)}")
     if importlib.util.find_spec(RENDERERS[name]) is None:

@@ -385,13 +385,14 @@ def _silhouette_shapes(x: np.ndarray, y: np.ndarray, group: np.ndarray, count: n
     my = np.bincount(group, weights=y, minlength=groups) / n
     dx, dy = x - mx[group], y - my[group]
     z, rho = dx + 1j * dy, np.sqrt(dx * dx + dy * dy)
-    features, power, size = [], z * z, rho * rho
+    moments: list[np.ndarray] = []
+    power, size = z * z, rho * rho
     for _ in range(2, 7):
         re = np.bincount(group, weights=power.real, minlength=groups)
         im = np.bincount(group, weights=power.imag, minlength=groups)
         den = np.bincount(group, weights=size, minlength=groups)
-        features.append(np.hypot(re, im) / np.maximum(den, 1e-12))
+        moments.append(np.hypot(re, im) / np.maximum(den, 1e-12))
         power, size = power * z, size * rho
-    features = np.stack(features, axis=1)
+    features = np.stack(moments, axis=1)
     table = np.asarray(list(_SIGNATURES.values()))
     return np.argmin(((features[:, None, :] - table[None]) ** 2).sum(-1), axis=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +77,7 @@ def scene_batch(
     )
 
 
-def _lookup(space: Any, concept: str, table: dict[str, Any], what: str) -> list[Any]:
+def _lookup(space: Any, concept: str, table: Mapping[str, Any], what: str) -> list[Any]:
     if concept not in space.concepts:
         raise BindscopeError(f"rendering needs a concept named {concept!r}; this space has {', '.join(space.concepts)}")
     values = space.values[space.concept_index(concept)]
@@ -87,7 +87,7 @@ def _lookup(space: Any, concept: str, table: dict[str, Any], what: str) -> list[
     return [table[v] for v in values]
 
 
-def _optional(scenes: SceneSet, concept: str, table: dict[str, float], present: np.ndarray) -> np.ndarray | None:
+def _optional(scenes: SceneSet, concept: str, table: Mapping[str, float], present: np.ndarray) -> np.ndarray | None:
     space = scenes.space
     if concept not in space.concepts:
         return None
@@ -123,7 +123,9 @@ def render_dataset_images(
     from tqdm.auto import tqdm
 
     cfg = ds.preset.config
-    renderer = get_renderer(cfg.renderer)
+    name = cfg.renderer
+    renderer = get_renderer(name)
+    assert name is not None, "get_renderer refuses a preset without a renderer"
     settings = cfg.image.model_dump()
     scenes, singles = image_jobs(ds, renderer.SHAPES, settings.pop("single_objects"))
     jobs = [j for j in (scenes, singles) if j is not None]
@@ -131,7 +133,7 @@ def render_dataset_images(
     total = sum(len(rows) for _, rows in todo)
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     with tqdm(total=total, unit="image", desc="render", disable=not progress, dynamic_ncols=True) as bar:
-        _run(todo, ds.root, cfg.renderer, settings, workers, bar.update)
+        _run(todo, ds.root, name, settings, workers, bar.update)
     grid = None if singles is None else np.asarray(singles.paths, dtype=object).reshape(ds.space.num_objects, -1)
     return scenes.paths, grid
 

@@ -282,15 +282,19 @@ def _hit_cylinder(qx, qy, qz, dx, dy, dz, r):
     return np.minimum(side, top)
 
 
+def _slab(q, d, lo, hi):
+    """Entry and exit distances of rays ``q + t d`` through the slab ``lo <= coordinate <= hi``."""
+    inv = 1 / d
+    t1, t2 = (lo - q) * inv, (hi - q) * inv
+    return np.minimum(t1, t2), np.maximum(t1, t2)
+
+
 def _hit_cube(qx, qy, qz, dx, dy, dz, r):
     a = r * _INV_SQRT2
-    near, far = None, None
-    for q, d, lo, hi in ((qx, dx, -a, a), (qy, dy, -a, a), (qz, dz, 0, 2 * a)):
-        inv = 1 / d
-        t1, t2 = (lo - q) * inv, (hi - q) * inv
-        n, f = np.minimum(t1, t2), np.maximum(t1, t2)
-        near = n if near is None else np.maximum(near, n)
-        far = f if far is None else np.minimum(far, f)
+    near, far = _slab(qx, dx, -a, a)
+    for q, d, lo, hi in ((qy, dy, -a, a), (qz, dz, 0, 2 * a)):
+        n, f = _slab(q, d, lo, hi)
+        near, far = np.maximum(near, n), np.minimum(far, f)
     return np.where((far >= near) & (near > _EPS), near, np.inf)
 
 
@@ -675,8 +679,8 @@ def _slot_objects(mask: np.ndarray, centers: np.ndarray):
             best[key] = int(c)
     order = np.argsort(inverse, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)])
-    for (i, s), c in best.items():
-        members = order[starts[c] : starts[c + 1]]
+    for (i, s), comp in best.items():
+        members = order[starts[comp] : starts[comp + 1]]
         yield i, s, y[members], x[members]
 
 

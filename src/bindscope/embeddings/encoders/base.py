@@ -13,7 +13,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -23,6 +23,10 @@ from bindscope.embeddings.encoders.spec import ModelSpec
 MODALITIES = ("image", "text")
 DTYPES = ("float32", "float16", "bfloat16")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+#: What an encoder embeds, a batch or all of a dataset's rows: strings or PIL images, or an
+#: array of rows (a scratch model's ``[N, K, C]`` value indices, see :meth:`Encoder.dataset_items`).
+Items: TypeAlias = Sequence[Any] | np.ndarray
 
 
 class Encoder(ABC):
@@ -56,7 +60,7 @@ class Encoder(ABC):
         self.dtype = dtype
 
     @abstractmethod
-    def prepare(self, modality: str, items: Sequence[Any]) -> Any:
+    def prepare(self, modality: str, items: Items) -> Any:
         """Preprocess one batch (PIL images or strings) into model inputs, on the CPU."""
 
     @abstractmethod
@@ -72,7 +76,7 @@ class Encoder(ABC):
         modality), preprocessing (per modality), random_init (``{"seed": s}`` or None).
         """
 
-    def dataset_items(self, dataset: Any, modality: str, single_objects: bool = False) -> Sequence[Any] | None:
+    def dataset_items(self, dataset: Any, modality: str, single_objects: bool = False) -> Items | None:
         """What this model embeds of a dataset's rows, when it is not their captions or images (None)."""
         return None
 
@@ -86,7 +90,7 @@ class Encoder(ABC):
                 f"use --modality {self.modalities[0]} or a model with a {modality} tower"
             )
 
-    def encode(self, modality: str, items: Sequence[Any], batch_size: int = 32) -> np.ndarray:
+    def encode(self, modality: str, items: Items, batch_size: int = 32) -> np.ndarray:
         """Embed ``items`` in batches; float32 ``[len(items), dim]``."""
         self.check_modality(modality)
         if batch_size < 1:

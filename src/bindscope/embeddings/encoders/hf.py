@@ -28,7 +28,6 @@ import logging
 import os
 import threading
 from abc import abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +37,7 @@ import numpy as np
 from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
+    Items,
     count_parameters,
     pool,
     resolve_layer,
@@ -180,7 +180,7 @@ class HFEncoder(Encoder):
         if modality in self._layer_errors:
             raise BindscopeError(self._layer_errors[modality])
 
-    def prepare(self, modality: str, items: Sequence[Any]) -> dict[str, Any]:
+    def prepare(self, modality: str, items: Items) -> dict[str, Any]:
         """Pixel values ``[B, 3, H, W]`` (float32) or token ids for one batch; CPU only, thread-safe."""
         self.check_modality(modality)
         if modality == "image":
@@ -620,7 +620,7 @@ def _rgb(item: Any, spec: ModelSpec) -> Any:
     return item if item.mode == "RGB" else item.convert("RGB")
 
 
-def _texts(items: Sequence[Any], spec: ModelSpec) -> list[str]:
+def _texts(items: Items, spec: ModelSpec) -> list[str]:
     if isinstance(items, str):
         raise BindscopeError(f"{spec} embeds a list of strings; got one string")
     bad = next((item for item in items if not isinstance(item, str)), None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import numpy as np
 from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
+    Items,
     count_parameters,
     pool,
     resolve_layer,
@@ -95,7 +96,7 @@ class OpenClipEncoder(Encoder):
 
     # -- the contract ---------------------------------------------------------------------------
 
-    def prepare(self, modality: str, items: Sequence[Any]) -> Any:
+    def prepare(self, modality: str, items: Items) -> Any:
         """Images: open_clip's eval transform, stacked ``[B, 3, H, W]``; texts: token ids ``[B, context_length]``."""
         self._check(modality)
         if modality == "image":
@@ -157,10 +158,16 @@ class OpenClipEncoder(Encoder):
         if modality in self._layer_errors:
             raise BindscopeError(self._layer_errors[modality])
 
+    def _tap(self, modality: str) -> tuple[Tower, int]:
+        """The tower and hidden-state index of a modality that can give ``layer`` (not in ``_layer_errors``)."""
+        tower, index = self._towers[modality], self._index[modality]
+        assert tower is not None and index is not None, f"{modality}: no layer tap ({self._layer_errors})"
+        return tower, index
+
     def _layer_output(self, modality: str, inputs: Any) -> Any:
-        tower = self._towers[modality]
+        tower, index = self._tap(modality)
         encode = self._model.encode_image if modality == "image" else self._model.encode_text
-        hidden = hidden_state(lambda: encode(inputs, normalize=False), tower.blocks, self._index[modality])
+        hidden = hidden_state(lambda: encode(inputs, normalize=False), tower.blocks, index)
         return pool_tower(tower, hidden, inputs)
 
     def _probe_dim(self, modality: str) -> int:
@@ -198,14 +205,12 @@ class OpenClipEncoder(Encoder):
         }
 
     def _pooling(self, modality: str) -> str:
-        tower = self._towers[modality]
         if self.layer is None:
             return final_pooling(self._model, modality)
         if modality in self._layer_errors:
             return f"none: {self._layer_errors[modality]}"
-        return (
-            f"{tower.pooling} of hidden_states[{self._index[modality]}] (no final norm, no projection, normalize=False)"
-        )
+        tower, index = self._tap(modality)
+        return f"{tower.pooling} of hidden_states[{index}] (no final norm, no projection, normalize=False)"
 
 
 _TOWER_NAME = {"image": "vision tower", "text": "text tower"}
@@ -299,7 +304,7 @@ def create(spec: ModelSpec, device: str) -> tuple[Any, Callable[[Any], Any]]:
 
     name = model_name(spec)
     try:
-        if not spec.random:
+        if spec.rand_seed is None:  # not spec.random
             return open_clip.create_model_from_pretrained(name, pretrained=spec.pretrained, device=device)
         with seeded_init(spec.rand_seed):
             model, _, preprocess = open_clip.create_model_and_transforms(
@@ -398,7 +403,7 @@ def vision_tower(model: Any) -> Tower | None:
         if visual.pool_type == "avg":
             return Tower(blocks, "mean over patch tokens (the model's own pool_type 'avg')")
         return Tower(blocks, "class token (token 0, the model's own pool_type 'tok')")
-    trunk = getattr(visual, "trunk", None)
+    trunk: Any = getattr(visual, "trunk", None)
     if isinstance(visual, TimmModel) and hasattr(trunk, "blocks") and hasattr(trunk, "num_prefix_tokens"):
         prefix = int(trunk.num_prefix_tokens)
         if getattr(trunk, "global_pool", "") == "token" and getattr(trunk, "cls_token", None) is not None:
@@ -502,10 +507,11 @@ def _text_pool_type(model: Any) -> str:
 def image_preprocessing(model: Any, preprocess: Any) -> dict[str, Any]:
     """open_clip's resolved image preprocessing (the eval transform built from ``visual.preprocess_cfg``)."""
     cfg = dict(model.visual.preprocess_cfg)
+    mode = cfg.get("resize_mode")
     return {
         "size": _size(cfg["size"]),
-        "resize_mode": cfg.get("resize_mode"),
-        "crop": _CROP.get(cfg.get("resize_mode"), cfg.get("resize_mode")),
+        "resize_mode": mode,
+        "crop": _CROP.get(mode, mode) if mode is not None else None,
         "interpolation": cfg.get("interpolation"),
         "mean": [float(v) for v in cfg["mean"]],
         "std": [float(v) for v in cfg["std"]],

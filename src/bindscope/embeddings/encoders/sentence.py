@@ -10,8 +10,8 @@ state after block L of the transformer, pooled by the model's own ``Pooling`` mo
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import numpy as np
 from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
+    Items,
     count_parameters,
     resolve_layer,
     seeded_init,
@@ -80,7 +81,7 @@ class SentenceEncoder(Encoder):
         if self._local:
             check_folder(Path(self._resolved), spec)
         model = open_model(self._resolved, spec, local=self._local, device=device)
-        if spec.random:
+        if spec.rand_seed is not None:  # spec.random
             reinitialise(model, spec.rand_seed)
         self._model = model.to(dtype=torch_dtype(dtype)).eval()
         self._prompt = (
@@ -92,14 +93,18 @@ class SentenceEncoder(Encoder):
                 f"{spec}: bindscope takes layers from a Transformer -> Pooling module stack, this "
                 f"model is {' -> '.join(type(m).__name__ for m in model)}; drop --layer"
             )
-        self._num_layers, self._pooling_at = taps or (None, None)
-        self._index = resolve_layer(layer, self._num_layers, f"transformer of {spec}") if taps else None
+        self._num_layers: int | None = None
+        self._pooling_at: int | None = None
+        self._index: int | None = None
+        if taps is not None:
+            self._num_layers, self._pooling_at = taps
+            self._index = resolve_layer(layer, self._num_layers, f"transformer of {spec}")
         if self._index is not None:
             model[0].auto_model.config.output_hidden_states = True  # Transformer then returns all_layer_embeddings
         self._dim = int(self.forward("text", self.prepare("text", ["a"])).shape[1])
         self._description: dict[str, Any] | None = None
 
-    def prepare(self, modality: str, items: Sequence[Any]) -> Any:
+    def prepare(self, modality: str, items: Items) -> Any:
         """The model's own tokenisation (``SentenceTransformer.preprocess``, with its default prompt)."""
         self.check_modality(modality)
         texts = list(items)
@@ -212,12 +217,12 @@ def reinitialise(model: Any, seed: int) -> None:
 def layer_taps(model: Any) -> tuple[int, int] | None:
     """``(number of transformer blocks, index of the Pooling module)`` for a Transformer -> Pooling stack, else None."""
     try:
-        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+        st = importlib.import_module("sentence_transformers.sentence_transformer.modules")
     except ImportError:  # sentence-transformers < 6
-        from sentence_transformers.models import Pooling, Transformer
+        st = importlib.import_module("sentence_transformers.models")
 
     modules = list(model)
-    if len(modules) < 2 or not isinstance(modules[0], Transformer) or not isinstance(modules[1], Pooling):
+    if len(modules) < 2 or not isinstance(modules[0], st.Transformer) or not isinstance(modules[1], st.Pooling):
         return None
     config = modules[0].auto_model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config

@@ -91,8 +91,9 @@ def parse_spec(text: str | ModelSpec) -> ModelSpec:
 
     Examples
     --------
-    >>> parse_spec("hf:openai/clip-vit-base-patch32@main+rand")
-    ModelSpec(backend='hf', target='openai/clip-vit-base-patch32', revision='main', pretrained=None, source='id', rand_seed=0)
+    >>> parse_spec("hf:openai/clip-vit-base-patch32@main+rand")  # doctest: +NORMALIZE_WHITESPACE
+    ModelSpec(backend='hf', target='openai/clip-vit-base-patch32', revision='main',
+              pretrained=None, source='id', rand_seed=0)
     """
     if isinstance(text, ModelSpec):
         return text

@@ -1,0 +1,114 @@
+"""The registered ``complexity`` analysis: the approximator sweep under frozen probes, and its verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.complexity.plot import complexity_plot
+from bindscope.analyses.complexity.sweep import (
+    EXTRA_COLUMNS,
+    ComplexityResult,
+    ComplexitySettings,
+    complexity_summary,
+    complexity_sweep,
+)
+from bindscope.analyses.probe import ProbeRun, ProbeSettings, approximate_warnings, probe_variant, save_fitted_probes
+from bindscope.analyses.probes import ProbeSet
+from bindscope.analyses.results import ResultFiles
+
+
+def fit_probes_for(y: np.ndarray, inputs: AnalysisInputs, settings: ComplexitySettings) -> tuple[ProbeSet, ProbeRun]:
+    """Probes fitted on a scene-level split (seed ``probe_seed``) when none were given."""
+    probe_settings = fitting_settings(settings)
+    run = probe_variant(y, inputs.scenes, probe_settings)
+    seed = settings.probe_seed
+    probes = ProbeSet.from_weights(
+        run.weights[seed], run.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
+    )
+    return probes, run
+
+
+def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:
+    """The probe settings used when the complexity run fits its own probes."""
+    return ProbeSettings(seeds=(settings.probe_seed,), device=settings.device)
+
+
+class ComplexityAnalysis(Analysis):
+    """``complexity``: which function families, fitted on scenes of seen objects, decode on unseen ones."""
+
+    name = "complexity"
+    title = "How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."
+    Settings = ComplexitySettings
+    uses = frozenset({"probes"})
+    extra_columns = EXTRA_COLUMNS
+
+    def compute(self, inputs: AnalysisInputs, settings: ComplexitySettings, progress: Progress | None = None) -> Result:
+        y = np.asarray(inputs.embeddings)
+        fitted = None
+        probes = inputs.probes
+        if probes is None:
+            probes, fitted = fit_probes_for(y, inputs, settings)
+        sweep = complexity_sweep(y, inputs.scenes, probes, settings, progress=progress)
+        warnings = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []
+        return Result(sweep.table, {"training": sweep.history}, warnings, {"sweep": sweep, "fitted": fitted})
+
+    def summarize(self, result: Result, settings: ComplexitySettings) -> dict[str, Any]:
+        sweep: ComplexityResult = result.parts["sweep"]
+        summary = complexity_summary(sweep, settings)
+        fitted = result.parts["fitted"] is not None
+        summary["probes"] = {
+            "fitted_here": fitted,
+            "folder": f"probes/seed{settings.probe_seed}" if fitted else None,
+            "seed": settings.probe_seed,
+        }
+        return summary
+
+    def headline(self, summary: dict[str, Any]) -> Rows:
+        fractions = sorted(summary["in_distribution"], key=float)
+        shown = sorted({fractions[0], fractions[len(fractions) // 2], fractions[-1]}, key=float)
+
+        def acc(curve: dict[str, Any], f: str) -> str:
+            value = curve.get(f)
+            return "-" if value is None else f"{100 * value['mean']:.1f}"
+
+        rows: Rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f} %" for f in shown), "seconds")]
+        for label, a in summary["approximators"].items():
+            auc = a["auc"]
+            auc_text = f"{auc['mean']:.3f}" + (f" ± {auc['std']:.3f}" if auc["std"] is not None else "")
+            rows.append(
+                (
+                    label,
+                    f"{a['parameters']:,}",
+                    auc_text,
+                    "-" if a["f_star"] is None else f"{a['f_star']:g}",
+                    *(acc(a["object_acc"], f) for f in shown),
+                    f"{a['seconds']:.0f}",
+                )
+            )
+        rows.append(("in-distribution", "", "", "", *(acc(summary["in_distribution"], f) for f in shown), ""))
+        return rows
+
+    def notes(self, summary: dict[str, Any]) -> list[str]:
+        b = summary["budget"]
+        return [
+            f"verdict: {summary['verdict']['reading']}",
+            f"budget: {b['name']} (epochs {b['epochs']}, patience {b['patience']}, train scenes <= "
+            f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})",
+        ]
+
+    def files(self, result: Result, settings: ComplexitySettings, context: RunContext) -> ResultFiles:
+        sweep: ComplexityResult = result.parts["sweep"]
+        fitted: ProbeRun | None = result.parts["fitted"]
+        labels = [f.label for f in settings.families()]
+        title = f"{context.title}: binding-function complexity ({settings.budget.name} budget)"
+
+        def extra(stage: Path) -> None:
+            complexity_plot(sweep.table, labels, stage / "plots" / "complexity.png", title=title)
+            if fitted is not None:
+                save_fitted_probes(stage, fitted, context.arrays.scenes, fitting_settings(settings), context)
+
+        return ResultFiles(result.table, dict(result.tables), extra)

@@ -1,0 +1,64 @@
+"""The complexity figure: object accuracy of predicted embeddings against the fraction of objects seen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bindscope.core.figures import pyplot, save_figure
+
+PANELS = (
+    ("test_only", "scenes of unseen objects (test_only)"),
+    ("mixed", "scenes mixing seen and unseen objects (mixed)"),
+)
+
+
+def _band(table: pd.DataFrame, approximator: str, group: str, checkpoint: str) -> pd.DataFrame:
+    """Mean and spread (std over seeds) of object_acc per fraction."""
+    sel = table[
+        (table.variant == approximator)
+        & (table.group == group)
+        & (table.metric == "object_acc")
+        & (table.checkpoint == checkpoint)
+    ]
+    per_fraction = sel.groupby("fraction")["value"]
+    return pd.DataFrame({"mean": per_fraction.mean(), "std": per_fraction.std(ddof=1).fillna(0.0)})
+
+
+def complexity_plot(table: pd.DataFrame, approximators: list[str], path: str | Path, title: str = "") -> Path:
+    """One panel per scene group (test_only, mixed).
+
+    A line per approximator with a band of one standard deviation over seeds, the
+    in-distribution line (the frozen probes on the true embeddings of the same scenes) and chance.
+    """
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(6.0 * len(PANELS), 4.4), sharey=True)
+    for ax, (group, label) in zip(axes, PANELS):
+        for name in approximators:
+            band = _band(table, name, group, "selected")
+            if band.empty:
+                continue
+            x = band.index.to_numpy(dtype=float)
+            (line,) = ax.plot(x, band["mean"], marker="o", ms=3, label=name)
+            lo, hi = band["mean"] - band["std"], band["mean"] + band["std"]
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+        references = (
+            ("embeddings", "k--", "in-distribution (probes on true embeddings)"),
+            ("chance", "k:", "chance"),
+        )
+        for ref, style, text in references:
+            band = _band(table, ref, group, "")
+            if not band.empty:
+                ax.plot(band.index.to_numpy(dtype=float), band["mean"], style, lw=1, label=text)
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("fraction of objects seen in training")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("object accuracy of predicted embeddings")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.08 + 0.035 * ((len(labels) - 1) // 4), 1, 1))  # room for the legend below
+    return save_figure(fig, path)

@@ -1,0 +1,163 @@
+"""Folder-backed inputs of an analysis: an embedding folder, its dataset, the control, frozen probes.
+
+Loading happens here, at the edge; analyses compute on the arrays (:meth:`Inputs.arrays`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bindscope.analyses.base import AnalysisInputs
+from bindscope.analyses.probes import ProbeSet
+from bindscope.core.errors import BindscopeError
+from bindscope.data.datasets import Dataset, load_dataset
+from bindscope.embeddings.store import EmbeddingSet, find_rand_control, load_embeddings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """An embedding folder, its dataset, and the optional ``+rand`` control and frozen probes."""
+
+    embeddings: EmbeddingSet
+    dataset: Dataset
+    control: EmbeddingSet | None = None
+    probes: ProbeSet | None = None
+    probes_path: Path | None = None
+
+    def arrays(self) -> AnalysisInputs:
+        """The arrays the analyses compute on."""
+        ctrl = np.asarray(self.control.array) if self.control is not None else None
+        return AnalysisInputs(np.asarray(self.embeddings.array), self.dataset.scenes, control=ctrl, probes=self.probes)
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance for the result header; each input carries a ``key`` (what its content is)."""
+        out: dict[str, Any] = {
+            "embeddings": describe_embeddings(self.embeddings),
+            "dataset": {
+                "path": str(self.dataset.root.resolve()),
+                "preset": self.dataset.name,
+                "hash": self.dataset.hash,
+                "key": self.dataset.hash,
+            },
+            "control": describe_embeddings(self.control) if self.control is not None else None,
+            "probes": None,
+        }
+        if self.probes is not None:
+            out["probes"] = {
+                "path": str(self.probes_path.resolve()) if self.probes_path else None,
+                "key": probes_key(self.probes),
+            }
+        return out
+
+
+def describe_embeddings(emb: EmbeddingSet) -> dict[str, Any]:
+    """An embedding folder in a result header."""
+    key = emb.manifest.get("content_key") or array_key(np.asarray(emb.array))
+    return {
+        "path": str(emb.root.resolve()),
+        "name": emb.name,
+        "modality": emb.modality,
+        "dim": emb.dim,
+        "num_rows": len(emb),
+        "model_spec": emb.manifest.get("model_spec"),
+        "content_key": emb.manifest.get("content_key"),
+        "key": key,
+    }
+
+
+def array_key(array: np.ndarray) -> str:
+    """sha256 of an array's shape, dtype and bytes."""
+    h = hashlib.sha256(f"{array.shape}|{array.dtype}".encode())
+    h.update(np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()
+
+
+def probes_key(probes: ProbeSet) -> str:
+    """sha256 of frozen probes' weights, mean and preprocessing."""
+    h = hashlib.sha256(f"{probes.center}|{probes.normalize}".encode())
+    for name in sorted(probes.coef_):
+        h.update(name.encode() + array_key(np.asarray(probes.coef_[name])).encode())
+    if probes.mean_ is not None:
+        h.update(array_key(np.asarray(probes.mean_)).encode())
+    return h.hexdigest()
+
+
+def describe_arrays(arrays: AnalysisInputs) -> dict[str, Any]:
+    """In-memory inputs in a result header (no folders: keys of the arrays themselves)."""
+    y = np.asarray(arrays.embeddings)
+    out: dict[str, Any] = {
+        "embeddings": {"in_memory": True, "dim": int(y.shape[1]), "num_rows": len(y), "key": array_key(y)},
+        "dataset": {
+            "in_memory": True,
+            "scene_set_hash": arrays.scenes.content_hash(),
+            "key": arrays.scenes.content_hash(),
+        },
+        "control": None,
+        "probes": None,
+    }
+    if arrays.control is not None:
+        out["control"] = {"in_memory": True, "key": array_key(np.asarray(arrays.control))}
+    if arrays.probes is not None:
+        out["probes"] = {"in_memory": True, "key": probes_key(arrays.probes)}
+    return out
+
+
+def load_inputs(
+    emb_dir: str | Path,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    *,
+    find_control: bool = True,
+    probes: str | Path | None = None,
+    probe_seed: int = 0,
+) -> Inputs:
+    """Load an embedding folder with its dataset (from the manifest unless given), control and probes.
+
+    Without ``control``, a sibling ``+rand`` folder is used when ``find_control`` is set.
+    ``probes`` is a probe folder (``probe.json``) or a ``bindscope probe`` output folder, whose
+    ``probes/seed{probe_seed}/`` is taken.
+    """
+    emb_dir = Path(emb_dir)
+    raw = load_embeddings(emb_dir)
+    ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
+    if not str(ds_path) or not ds_path.is_dir():
+        raise BindscopeError(f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR")
+    ds = load_dataset(ds_path)
+    emb = load_embeddings(emb_dir, ds)
+    control_dir = Path(control) if control is not None else (find_rand_control(emb) if find_control else None)
+    ctrl = load_embeddings(control_dir, ds) if control_dir is not None else None
+    if ctrl is not None:
+        log.info("using %s as the +rand control", control_dir)
+    frozen, folder = load_frozen_probes(probes, ds, probe_seed) if probes is not None else (None, None)
+    return Inputs(emb, ds, ctrl, frozen, folder)
+
+
+def load_frozen_probes(path: str | Path, dataset: Dataset, seed: int = 0) -> tuple[ProbeSet, Path]:
+    """Probes from a probe folder (``probe.json``) or from a ``bindscope probe`` output folder.
+
+    They must belong to this dataset (when they record its hash); :func:`load_probes` checks the
+    files themselves, and the analyses check their shapes against the dataset and embeddings.
+    """
+    path = Path(path)
+    folder = path if (path / "probe.json").is_file() else path / "probes" / f"seed{seed}"
+    if not (folder / "probe.json").is_file():
+        raise BindscopeError(
+            f"{path} holds no probes: give a probe folder (with probe.json) or the output folder of "
+            f"`bindscope probe` (with probes/seed{seed}/)"
+        )
+    probes = ProbeSet.load(folder)
+    recorded = probes.meta_.get("dataset_hash")
+    if recorded is not None and recorded != dataset.hash:
+        raise BindscopeError(
+            f"the probes in {folder} were fitted on another dataset (hash {str(recorded)[:12]}, this one "
+            f"{dataset.hash[:12]}); fit probes on these embeddings with bindscope probe"
+        )
+    return probes, folder

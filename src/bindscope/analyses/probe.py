@@ -1,0 +1,300 @@
+"""Uni-modal probes (docs/method.md §3): is object information recoverable from the embeddings?
+
+Pure functions over arrays (embeddings ``[N, D]`` and the :class:`SceneSet` that labels them)
+return tidy rows; :class:`ProbeAnalysis` is the registered analysis ``probe``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, field_validator
+
+from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.metrics import accuracy_metrics, mean, nested
+from bindscope.analyses.probes import (
+    Preprocessing,
+    chance_accuracy,
+    fit_probe_weights,
+    save_probes,
+    set_separation_correct,
+    soft_targets,
+    stack_targets,
+)
+from bindscope.analyses.results import NO_CONTROL, ResultFiles, tidy
+from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import Device, Seeds, Settings
+from bindscope.space.concepts import SceneSet
+from bindscope.space.splits import DEFAULT_SEEDS, check_fraction, scene_split
+
+PERMUTATION_SEED = 12345
+
+
+class ProbeSettings(Settings):
+    """How probes are fitted and scored (docs/method.md §3 defaults)."""
+
+    optimizer: Literal["fast", "reference", "lbfgs"] = "fast"
+    seeds: Seeds = DEFAULT_SEEDS
+    train_fraction: float = 0.4
+    center: bool = False
+    normalize: bool = False
+    steps: int = Field(10_000, ge=1)
+    lr: float = Field(1e-2, gt=0)
+    max_iter: int = Field(500, ge=1)
+    exact_budget_s: float = Field(900.0, ge=0)
+    device: Device = "cpu"
+
+    @field_validator("train_fraction")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        return check_fraction(v, "train fraction")
+
+
+@dataclass
+class ProbeRun:
+    """What fitting one variant's probes produced."""
+
+    rows: list[dict] = field(default_factory=list)
+    weights: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # seed -> name -> [L, D]
+    means: dict[int, np.ndarray | None] = field(default_factory=dict)
+    solver: dict[int, dict[str, str]] = field(default_factory=dict)
+    per_scene: list[pd.DataFrame] = field(default_factory=list)
+
+
+def row(analysis: str, variant: str, control: str, group: str, metric: str, seed: int, value: float) -> dict:
+    """One tidy row with the key columns."""
+    return {
+        "analysis": analysis,
+        "variant": variant,
+        "control": control,
+        "group": group,
+        "metric": metric,
+        "seed": int(seed),
+        "value": float(value),
+    }
+
+
+def _accuracy_rows(
+    analysis: str, variant: str, control: str, group: str, seed: int, acc: Mapping[str, float]
+) -> Iterator[dict]:
+    for metric, value in accuracy_metrics(acc).items():
+        yield row(analysis, variant, control, group, metric, seed, value)
+
+
+def probe_variant(
+    y: np.ndarray,
+    scenes: SceneSet,
+    settings: ProbeSettings,
+    *,
+    analysis: str = "probe",
+    variant: str = "base",
+    control: str = NO_CONTROL,
+    chance: bool = False,
+    per_scene: bool = False,
+) -> ProbeRun:
+    """Fit and score probes on one embedding array for every seed's scene-level split."""
+    if len(y) != len(scenes):
+        raise BindscopeError(f"{len(y)} embeddings but {len(scenes)} scenes")
+    targets = soft_targets(scenes)
+    names, blocks, t_all = stack_targets(targets, len(y))
+    prep = Preprocessing(settings.center, settings.normalize)
+    splits = {s: scene_split(len(y), settings.train_fraction, s) for s in settings.seeds}
+    means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
+    x = torch.stack(
+        [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
+    )
+    t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
+    w, solver = fit_probe_weights(
+        x.to(settings.device),
+        t.to(settings.device),
+        blocks,
+        list(settings.seeds),
+        optimizer=settings.optimizer,
+        steps=settings.steps,
+        lr=settings.lr,
+        max_iter=settings.max_iter,
+        exact_budget_s=settings.exact_budget_s,
+    )
+    run = ProbeRun()
+    for i, (seed, sp) in enumerate(splits.items()):
+        coef = w[i].cpu().numpy()
+        run.weights[seed] = {n: coef[b] for n, b in zip(names, blocks)}
+        run.means[seed] = means[seed]
+        run.solver[seed] = {n: str(e) for n, e in zip(names, solver[i])}
+        for group, idx in (("train", sp.train), ("test", sp.test)):
+            xs = prep.apply(y[idx], means[seed]).astype(np.float32)
+            correct = {n: set_separation_correct(xs @ run.weights[seed][n].T, targets[n][idx]) for n in names}
+            acc = {n: c.mean() for n, c in correct.items()}
+            run.rows += _accuracy_rows(analysis, variant, control, group, seed, acc)
+            if chance:
+                chance_acc = {n: chance_accuracy(targets[n][idx]) for n in names}
+                run.rows += _accuracy_rows(analysis, "chance", NO_CONTROL, group, seed, chance_acc)
+            if per_scene:
+                run.per_scene += [
+                    pd.DataFrame({"scene": idx, "seed": seed, "group": group, "probe": n, "correct": c})
+                    for n, c in correct.items()
+                ]
+    return run
+
+
+def permuted_labels(scenes: SceneSet, seed: int = PERMUTATION_SEED) -> SceneSet:
+    """The control: the same labels, shuffled across scenes with a fixed seed."""
+    return scenes.subset(np.random.default_rng(seed).permutation(len(scenes)))
+
+
+def probe_analysis(
+    y: np.ndarray,
+    scenes: SceneSet,
+    settings: ProbeSettings,
+    *,
+    control: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, ProbeRun, pd.DataFrame]:
+    """Base probes, chance, the permuted-label control and (if given) the ``+rand`` control.
+
+    Returns the tidy results, the base run (its probes are what later analyses reuse) and the
+    base run's per-scene correctness.
+    """
+    total = 3 if control is not None else 2
+    tick = progress or (lambda done, total: None)
+    tick(0, total)
+    base = probe_variant(y, scenes, settings, chance=True, per_scene=True)
+    tick(1, total)
+    rows = list(base.rows)
+    rows += probe_variant(y, permuted_labels(scenes), settings, control="permuted_labels").rows
+    tick(2, total)
+    if control is not None:
+        rows += probe_variant(control, scenes, settings, control="rand").rows
+        tick(3, total)
+    return tidy(rows), base, pd.concat(base.per_scene, ignore_index=True)
+
+
+def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]]) -> list[str]:
+    """Warnings for probes that separate their training set but did not follow the reference."""
+    out = []
+    for variant, per_seed in solvers.items():
+        names = sorted({n for per in per_seed.values() for n, v in per.items() if v == "lbfgs-separable"})
+        if names:
+            out.append(
+                f"{variant}: probe(s) {', '.join(names)} separate their training sets and were not refitted "
+                "along the reference trajectory (over --exact-budget, or --optimizer lbfgs); their test "
+                "accuracy may differ from the paper optimiser's"
+            )
+    return out
+
+
+# -- summaries ------------------------------------------------------------------------------------
+def accuracy_summary(table: pd.DataFrame, variant: str, control: str = NO_CONTROL) -> dict[str, Any]:
+    """``{group: {metric: {mean, std, n}}}`` of one variant and control."""
+    sel = table[(table.variant == variant) & (table.control == control)]
+    return nested(sel, ["group", "metric"])
+
+
+def chance_summary(table: pd.DataFrame) -> dict[str, float]:
+    """Chance accuracies on the test scenes, ``{metric: mean over seeds}``."""
+    sel = table[(table.variant == "chance") & (table.group == "test")]
+    return nested(sel, ["metric"], mean)
+
+
+def probe_summary(table: pd.DataFrame) -> dict[str, Any]:
+    """The main numbers of ``bindscope probe``."""
+    base = accuracy_summary(table, "base")
+    rand = accuracy_summary(table, "base", "rand")
+    return {
+        "train": base.get("train", {}),
+        "test": base.get("test", {}),
+        "chance": chance_summary(table),
+        "controls": {"permuted_labels": accuracy_summary(table, "base", "permuted_labels"), "rand": rand or None},
+    }
+
+
+def pct(part: Mapping[str, Any] | None, metric: str) -> str:
+    """``mean ± std`` of a spread in percent, ``-`` where missing."""
+    value = (part or {}).get(metric)
+    if not value:
+        return "-"
+    std = value.get("std")
+    return f"{100 * value['mean']:.1f}" + (f" ± {100 * std:.1f}" if std is not None else "")
+
+
+def probe_labels(scenes: SceneSet) -> dict[str, Any]:
+    """What the rows of each probe's weights stand for."""
+    return {"object": "object ids (mixed radix)", **scenes.space.to_dict()}
+
+
+def save_fitted_probes(
+    stage: Path, run: ProbeRun, scenes: SceneSet, settings: ProbeSettings, context: RunContext
+) -> None:
+    """Per seed, a probe folder ``probes/seed{s}/`` (see :func:`bindscope.analyses.probes.save_probes`)."""
+    inputs = context.inputs
+    for seed, weights in run.weights.items():
+        meta = {
+            "labels": probe_labels(scenes),
+            "seed": seed,
+            "split": {"kind": "scene", "train_fraction": settings.train_fraction, "seed": seed},
+            "optimizer": settings.optimizer,
+            "solver": run.solver[seed],
+            "embeddings": str(inputs.embeddings.root.resolve()) if inputs is not None else None,
+            "dataset_hash": inputs.dataset.hash if inputs is not None else None,
+        }
+        save_probes(
+            stage / "probes" / f"seed{seed}",
+            weights,
+            run.means[seed],
+            center=settings.center,
+            normalize=settings.normalize,
+            meta=meta,
+        )
+
+
+class ProbeAnalysis(Analysis):
+    """``probe``: concept and object probes over seeds, with chance and the controls."""
+
+    name = "probe"
+    title = "Is object information recoverable? Concept and object probes with chance and controls."
+    Settings = ProbeSettings
+    uses = frozenset({"control"})
+
+    def compute(self, inputs: AnalysisInputs, settings: ProbeSettings, progress: Progress | None = None) -> Result:
+        y = np.asarray(inputs.embeddings)
+        ctrl = np.asarray(inputs.control) if inputs.control is not None else None
+        table, base, per_scene = probe_analysis(y, inputs.scenes, settings, control=ctrl, progress=progress)
+        return Result(
+            table,
+            {"per_scene": per_scene},
+            approximate_warnings({"base": base.solver}),
+            {"run": base, "scenes": inputs.scenes},
+        )
+
+    def summarize(self, result: Result, settings: ProbeSettings) -> dict[str, Any]:
+        summary = probe_summary(result.table)
+        summary["solver"] = {str(s): e for s, e in result.parts["run"].solver.items()}
+        return summary
+
+    def headline(self, summary: dict[str, Any]) -> Rows:
+        rows: Rows = [("variant", "object_acc test %", "concept_acc test %", "object_acc train %")]
+        parts = {"base": summary, **{k: v for k, v in summary["controls"].items() if v}}
+        for label, part in parts.items():
+            test, train = part.get("test"), part.get("train")
+            rows.append((label, pct(test, "object_acc"), pct(test, "concept_acc"), pct(train, "object_acc")))
+        chance = summary["chance"]
+        concept = chance.get("concept_acc")
+        rows.append(
+            ("chance", f"{100 * chance['object_acc']:.2f}", "-" if concept is None else f"{100 * concept:.1f}", "")
+        )
+        return rows
+
+    def files(self, result: Result, settings: ProbeSettings, context: RunContext) -> ResultFiles:
+        run, scenes = result.parts["run"], result.parts["scenes"]
+        return ResultFiles(
+            result.table,
+            dict(result.tables),
+            lambda stage: save_fitted_probes(stage, run, scenes, settings, context),
+            parquet_only=frozenset({"per_scene"}),
+        )

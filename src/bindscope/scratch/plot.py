@@ -1,0 +1,44 @@
+"""The coverage figure of a scratch sweep: accuracy of controlled models against coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bindscope.core.figures import pyplot, save_figure
+
+SPLIT_LABELS = (("test", "held-out objects"), ("validation", "validation objects"), ("train", "training objects"))
+
+
+def coverage_plot(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Left: object accuracy, right: concept accuracy, against the fraction of objects trained on.
+
+    A line per evaluation split (``group``: held-out, validation and training objects) with a
+    min-max band over seeds, and chance.
+    """
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2), sharey=True)
+    models = table[table.variant == "model"]
+    for ax, metric in zip(axes, ("object_acc", "concept_acc")):
+        for split, label in SPLIT_LABELS:
+            sel = models[(models.group == split) & (models.metric == metric)].groupby("fraction")["value"]
+            if not len(sel):
+                continue
+            x = sel.mean().index.to_numpy(dtype=float)
+            (line,) = ax.plot(x, sel.mean().to_numpy(), marker="o", ms=3, label=label)
+            ax.fill_between(x, sel.min().to_numpy(), sel.max().to_numpy(), color=line.get_color(), alpha=0.2)
+        if metric == "object_acc":
+            chance_rows = table[(table.variant == "chance") & (table.metric == "object_acc")]
+            chance = chance_rows.groupby("fraction")["value"].mean()
+            ax.plot(chance.index.to_numpy(dtype=float), chance.to_numpy(), "k:", lw=1, label="chance")
+        ax.set_title(metric.replace("_acc", " accuracy (set separation)"), fontsize=10)
+        ax.set_xlabel("fraction of objects in training (coverage)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy at the selected step (band: min-max over seeds)")
+    axes[0].legend(fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return save_figure(fig, path)
