@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "helpers")]  # conftest's image drawer, the tiny models
 
 from conftest import draw_scene_images  # noqa: E402
 

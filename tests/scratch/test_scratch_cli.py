@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bindscope.analyses.results import load_result
 from cli_checks import assert_one_line_error
 
 BINDSCOPE = Path(sys.executable).with_name("bindscope")  # as in conftest.py
@@ -154,6 +155,8 @@ def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["per_fraction"]) == {"0.3", "0.6"} and summary["seeds"] == [0, 1]
     assert summary["analysis"] == "scratch-sweep" and summary["format"]["version"] == 2
+    loaded = load_result(out, "scratch-sweep")
+    assert loaded.header.seeds == [0, 1] and len(loaded.table) == len(pd.read_parquet(out / "results.parquet"))
     for entry in summary["per_fraction"].values():
         for key in ("test_object_acc", "train_object_acc", "validation_object_acc", "test_concept_acc"):
             assert entry[key]["n"] == 2, key

@@ -165,7 +165,14 @@ def dataset_split(
 ) -> None:
     """Write seeded split files (JSON with indices, seed and fraction)."""
     from bindscope.data.datasets import load_dataset
-    from bindscope.space.splits import DEFAULT_FRACTIONS, check_fraction, object_splits, save_split, scene_split
+    from bindscope.space.splits import (
+        DEFAULT_FRACTIONS,
+        check_fraction,
+        object_splits,
+        save_split,
+        scene_split,
+        split_file_name,
+    )
 
     ds = load_dataset(root)
     out = out or root / "splits"
@@ -179,13 +186,13 @@ def dataset_split(
         by_scene = scene_split(len(ds), scene_fraction[0], seed, dataset_hash=ds.hash)
         if validation is not None:
             by_scene = by_scene.with_validation(validation)
-        path = save_split(by_scene, out / f"scene_seed{seed}_f{by_scene.train_fraction:g}.json")
+        path = save_split(by_scene, out / split_file_name(by_scene))
         sizes = f"train {len(by_scene.train):,}, validation {len(by_scene.validation):,}, test {len(by_scene.test):,}"
         typer.echo(f"{path}: {sizes}")
         return
     for split in object_splits(ds.scenes, chosen or DEFAULT_FRACTIONS, seed, dataset_hash=ds.hash):
         if validation is not None:
             split = split.with_validation(ds.scenes, validation, by=validation_by.value)
-        path = save_split(split, out / f"object_seed{seed}_f{split.fraction:g}.json")
+        path = save_split(split, out / split_file_name(split))
         sizes = ", ".join(f"{k} {len(v):,}" for k, v in split.groups().items())
         typer.echo(f"{path}: {len(split.train_objects)} train objects; {sizes}")

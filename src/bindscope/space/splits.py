@@ -308,6 +308,13 @@ def _check_disjoint(parts: dict[str, np.ndarray]) -> None:
                 raise BindscopeError(f"split: {a} and {b} overlap (e.g. index {both[0]}); they must be disjoint")
 
 
+def split_file_name(split: Split) -> str:
+    """The file name ``bindscope dataset split`` gives a split: level, seed and fraction."""
+    if isinstance(split, SceneSplit):
+        return f"scene_seed{split.seed}_f{split.train_fraction:g}.json"
+    return f"object_seed{split.seed}_f{split.fraction:g}.json"
+
+
 def save_split(split: Split, path: str | Path) -> Path:
     """Write ``split`` (with its seed and fraction) to a JSON file atomically."""
     path = Path(path)
