@@ -83,7 +83,7 @@ def test_sampled_yaml_is_seeded(tmp_path: Path) -> None:
         (MINIMAL + "colour: red\n", "colour: unknown setting; check its spelling"),
         (
             MINIMAL.replace("objects_per_scene: 2", "objects_per_scene: 0"),
-            "objects_per_scene: Input should be greater than or equal to 1",
+            "objects_per_scene: must be at least 1, got 0",
         ),
         (MINIMAL.replace("[red, blue]", "[]"), "concept 'color' has no values"),
         (MINIMAL.replace("[red, blue]", "[red, red]"), "concept 'color' lists value.*'red' more than once"),

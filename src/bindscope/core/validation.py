@@ -34,6 +34,16 @@ def format_validation(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def validate_settings(schema: type[BaseModel], data: Any, origin: str) -> Any:
+    """``schema.model_validate(data)`` with errors as one line naming ``origin``."""
+    if not isinstance(data, dict):
+        raise BindscopeError(f"{origin} must be a mapping of settings, got {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise BindscopeError(f"invalid {origin}: {format_validation(exc)}") from None
+
+
 class Settings(BaseModel):
     """Frozen settings, validated when made; a bad value is a :class:`BindscopeError` naming the field.
 

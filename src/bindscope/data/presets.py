@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import validate_settings
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
@@ -170,28 +171,6 @@ def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
             f"objects_per_scene is {config.objects_per_scene}"
         )
     return Preset(config, space, template)
-
-
-def validate_settings(schema: type[BaseModel], data: Any, origin: str) -> Any:
-    """``schema.model_validate(data)`` with errors as one line naming ``origin``."""
-    if not isinstance(data, dict):
-        raise BindscopeError(f"{origin} must be a mapping of settings, got {type(data).__name__}")
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        raise BindscopeError(f"invalid {origin}: {format_validation(exc)}") from None
-
-
-def format_validation(exc: ValidationError) -> str:
-    """A pydantic error as one line: ``field: problem; ...``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown setting; check its spelling"
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
 
 
 def load_preset_file(path: str | Path) -> Preset:

@@ -15,7 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bindscope.core.errors import BindscopeError
-from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict, validate_settings
+from bindscope.core.validation import validate_settings
+from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict
 
 
 class ScratchConfig(BaseModel):
