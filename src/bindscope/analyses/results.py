@@ -15,7 +15,6 @@ A folder appears only once complete; spread over seeds is always ``{"mean", "std
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import platform
@@ -31,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_json, staged_dir, write_json
 from bindscope.core.validation import format_validation
-from bindscope.core.version import __version__
+from bindscope.core.version import __version__, stamp
 
 FORMAT_NAME = "bindscope-result"
 FORMAT_VERSION = 2
@@ -172,8 +171,7 @@ def header(
     return {
         "format": {"name": FORMAT_NAME, "version": FORMAT_VERSION},
         "analysis": analysis,
-        "bindscope_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(),
         "content_key": content_key(analysis, inputs, settings),
         "inputs": dict(inputs),
         "settings": dict(settings),

@@ -16,7 +16,6 @@ Scene table columns: ``scene``, ``num_objects``, then for k = 1..K and each conc
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ import pyarrow.parquet as pq
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, read_json, read_manifest, staged_dir, write_json
-from bindscope.core.version import __version__
+from bindscope.core.version import stamp
 from bindscope.data.presets import Preset, load_preset, preset_from_dict
 from bindscope.space.captions import captions as make_captions
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
@@ -206,8 +205,7 @@ def _manifest(preset: Preset, scenes: SceneSet, content: str) -> dict[str, Any]:
         "scene_counts": {str(n): int(c) for n, c in enumerate(counts) if c},
         "hash": content,
         "scene_set_hash": scenes.content_hash(),
-        "bindscope_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(),
         "files": {"scenes": SCENES_PARQUET, "scenes_csv": SCENES_CSV, "images": IMAGES_DIR},
         "images": {"rendered": 0},
         "spec": preset.to_dict(),

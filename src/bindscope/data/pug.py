@@ -18,7 +18,6 @@ with positions are counted in the manifest, and every other problem is one
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import shutil
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from tqdm import tqdm
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, check_output_dir, file_sha256, read_json, staged_dir, write_json
+from bindscope.core.version import utc_now
 from bindscope.data.datasets import IMAGES_DIR, MANIFEST, Dataset, attach_images, build_dataset, load_dataset
 from bindscope.data.presets import Preset, get_preset
 from bindscope.space.concepts import SceneSet
@@ -110,7 +110,7 @@ def import_pug(
         "world": world,
         "rows": selection.rows,
         "sources": SOURCES_CSV,
-        "imported": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "imported": utc_now(),
     }
     with staged_dir(out, overwrite=overwrite) as stage:
         build_dataset(preset, stage)

@@ -6,7 +6,6 @@ Every analysis reads this layout. Embeddings computed elsewhere come in through
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +14,7 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import file_sha256, load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
-from bindscope.core.version import __version__
+from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, load_dataset
 
 EMBEDDING_FORMAT = "bindscope-embeddings-v1"
@@ -116,8 +115,7 @@ def write_embeddings(
         "dim": int(array.shape[1]),
         "num_rows": int(array.shape[0]),
         "dtype": "float32",
-        "bindscope_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(),
     }
     with staged_dir(out, overwrite=overwrite) as stage:
         save_npy(stage / EMBEDDINGS_FILE, np.ascontiguousarray(array, dtype=np.float32))

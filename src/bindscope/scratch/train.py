@@ -11,7 +11,6 @@ result equals an uninterrupted run's.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import shutil
 import time
@@ -30,6 +29,7 @@ from bindscope.analyses.results import versions
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
+from bindscope.core.version import utc_now
 from bindscope.embeddings.encoders.base import count_parameters, seeded_init
 from bindscope.scratch.checkpoint import (
     CONFIG,
@@ -318,7 +318,7 @@ def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
         "device": trainer.device,
         "seconds": trainer.seconds,
         "versions": versions(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now(),
     }
     with staged_dir(out, overwrite=overwrite) as stage:
         save_weights(stage / WEIGHTS, weights)
