@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bindscope.analyses.complexity.approxfit import Schedule, unfinished_gain
 from bindscope.analyses.complexity.approximators import Family, Layout
 from bindscope.analyses.complexity.sweep import (
     BUDGETS,
@@ -22,6 +23,7 @@ from bindscope.analyses.complexity.sweep import (
     plan_sweep,
     resolve_budget,
     stacks,
+    verdict,
 )
 from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.analyses.results import KEY_COLUMNS, tidy
@@ -209,3 +211,46 @@ def test_single_object_scenes_are_dropped_and_counted() -> None:
     sizes = result.table[(result.table.variant == "scenes") & (result.table.metric == "group_scenes")]
     per_plan = sizes.groupby(["fraction", "seed"])["value"].sum()
     assert (per_plan == 576).all()  # every pair scene lands in exactly one group
+
+
+def test_unfinished_gain_reads_the_fall_per_unit_of_learning_rate() -> None:
+    schedule = Schedule(epochs=100, lr=1e-2, eval_every=10)
+    epochs = np.arange(10, 101, 10)
+    assert unfinished_gain(epochs, np.full(10, 0.5), schedule, variance=1.0) == 0.0  # flat: nothing left
+    assert unfinished_gain(epochs, np.linspace(1.0, 0.9, 10)[::-1], schedule, variance=1.0) == 0.0  # rising
+    falling = np.linspace(1.0, 0.5, 10)
+    gain = unfinished_gain(epochs, falling, schedule, variance=1.0)
+    lr_sum = sum(schedule.lr_at(s) for s in range(80, 100))  # the last 20% of the epochs
+    expected = (falling[7] - falling[-1]) / lr_sum * 1e-2 * 0.1 * 100
+    assert gain == pytest.approx(expected) and gain > 0.01
+    assert unfinished_gain(epochs, falling, schedule, variance=10.0) == pytest.approx(expected / 10)
+
+
+def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: SceneSet) -> None:
+    y = planted_embeddings(scenes, "mult_within_object", dim=8, seed=0)
+    probes = ProbeSet("lbfgs", max_iter=50).fit(y, soft_targets(scenes))
+    settings = _settings(
+        approximators=("additive", "mult_within_object"),
+        fractions=(0.5, 0.8),
+        seeds=(0,),
+        description_length=False,
+        budget=resolve_budget("cpu", epochs=5, eval_every=1),
+    )
+    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    v = summary["verdict"]
+    assert v["reliable"] is False and v["reading"].startswith("unreliable: fits did not converge")
+    assert "high-complexity" not in v["reading"]
+    assert v["unconverged"]["additive"] == [0.5, 0.8]
+    assert summary["approximators"]["additive"]["converged"]["0.5"]["mean"] == 0.0
+
+
+def test_a_verdict_from_converged_fits_is_reliable() -> None:
+    approximators = {"additive": {"f_star": None}, "mult": {"f_star": 0.6}, "mlp(8)": {"f_star": 0.2}}
+    settings = ComplexitySettings(approximators=("additive", "mult", "mlp"), hidden=(8,), fractions=(0.2, 0.6))
+    assert verdict(approximators, settings, {})["reliable"] is True
+    # an unconverged fit of a family the verdict does not depend on leaves it reliable
+    assert verdict(approximators, settings, {"mlp(8)": [0.2]})["reliable"] is True
+    assert verdict(approximators, settings, {"mult": [0.6]})["reliable"] is True  # at f*, not below it
+    shaky = verdict(approximators, settings, {"additive": [0.6], "mult": [0.2]})
+    assert shaky["reliable"] is False and shaky["unconverged"] == {"additive": [0.6], "mult": [0.2]}
+    assert shaky["simplest_generalising"] == "mult" and shaky["reading"].startswith("unreliable")

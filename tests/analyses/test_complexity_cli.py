@@ -163,3 +163,16 @@ def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Pa
     (bad / "probe.json").write_text("{not json")
     assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "probe")
     assert not out.exists()
+
+
+def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path) -> None:
+    args = ["--approximators", "additive,mult_within_object", "--fractions", "0.5", "--seeds", "0", "--epochs", "5"]
+    result = run_cli("complexity", emb, "--out", tmp_path / "c", "--eval-every", "1", "--no-description-length", *args)
+    assert result.returncode == 0, result.stderr
+    assert "verdict: unreliable: fits did not converge" in result.stdout
+    assert "warning: fits that did not converge" in result.stderr
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summary["verdict"]["reliable"] is False and summary["warnings"]
+    table = pd.read_parquet(tmp_path / "c" / "results.parquet")
+    flags = table[(table.group == "train_only") & (table.metric == "converged")]
+    assert len(flags) == 2 and (flags.value == 0).all()

@@ -15,6 +15,7 @@ from bindscope.analyses.complexity.sweep import (
     ComplexitySettings,
     complexity_summary,
     complexity_sweep,
+    unconverged_fits,
 )
 from bindscope.analyses.probe import ProbeRun, ProbeSettings, approximate_warnings, probe_variant, save_fitted_probes
 from bindscope.analyses.probes import ProbeSet
@@ -54,6 +55,10 @@ class ComplexityAnalysis(Analysis):
             probes, fitted = fit_probes_for(y, inputs, settings)
         sweep = complexity_sweep(y, inputs.scenes, probes, settings, progress=progress)
         warnings = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []
+        unconverged = unconverged_fits(sweep.table)
+        if unconverged:
+            where = "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in unconverged.items())
+            warnings.append(f"fits that did not converge (see the 'converged' rows): {where}")
         return Result(sweep.table, {"training": sweep.history}, warnings, {"sweep": sweep, "fitted": fitted})
 
     def summarize(self, result: Result, settings: ComplexitySettings) -> dict[str, Any]:

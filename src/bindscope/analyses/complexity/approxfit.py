@@ -222,6 +222,48 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
     return StackFit(selected, final, best_epoch, epochs_run, best, history)
 
 
+#: A fit counts as converged when finishing its training loss's fall would gain less than this
+#: much R² (see :func:`unfinished_gain`), or when it stopped on a validation plateau.
+CONVERGED_BELOW = 0.01
+#: The share of the epoch budget over which the final fall of the training loss is measured,
+#: and the extra share of epochs (at the peak learning rate) it is projected over.
+TAIL = 0.2
+EXTRA = 0.1
+
+
+def unfinished_gain(epochs: np.ndarray, train_mse: np.ndarray, schedule: Schedule, variance: float) -> float:
+    """The R² a fit would still gain: its training loss's final fall, projected forward.
+
+    Over the last :data:`TAIL` of the epochs run, the training MSE fell by ``delta`` while the
+    learning rates summed to ``L``; at that rate per unit of learning rate, another
+    :data:`EXTRA` of the epoch budget at the peak learning rate would lower the MSE by
+    ``delta / L * lr * EXTRA * epochs``. Divided by the training targets' variance (mean over
+    dimensions), that is an R² gain. The cosine schedule's vanishing rate at the end does not
+    hide an unfinished fit: the fall is measured per unit of learning rate.
+
+    Parameters
+    ----------
+    epochs, train_mse
+        The checks of one model: the epoch and the training MSE at each, in order.
+    schedule
+        The schedule it was trained with.
+    variance
+        The variance of its training targets, averaged over the embedding dimensions.
+    """
+    if len(epochs) < 2 or variance <= 0:
+        return 0.0
+    end = int(epochs[-1])
+    start_at = end - max(TAIL * end, 1)
+    first = int(np.searchsorted(epochs, start_at))
+    first = min(first, len(epochs) - 2)
+    start = int(epochs[first])
+    delta = float(train_mse[first] - train_mse[-1])
+    lr_sum = sum(schedule.lr_at(step) for step in range(start, end))
+    if lr_sum <= 0:
+        return 0.0
+    return max(delta / lr_sum * schedule.lr * EXTRA * schedule.epochs / variance, 0.0)
+
+
 def predict_stack(
     family: Family, params: Params, layout: Layout, data: SceneIndex, idx: list[np.ndarray], chunk: int = 8192
 ) -> list[np.ndarray]:

@@ -25,7 +25,15 @@ import pandas as pd
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, StackFit, fit_stack, predict_stack
+from bindscope.analyses.complexity.approxfit import (
+    CONVERGED_BELOW,
+    SceneIndex,
+    Schedule,
+    StackFit,
+    fit_stack,
+    predict_stack,
+    unfinished_gain,
+)
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
 from bindscope.analyses.decomposition import r2_score
 from bindscope.analyses.metrics import accuracy_metrics
@@ -362,6 +370,7 @@ def _family_rows(
     targets: dict[str, np.ndarray],
     probes: ProbeSet,
     description_length: bool,
+    schedule: Schedule,
 ) -> list[dict]:
     rows: list[dict] = []
     label, dim = family.label, y.shape[1]
@@ -391,7 +400,12 @@ def _family_rows(
                         "code_bits": _block_bits(mse, plan.block_size, dim),
                     },
                 )
+    history = np.asarray(fit.history, dtype=np.float64).reshape(-1, 4)  # model, epoch, train_mse, val_mse
     for j, i in enumerate(members):
+        mine = history[history[:, 0] == j]
+        stopped_early = bool(fit.epochs_run[j] < schedule.epochs)
+        variance = float(np.asarray(y[plans[i].train], np.float64).var(axis=0).mean())
+        gain = unfinished_gain(mine[:, 1], mine[:, 2], schedule, variance)
         rows += _rows(
             label,
             plans[i],
@@ -401,6 +415,9 @@ def _family_rows(
                 "epochs_run": fit.epochs_run[j],
                 "best_epoch": fit.best_epoch[j],
                 "best_val_mse": fit.best_val_mse[j],
+                "stopped_early": float(stopped_early),
+                "unfinished_r2": gain,
+                "converged": float(stopped_early or gain < CONVERGED_BELOW),
             },
         )
     return rows
@@ -496,7 +513,17 @@ def complexity_sweep(
                 width=width,
             )
             rows += _family_rows(
-                family, plans, fit, members, data, layout, ys, targets, probes, settings.description_length
+                family,
+                plans,
+                fit,
+                members,
+                data,
+                layout,
+                ys,
+                targets,
+                probes,
+                settings.description_length,
+                settings.schedule(),
             )
             history += [
                 (family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v)
@@ -592,6 +619,7 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
             "validation_object_acc": _by_fraction(_curve(table, label, "validation", "object_acc", "selected")),
             "final_object_acc": _by_fraction(_curve(table, label, "test_only", "object_acc", "final")),
             "r2": _by_fraction(_curve(table, label, "test_only", "r2", "selected")),
+            "converged": _by_fraction(_curve(table, label, "train_only", "converged", "")),
             "parameters": result.parameters.get(label),
             "seconds": result.seconds.get(label),
         }
@@ -600,7 +628,7 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
         out["approximators"][label] = entry
     if settings.description_length:
         out["description_length_baseline_bits"] = _code_length(table, "mean")
-    out["verdict"] = verdict(out["approximators"], settings)
+    out["verdict"] = verdict(out["approximators"], settings, unconverged_fits(table))
     out["budget"] = settings.budget.to_dict()
     out["dropped_scenes"] = result.dropped_scenes
     return out
@@ -612,22 +640,61 @@ def _code_length(table: pd.DataFrame, approximator: str) -> float | None:
     return float(sel.groupby("seed")["value"].sum().mean()) if len(sel) else None
 
 
-def verdict(approximators: dict[str, dict], settings: ComplexitySettings) -> dict:
-    """The simplest family that generalises (reaches f*), and from what coverage."""
+def unconverged_fits(table: pd.DataFrame) -> dict[str, list[float]]:
+    """Per approximator, the fractions at which a fit (any seed) did not converge."""
+    sel = table[(table.group == "train_only") & (table.metric == "converged") & (table.value < 0.5)]
+    return {str(k): sorted({float(f) for f in g.fraction}) for k, g in sel.groupby("variant")}
+
+
+def verdict(
+    approximators: dict[str, dict], settings: ComplexitySettings, unconverged: dict[str, list[float]] | None = None
+) -> dict:
+    """The simplest family that generalises (reaches f*), and from what coverage.
+
+    The verdict depends on every fit of the families simpler than the one it names and on that
+    family's fits below its f* (all fits when none generalises). If any of those did not
+    converge, the verdict is marked unreliable and never claims a high-complexity binding function.
+    """
     ranked = sorted(settings.families(), key=lambda f: f.simplicity)
     generalising = [f.label for f in ranked if approximators[f.label]["f_star"] is not None]
-    if not generalising:
+    unconverged = unconverged or {}
+    best = generalising[0] if generalising else None
+    fs = approximators[best]["f_star"] if best is not None else None
+    doubtful: dict[str, list[float]] = {}
+    for family in ranked:
+        if family.label == best:
+            below = [f for f in unconverged.get(best, []) if fs is not None and f < fs]
+            if below:
+                doubtful[best] = below
+            break
+        if unconverged.get(family.label):
+            doubtful[family.label] = unconverged[family.label]
+    caveat = ""
+    if doubtful:
+        where = "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in doubtful.items())
+        caveat = (
+            f"unreliable: fits did not converge ({where}); rerun with more --epochs (or --budget paper on a GPU) "
+            "before reading this verdict"
+        )
+    if best is None:
+        reading = (
+            f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects at "
+            f"any fraction up to {max(settings.fractions):g}"
+        )
+        reading = f"{caveat}: {reading}" if caveat else f"{reading}: a high-complexity binding function"
         return {
             "simplest_generalising": None,
             "f_star": None,
-            "reading": f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen "
-            f"objects at any fraction up to {max(settings.fractions):g}: a high-complexity binding function",
+            "reliable": not doubtful,
+            "unconverged": doubtful,
+            "reading": reading,
         }
-    best = generalising[0]
-    fs = approximators[best]["f_star"]
+    reading = f"{best} generalises to scenes of unseen objects from a fraction of {fs:g} of the objects"
     return {
         "simplest_generalising": best,
         "f_star": fs,
         "generalising": generalising,
-        "reading": f"{best} generalises to scenes of unseen objects from a fraction of {fs:g} of the objects",
+        "reliable": not doubtful,
+        "unconverged": doubtful,
+        "reading": f"{caveat}: {reading}" if caveat else reading,
     }
