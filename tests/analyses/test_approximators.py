@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from bindscope.analyses.complexity.approxfit import Approximator, SceneIndex, Schedule, fit_stack, predict_stack
+from bindscope.analyses.complexity.approxfit import (
+    Approximator,
+    SceneIndex,
+    Schedule,
+    TargetScale,
+    fit_stack,
+    predict_stack,
+)
 from bindscope.analyses.complexity.approximators import (
     FAMILIES,
     Family,
@@ -209,3 +216,39 @@ def test_the_estimator_refuses_bad_input(scenes: SceneSet) -> None:
         model.predict(other)
     with pytest.raises(BindscopeError, match="unknown approximator"):
         Approximator("quadratic").fit(scenes, _planted(scenes))
+
+
+@pytest.mark.parametrize("family", ALL, ids=lambda f: f.label)
+def test_a_standardised_fit_folds_its_scale_into_the_output_layer(family: Family, scenes: SceneSet) -> None:
+    y = 5.0 + 0.01 * _planted(scenes)  # an offset and a small scale, as real embeddings have
+    layout, data = Layout.of(scenes), SceneIndex.of(scenes, y)
+    train = [np.arange(0, len(scenes), 2), np.arange(1, len(scenes), 3)]
+    params = init_params(family, layout, 5, y.shape[1], [0, 1], "cpu")
+    scale = TargetScale.of(data.y, train)
+    raw = scale.unfold(params)
+    idx = [np.arange(len(scenes))] * 2
+    z = predict_stack(family, params, layout, data, idx)
+    direct = predict_stack(family, raw, layout, data, idx)
+    for g in range(2):  # unfolded parameters predict s * z + centre: the same family, in raw units
+        expected = z[g] * scale.scale[g].item() + scale.centre[g].numpy()
+        np.testing.assert_allclose(direct[g], expected, rtol=1e-4, atol=1e-4)
+    assert scale.centre[0].numpy() == pytest.approx(y[train[0]].mean(0), rel=1e-5)
+    assert scale.scale[1].item() == pytest.approx(np.sqrt(y[train[1]].var(0).mean()), rel=1e-4)
+
+
+def test_standardising_speeds_up_products_on_small_scales(scenes: SceneSet) -> None:
+    y = 0.02 * _planted(scenes)
+    layout, data = Layout.of(scenes), SceneIndex.of(scenes, y)
+    rng = np.random.default_rng(0)
+    train = np.sort(rng.choice(len(scenes), 100, replace=False))
+    val = np.setdiff1d(np.arange(len(scenes)), train)[:20]
+    family = Family("mult_within_object")
+    fits = {
+        flag: fit_stack(
+            family, layout, data, [train], [val], [0], Schedule(epochs=200, eval_every=10, standardize=flag), width=6
+        )
+        for flag in (False, True)
+    }
+    assert fits[True].best_val_mse[0] < fits[False].best_val_mse[0]  # both in raw units
+    history = np.asarray(fits[True].history)
+    assert history[:, 2].min() < float(y[train].var(0).mean())  # the history is reported in raw units

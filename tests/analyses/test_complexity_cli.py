@@ -176,3 +176,14 @@ def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path) -> Non
     table = pd.read_parquet(tmp_path / "c" / "results.parquet")
     flags = table[(table.group == "train_only") & (table.metric == "converged")]
     assert len(flags) == 2 and (flags.value == 0).all()
+
+
+def test_standardised_targets_are_an_option_recorded_with_the_budget(run_cli, emb: Path, tmp_path: Path) -> None:
+    args = ["--approximators", "additive", "--fractions", "0.5", "--seeds", "0", "--epochs", "30", "-q"]
+    result = run_cli("complexity", emb, "--out", tmp_path / "s", "--standardize", "--no-description-length", *args)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["budget"]["standardize"] is True and summary["settings"]["budget"]["standardize"] is True
+    plain = run_cli("complexity", emb, "--out", tmp_path / "p", "--no-description-length", *args)
+    assert json.loads((tmp_path / "p" / "summary.json").read_text())["budget"]["standardize"] is False
+    assert plain.returncode == 0

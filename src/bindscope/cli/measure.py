@@ -222,6 +222,14 @@ def complexity(
         Optional[int], typer.Option(help="Override: cap on scored scenes per group (0: no cap).")
     ] = None,
     lr: Annotated[Optional[float], typer.Option(help="Peak Adam learning rate (1e-2; cosine decay to 0).")] = None,
+    standardize: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--standardize/--no-standardize",
+            help="Fit each model to its standardised training targets (mean 0, variance 1), folded back into "
+            "its output layer: the same families, fitted faster at small embedding scales (off by default).",
+        ),
+    ] = None,
     width: Annotated[
         Optional[int], typer.Option(help="Width of the concept tables (default: the embedding width).")
     ] = None,
@@ -252,6 +260,7 @@ def complexity(
         patience=patience,
         max_train_scenes=max_train_scenes,
         max_eval_scenes=max_eval_scenes,
+        standardize=standardize,
     )
     settings = ComplexitySettings(
         budget=chosen,

@@ -51,6 +51,11 @@ class Schedule:
         every model for all ``epochs`` (the paper).
     min_delta
         Relative validation-MSE decrease that counts as an improvement.
+    standardize
+        Fit each model to its training targets centred on their mean and divided by their
+        standard deviation (one scalar), then fold both back into the output layer: the same
+        function family, fitted in units where Adam's step size means the same for every
+        embedding scale. False fits the raw targets (the paper).
     """
 
     epochs: int = 4000
@@ -58,6 +63,7 @@ class Schedule:
     eval_every: int = 50
     patience: int | None = None
     min_delta: float = 1e-4
+    standardize: bool = False
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.eval_every < 1:
@@ -114,13 +120,52 @@ def pad_indices(parts: list[np.ndarray], device: str = "cpu") -> tuple[torch.Ten
     return torch.as_tensor(idx, device=device), torch.as_tensor(mask, device=device)
 
 
+@dataclass(frozen=True)
+class TargetScale:
+    """Per model, the targets' centre ``[G, D]`` and scale ``[G]``: the model fits ``(y - centre) / scale``."""
+
+    centre: torch.Tensor
+    scale: torch.Tensor
+
+    @classmethod
+    def of(cls, y: torch.Tensor, parts: list[np.ndarray]) -> TargetScale:
+        """Each model's training targets: their mean, and the root of their variance averaged over dimensions."""
+        centres, scales = [], []
+        for part in parts:
+            block = y[torch.as_tensor(part, device=y.device)].double()
+            centres.append(block.mean(0))
+            scales.append(block.var(0, unbiased=False).mean().sqrt().clamp_min(1e-12))
+        return cls(torch.stack(centres).float(), torch.stack(scales).float())
+
+    def keep(self, mask: torch.Tensor) -> TargetScale:
+        return TargetScale(self.centre[mask], self.scale[mask])
+
+    def unfold(self, params: Params) -> Params:
+        """Parameters predicting raw targets: the output layer ``w, b`` absorbs the scale and centre."""
+        s = self.scale.to(params["w"].dtype)
+        out = dict(params)
+        out["w"] = params["w"] * s[:, None, None]
+        out["b"] = params["b"] * s[:, None] + self.centre.to(params["b"].dtype)
+        return out
+
+
 def stack_mse(
-    family: Family, params: Params, layout: Layout, data: SceneIndex, idx: torch.Tensor, mask: torch.Tensor
+    family: Family,
+    params: Params,
+    layout: Layout,
+    data: SceneIndex,
+    idx: torch.Tensor,
+    mask: torch.Tensor,
+    scale: TargetScale | None = None,
 ) -> torch.Tensor:
-    """Per-model MSE ``[G]`` (mean over its scenes and the embedding dimensions)."""
+    """Per-model MSE ``[G]`` (mean over its scenes and the embedding dimensions), in the models'
+    target units (``scale``: standardised targets; None: raw)."""
     prep = prepare(family, params, layout, idx.shape[1])
     pred = predict(family, params, prep, data.rows[idx], data.objects[idx], layout)
-    err = ((pred - data.y[idx]) ** 2).sum(-1) * mask
+    target = data.y[idx]
+    if scale is not None:
+        target = (target - scale.centre[:, None, :]) / scale.scale[:, None, None]
+    err = ((pred - target) ** 2).sum(-1) * mask
     return err.sum(1) / (mask.sum(1) * data.y.shape[1])
 
 
@@ -184,6 +229,8 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
     final = {k: v.detach().clone() for k, v in adam.params.items()}
     t_idx, t_mask = pad_indices(train, str(device))
     v_idx, v_mask = pad_indices(validation, str(device))
+    scale = TargetScale.of(data.y, train) if schedule.standardize else None
+    units = scale.scale.double().cpu().numpy() ** 2 if scale is not None else np.ones(g_all)  # MSE back to raw units
     active = np.arange(g_all)
     best = np.full(g_all, np.inf)
     best_epoch = np.zeros(g_all, dtype=np.int64)
@@ -191,14 +238,15 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
     since = np.zeros(g_all, dtype=np.int64)
     history = []
     for step in range(1, schedule.epochs + 1):
-        loss = stack_mse(family, adam.params, layout, data, t_idx, t_mask)
+        loss = stack_mse(family, adam.params, layout, data, t_idx, t_mask, scale)
         adam.step(loss, schedule.lr_at(step - 1))
         if step % schedule.eval_every and step != schedule.epochs:
             continue
         with torch.no_grad():
             params = {k: v.detach() for k, v in adam.params.items()}
-            val = stack_mse(family, params, layout, data, v_idx, v_mask).cpu().numpy().astype(np.float64)
-        train_mse = loss.detach().cpu().numpy()
+            val = stack_mse(family, params, layout, data, v_idx, v_mask, scale).cpu().numpy().astype(np.float64)
+            val = val * units[active]
+        train_mse = loss.detach().cpu().numpy() * units[active]
         history += [(int(a), step, float(t), float(e)) for a, t, e in zip(active, train_mse, val)]
         improved = val < best[active] * (1 - schedule.min_delta)
         for k in params:
@@ -219,6 +267,10 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
                 break
             adam.keep(keep)
             t_idx, t_mask, v_idx, v_mask = t_idx[keep], t_mask[keep], v_idx[keep], v_mask[keep]
+            scale = scale.keep(keep) if scale is not None else None
+    if schedule.standardize:
+        every = TargetScale.of(data.y, train)
+        selected, final = every.unfold(selected), every.unfold(final)
     return StackFit(selected, final, best_epoch, epochs_run, best, history)
 
 

@@ -78,6 +78,10 @@ class Budget(Settings):
         train object in every slot), None for all.
     max_eval_scenes
         Cap on the scenes scored per group (a seeded sample), None for all.
+    standardize
+        Fit every model to its standardised training targets (mean 0, variance 1, one scalar),
+        folded back into the output layer afterwards (:class:`Schedule`); off in both built-in
+        budgets (the research code fits the raw targets), on with ``--standardize``.
     """
 
     name: str = "paper"
@@ -86,6 +90,7 @@ class Budget(Settings):
     patience: int | None = Field(None, ge=1)
     max_train_scenes: int | None = Field(None, ge=2)
     max_eval_scenes: int | None = Field(None, ge=2)
+    standardize: bool = False
 
     @model_validator(mode="after")
     def _schedule(self) -> Budget:
@@ -99,7 +104,9 @@ BUDGETS = {
 }
 
 
-def resolve_budget(name: str = "auto", device: str = "cpu", **overrides: int | None) -> Budget:
+def resolve_budget(
+    name: str = "auto", device: str = "cpu", *, standardize: bool | None = None, **overrides: int | None
+) -> Budget:
     """A named budget (``auto``: ``paper`` on CUDA, ``cpu`` otherwise) with explicit overrides.
 
     Overrides whose value is None are ignored; ``patience=0`` or a cap of 0 switches early
@@ -120,6 +127,8 @@ def resolve_budget(name: str = "auto", device: str = "cpu", **overrides: int | N
             raise BindscopeError(f"{key} must be >= 0 (0 switches it off), got {changes[key]}")
         if changes.get(key) == 0:
             changes[key] = None
+    if standardize is not None:
+        return BUDGETS[name].replace(standardize=standardize, **changes)
     return BUDGETS[name].replace(**changes)
 
 
@@ -194,7 +203,7 @@ class ComplexitySettings(Settings):
 
     def schedule(self) -> Schedule:
         b = self.budget
-        return Schedule(b.epochs, self.lr, b.eval_every, b.patience)
+        return Schedule(b.epochs, self.lr, b.eval_every, b.patience, standardize=b.standardize)
 
 
 @dataclass(frozen=True)
