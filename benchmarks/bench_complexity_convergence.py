@@ -1,0 +1,111 @@
+"""Benchmark the complexity verdicts on planted binding functions: raw against standardised targets.
+
+What is run
+-----------
+For each planted kind (``--kinds``; the expected verdict in brackets):
+
+- ``additive_concepts_objects``: a sum of concept vectors per object, summed over slots (additive);
+- ``mult_within_object``: a product of concept vectors per object, summed over slots
+  (mult_within_object);
+- ``object_lookup``: a random vector per object (no family generalises),
+
+one ``complexity_sweep`` under the ``cpu`` budget (``--epochs`` / ``--lr`` override it) with raw
+targets (the default) and one with ``standardize`` on, the same fractions, seeds and probes.
+Printed per run: wall seconds, the verdict (simplest generalising family, f*, reliable or not),
+per family the test_only object accuracy at the largest fraction, and how many fits converged.
+
+Data: a ``--space``-by-``--space`` concept space (default 20 x 20 like ``text``), all ordered pairs
+of distinct-or-equal objects, planted embeddings of ``--dim`` dimensions (default 512) with noise
+``--noise``; probes fitted by L-BFGS on a sample of the scenes (not timed).
+
+Run it from the repository root::
+
+    .venv/bin/python benchmarks/bench_complexity_convergence.py [--kinds K1,K2] [--dim 512] [--space 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from bindscope.analyses.complexity.sweep import (
+    ComplexitySettings,
+    complexity_summary,
+    complexity_sweep,
+    resolve_budget,
+)
+from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.planted import planted_embeddings
+
+EXPECTED = {
+    "additive_concepts_objects": "additive",
+    "mult_within_object": "mult_within_object",
+    "object_lookup": None,
+}
+
+
+def run(y: np.ndarray, scenes: SceneSet, probes: ProbeSet, settings: ComplexitySettings) -> tuple[float, dict]:
+    """One sweep: wall seconds and its summary."""
+    start = time.perf_counter()
+    result = complexity_sweep(y, scenes, probes, settings)
+    return time.perf_counter() - start, complexity_summary(result, settings)
+
+
+def describe(seconds: float, summary: dict, expected: str | None) -> str:
+    """The verdict against the expected one, accuracies at the largest fraction, converged fits."""
+    v = summary["verdict"]
+    ok = "right" if v["simplest_generalising"] == expected and v["reliable"] else "WRONG"
+    lines = [
+        f"  {seconds:7.1f} s  verdict {v['simplest_generalising']} (f* {v['f_star']}), "
+        f"reliable {v['reliable']}: {ok} (expected {expected})"
+    ]
+    last = max(summary["in_distribution"], key=float)
+    lines.append(f"    in-distribution at {last}: {summary['in_distribution'][last]['mean']:.3f}")
+    for label, entry in summary["approximators"].items():
+        converged = np.mean([c["mean"] for c in entry["converged"].values()])
+        lines.append(
+            f"    {label:20s} test_only object_acc {entry['object_acc'][last]['mean']:.3f}, "
+            f"r2 {entry['r2'][last]['mean']:8.3f}, fits converged {100 * converged:5.1f}%"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kinds", default=",".join(EXPECTED))
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--space", type=int, default=20)
+    parser.add_argument("--noise", type=float, default=0.02)
+    parser.add_argument("--fractions", default="0.2,0.4,0.6,0.8")
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=1e-2)
+    args = parser.parse_args()
+    values = [f"v{i}" for i in range(args.space)]
+    space = ConceptSpace.from_dict({"attribute": values, "noun": [f"n{i}" for i in range(args.space)]})
+    scenes = SceneSet.enumerate(space, 2)
+    fractions = tuple(float(f) for f in args.fractions.split(","))
+    print(f"{len(scenes):,} scenes, {args.dim} dimensions, fractions {fractions}, {args.seeds} seed(s), lr {args.lr}")
+    for kind in args.kinds.split(","):
+        y = planted_embeddings(scenes, kind, dim=args.dim, noise=args.noise, seed=0)
+        rows = np.random.default_rng(0).choice(len(scenes), min(6000, len(scenes)), replace=False)
+        probes = ProbeSet("lbfgs").fit(y[rows], {k: v[rows] for k, v in soft_targets(scenes).items()})
+        print(f"\n{kind}")
+        for standardize in (False, True):
+            settings = ComplexitySettings(
+                fractions=fractions,
+                seeds=tuple(range(args.seeds)),
+                lr=args.lr,
+                description_length=False,
+                budget=resolve_budget("cpu", epochs=args.epochs, standardize=standardize),
+            )
+            seconds, summary = run(y, scenes, probes, settings)
+            print(f" {'standardised' if standardize else 'raw'} targets")
+            print(describe(seconds, summary, EXPECTED.get(kind)))
+
+
+if __name__ == "__main__":
+    main()
