@@ -14,7 +14,7 @@ from pydantic import field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows
 from bindscope.analyses.decomposition import MODELS, design_columns, fit_additive, r2_score, subtract
-from bindscope.analyses.metrics import nested
+from bindscope.analyses.metrics import format_spread, nested
 from bindscope.analyses.probe import (
     ProbeSettings,
     accuracy_summary,
@@ -144,11 +144,7 @@ class DecomposeAnalysis(Analysis):
 
     def headline(self, summary: dict[str, Any]) -> Rows:
         def r2(part: dict | None, group: str, model: str) -> str:
-            value = ((part or {}).get(group) or {}).get(model)
-            if value is None:
-                return "-"
-            std = value.get("std")
-            return f"{value['mean']:.3f}" + (f" ± {std:.3f}" if std is not None else "")
+            return format_spread(((part or {}).get(group) or {}).get(model))
 
         perm = (summary["controls"].get("permuted_labels") or {}).get("r2")
         rand = (summary["controls"].get("rand") or {}).get("r2")

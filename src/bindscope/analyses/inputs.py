@@ -93,13 +93,10 @@ def probes_key(probes: ProbeSet) -> str:
 def describe_arrays(arrays: AnalysisInputs) -> dict[str, Any]:
     """In-memory inputs in a result header (no folders: keys of the arrays themselves)."""
     y = np.asarray(arrays.embeddings)
+    scene_hash = arrays.scenes.content_hash()
     out: dict[str, Any] = {
         "embeddings": {"in_memory": True, "dim": int(y.shape[1]), "num_rows": len(y), "key": array_key(y)},
-        "dataset": {
-            "in_memory": True,
-            "scene_set_hash": arrays.scenes.content_hash(),
-            "key": arrays.scenes.content_hash(),
-        },
+        "dataset": {"in_memory": True, "scene_set_hash": scene_hash, "key": scene_hash},
         "control": None,
         "probes": None,
     }

@@ -38,6 +38,15 @@ def nested(table: pd.DataFrame, keys: list[str], aggregate: Callable[[np.ndarray
     return out
 
 
+def format_spread(value: Mapping[str, Any] | None, digits: int = 3, scale: float = 1.0) -> str:
+    """A spread for the terminal: ``mean ± std`` (``mean`` alone for one seed), ``-`` where missing."""
+    if not value:
+        return "-"
+    std = value.get("std")
+    text = f"{scale * value['mean']:.{digits}f}"
+    return text + (f" ± {scale * std:.{digits}f}" if std is not None else "")
+
+
 def mean(values: np.ndarray) -> float:
     """The mean as a float."""
     return float(np.mean(values))

@@ -17,7 +17,7 @@ import torch
 from pydantic import Field, field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
-from bindscope.analyses.metrics import accuracy_metrics, mean, nested
+from bindscope.analyses.metrics import accuracy_metrics, format_spread, mean, nested
 from bindscope.analyses.probes import (
     Preprocessing,
     chance_accuracy,
@@ -216,11 +216,7 @@ def probe_summary(table: pd.DataFrame) -> dict[str, Any]:
 
 def pct(part: Mapping[str, Any] | None, metric: str) -> str:
     """``mean ± std`` of a spread in percent, ``-`` where missing."""
-    value = (part or {}).get(metric)
-    if not value:
-        return "-"
-    std = value.get("std")
-    return f"{100 * value['mean']:.1f}" + (f" ± {100 * std:.1f}" if std is not None else "")
+    return format_spread((part or {}).get(metric), digits=1, scale=100)
 
 
 def probe_labels(scenes: SceneSet) -> dict[str, Any]:

@@ -15,8 +15,10 @@ from bindscope.analyses.complexity.sweep import (
     ComplexitySettings,
     complexity_summary,
     complexity_sweep,
+    describe_fits,
     unconverged_fits,
 )
+from bindscope.analyses.metrics import format_spread
 from bindscope.analyses.probe import ProbeRun, ProbeSettings, approximate_warnings, probe_variant, save_fitted_probes
 from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import ResultFiles
@@ -57,8 +59,7 @@ class ComplexityAnalysis(Analysis):
         warnings = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []
         unconverged = unconverged_fits(sweep.table)
         if unconverged:
-            where = "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in unconverged.items())
-            warnings.append(f"fits that did not converge (see the 'converged' rows): {where}")
+            warnings.append(f"fits that did not converge (see the 'converged' rows): {describe_fits(unconverged)}")
         return Result(sweep.table, {"training": sweep.history}, warnings, {"sweep": sweep, "fitted": fitted})
 
     def summarize(self, result: Result, settings: ComplexitySettings) -> dict[str, Any]:
@@ -82,13 +83,11 @@ class ComplexityAnalysis(Analysis):
 
         rows: Rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f} %" for f in shown), "seconds")]
         for label, a in summary["approximators"].items():
-            auc = a["auc"]
-            auc_text = f"{auc['mean']:.3f}" + (f" ± {auc['std']:.3f}" if auc["std"] is not None else "")
             rows.append(
                 (
                     label,
                     f"{a['parameters']:,}",
-                    auc_text,
+                    format_spread(a["auc"]),
                     "-" if a["f_star"] is None else f"{a['f_star']:g}",
                     *(acc(a["object_acc"], f) for f in shown),
                     f"{a['seconds']:.0f}",

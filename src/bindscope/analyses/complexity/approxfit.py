@@ -229,8 +229,9 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
     final = {k: v.detach().clone() for k, v in adam.params.items()}
     t_idx, t_mask = pad_indices(train, str(device))
     v_idx, v_mask = pad_indices(validation, str(device))
-    scale = TargetScale.of(data.y, train) if schedule.standardize else None
-    units = scale.scale.double().cpu().numpy() ** 2 if scale is not None else np.ones(g_all)  # MSE back to raw units
+    every = TargetScale.of(data.y, train) if schedule.standardize else None
+    scale = every  # the active models' part of it
+    units = every.scale.double().cpu().numpy() ** 2 if every is not None else np.ones(g_all)  # MSE in raw units
     active = np.arange(g_all)
     best = np.full(g_all, np.inf)
     best_epoch = np.zeros(g_all, dtype=np.int64)
@@ -268,8 +269,7 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
             adam.keep(keep)
             t_idx, t_mask, v_idx, v_mask = t_idx[keep], t_mask[keep], v_idx[keep], v_mask[keep]
             scale = scale.keep(keep) if scale is not None else None
-    if schedule.standardize:
-        every = TargetScale.of(data.y, train)
+    if every is not None:
         selected, final = every.unfold(selected), every.unfold(final)
     return StackFit(selected, final, best_epoch, epochs_run, best, history)
 

@@ -120,15 +120,15 @@ def resolve_budget(
     for key in ("epochs", "eval_every"):
         value = changes.get(key)
         if value is not None and value < 1:
-            raise BindscopeError(f"{key} must be at least 1, got {changes[key]}")
+            raise BindscopeError(f"{key} must be at least 1, got {value}")
     for key in ("patience", "max_train_scenes", "max_eval_scenes"):
         value = changes.get(key)
         if value is not None and value < 0:
-            raise BindscopeError(f"{key} must be >= 0 (0 switches it off), got {changes[key]}")
+            raise BindscopeError(f"{key} must be >= 0 (0 switches it off), got {value}")
         if changes.get(key) == 0:
             changes[key] = None
     if standardize is not None:
-        return BUDGETS[name].replace(standardize=standardize, **changes)
+        changes["standardize"] = standardize
     return BUDGETS[name].replace(**changes)
 
 
@@ -504,6 +504,7 @@ def complexity_sweep(
         rows += baseline_block_rows(plans, ys)
     history, seconds, parameters = [], {}, {}
     work = {family: stacks(plans, family, width, ys.shape[1], layout) for family in settings.families()}
+    schedule = settings.schedule()
     total, done = sum(len(w) for w in work.values()), 0
     if progress is not None:
         progress(done, total)
@@ -518,7 +519,7 @@ def complexity_sweep(
                 [plans[i].train for i in members],
                 [plans[i].groups["validation"] for i in members],
                 [plans[i].seed for i in members],
-                settings.schedule(),
+                schedule,
                 width=width,
             )
             rows += _family_rows(
@@ -532,7 +533,7 @@ def complexity_sweep(
                 targets,
                 probes,
                 settings.description_length,
-                settings.schedule(),
+                schedule,
             )
             history += [
                 (family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v)
@@ -655,6 +656,11 @@ def unconverged_fits(table: pd.DataFrame) -> dict[str, list[float]]:
     return {str(k): sorted({float(f) for f in g.fraction}) for k, g in sel.groupby("variant")}
 
 
+def describe_fits(fits: dict[str, list[float]]) -> str:
+    """``{approximator: fractions}`` as one line: ``mult at f = 0.2, 0.6; mlp(1024) at f = 0.1``."""
+    return "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in fits.items())
+
+
 def verdict(
     approximators: dict[str, dict], settings: ComplexitySettings, unconverged: dict[str, list[float]] | None = None
 ) -> dict:
@@ -680,10 +686,9 @@ def verdict(
             doubtful[family.label] = unconverged[family.label]
     caveat = ""
     if doubtful:
-        where = "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in doubtful.items())
         caveat = (
-            f"unreliable: fits did not converge ({where}); rerun with more --epochs (or --budget paper on a GPU) "
-            "before reading this verdict"
+            f"unreliable: fits did not converge ({describe_fits(doubtful)}); "
+            "rerun with more --epochs (or --budget paper on a GPU) before reading this verdict"
         )
     if best is None:
         reading = (
