@@ -234,7 +234,7 @@ def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: 
         fractions=(0.5, 0.8),
         seeds=(0,),
         description_length=False,
-        budget=resolve_budget("cpu", epochs=5, eval_every=1),
+        budget=resolve_budget("cpu", protocol="paper", epochs=5, eval_every=1),
     )
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
     v = summary["verdict"]
@@ -242,6 +242,22 @@ def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: 
     assert "high-complexity" not in v["reading"]
     assert v["unconverged"]["additive"] == [0.5, 0.8]
     assert summary["approximators"]["additive"]["converged"]["0.5"]["mean"] == 0.0
+
+
+def test_exact_fits_converge_where_five_adam_epochs_do_not(scenes: SceneSet) -> None:
+    y = planted_embeddings(scenes, "mult_within_object", dim=8, seed=0)
+    probes = ProbeSet("lbfgs", max_iter=50).fit(y, soft_targets(scenes))
+    settings = _settings(
+        approximators=("additive", "mult_within_object"),
+        fractions=(0.5, 0.8),
+        seeds=(0,),
+        description_length=False,
+        budget=resolve_budget("cpu", epochs=5, eval_every=1),
+    )
+    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    assert summary["verdict"]["unconverged"] == {} and summary["verdict"]["reliable"] is True
+    for entry in summary["approximators"].values():
+        assert all(v["mean"] == 1.0 for v in entry["converged"].values())
 
 
 def test_a_verdict_from_converged_fits_is_reliable() -> None:

@@ -52,7 +52,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     out = tmp_path / "cx"
     result = run_cli("complexity", emb, "--out", out, *QUICK)
     assert result.returncode == 0, result.stderr
-    assert "verdict:" in result.stdout and "budget: cpu (epochs 40" in result.stdout
+    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 200, epochs 40" in result.stdout
     for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
         assert label in result.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -84,7 +84,10 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert {"object_acc", "concept_acc", "concept_acc.color", "concept_acc.shape", "r2", "mse"} <= set(fitted.metric)
     assert len(pd.read_csv(out / "results.csv")) == len(table)
     history = pd.read_parquet(out / "training.parquet")
-    assert set(history.approximator) == set(summary["approximators"]) and history.epoch.max() == 40
+    assert set(history.approximator) == set(summary["approximators"])
+    assert set(history.unit) == {"sweep", "epoch"}  # ALS sweeps for the table families, Adam epochs for the MLP
+    assert history[history.unit == "epoch"].epoch.max() <= 40 and history[history.unit == "sweep"].epoch.max() <= 200
+    assert set(history[history.unit == "epoch"].approximator) == {"mlp(16)"}
     png = (out / "plots" / "complexity.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert (out / "probes" / "seed0" / "object.npy").is_file()  # fitted here, kept for reuse
@@ -165,8 +168,9 @@ def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Pa
     assert not out.exists()
 
 
-def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path) -> None:
-    args = ["--approximators", "additive,mult_within_object", "--fractions", "0.5", "--seeds", "0", "--epochs", "5"]
+@pytest.mark.parametrize("budget", [["--protocol", "paper", "--epochs", "5"], ["--sweeps", "1"]], ids=["adam", "als"])
+def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path, budget: list[str]) -> None:
+    args = ["--approximators", "mult,mult_within_object", "--fractions", "0.5", "--seeds", "0", *budget]
     result = run_cli("complexity", emb, "--out", tmp_path / "c", "--eval-every", "1", "--no-description-length", *args)
     assert result.returncode == 0, result.stderr
     assert "verdict: unreliable: fits did not converge" in result.stdout
@@ -184,6 +188,9 @@ def test_standardised_targets_are_an_option_recorded_with_the_budget(run_cli, em
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert summary["budget"]["standardize"] is True and summary["settings"]["budget"]["standardize"] is True
-    plain = run_cli("complexity", emb, "--out", tmp_path / "p", "--no-description-length", *args)
-    assert json.loads((tmp_path / "p" / "summary.json").read_text())["budget"]["standardize"] is False
-    assert plain.returncode == 0
+    for flags in (["--no-standardize"], ["--protocol", "paper"]):  # on by default in the exact protocol
+        plain = run_cli(
+            "complexity", emb, "--out", tmp_path / "p", "--no-description-length", "--overwrite", *flags, *args
+        )
+        assert plain.returncode == 0, plain.stderr
+        assert json.loads((tmp_path / "p" / "summary.json").read_text())["budget"]["standardize"] is False

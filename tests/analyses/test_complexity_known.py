@@ -1,8 +1,7 @@
 """Known answers: planted binding functions whose complexity is known reach the right verdict.
 
-A text-like space (20 x 20 values, 400 objects, 160,000 ordered pairs) in 32 dimensions, the
-CPU budget's caps, 4,000 epochs at lr 3e-2 (so that the multiplicative fits converge within the
-test's time; the method's 1e-2 needs more epochs on CPU-size caps) and one seed.
+A text-like space (20 x 20 values, 400 objects, 160,000 ordered pairs) in 32 dimensions with 2%
+noise, the default ``cpu`` budget (the exact protocol) untouched, every family, one seed.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from bindscope.space.planted import planted_embeddings
 
 FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 
-pytestmark = pytest.mark.slow  # each fit converges products: 30-40 s on 2 cores
+pytestmark = pytest.mark.slow  # 15-30 s per planted kind on 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +26,15 @@ def scenes() -> SceneSet:
 
 
 def _verdict(scenes: SceneSet, kind: str, fractions: tuple[float, ...]) -> dict:
-    y = planted_embeddings(scenes, kind, dim=32, seed=0)
+    y = planted_embeddings(scenes, kind, dim=32, noise=0.02, seed=0)
     rows = np.random.default_rng(0).choice(len(scenes), 6000, replace=False)
     probes = ProbeSet("lbfgs").fit(y[rows], {k: v[rows] for k, v in soft_targets(scenes).items()})
     settings = ComplexitySettings(
         approximators=FAMILIES,
-        hidden=(64,),
         fractions=fractions,
         seeds=(0,),
-        lr=3e-2,
         description_length=False,
-        budget=resolve_budget("cpu", epochs=4000, eval_every=50, max_train_scenes=1500, max_eval_scenes=1000),
+        budget=resolve_budget("cpu"),
     )
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
     print(
@@ -56,13 +53,14 @@ def test_sum_of_concept_vectors_is_fitted_by_the_additive_family(scenes: SceneSe
     assert s["verdict"]["simplest_generalising"] == "additive" and s["verdict"]["f_star"] == 0.3
     assert s["verdict"]["reliable"] is True
     assert fams["mult"]["f_star"] is None  # a product over all slots cannot add
+    assert all(v["converged"]["0.3"]["mean"] == 1.0 for v in fams.values())
 
 
 def test_products_within_objects_need_the_multiplicative_family(scenes: SceneSet) -> None:
-    s = _verdict(scenes, "mult_within_object", (0.2, 0.6))
+    s = _verdict(scenes, "mult_within_object", (0.2, 0.7))
     fams = s["approximators"]
-    assert fams["mult_within_object"]["f_star"] == 0.6 and fams["mult_within_object"]["r2"]["0.6"]["mean"] > 0.99
-    assert fams["additive"]["f_star"] is None and fams["additive"]["object_acc"]["0.6"]["mean"] < 0.02
+    assert fams["mult_within_object"]["f_star"] == 0.7 and fams["mult_within_object"]["r2"]["0.7"]["mean"] > 0.99
+    assert fams["additive"]["f_star"] is None and fams["additive"]["object_acc"]["0.7"]["mean"] < 0.02
     assert s["verdict"]["simplest_generalising"] == "mult_within_object" and s["verdict"]["reliable"] is True
     others = max(v["auc"]["mean"] for k, v in fams.items() if k != "mult_within_object")
     assert fams["mult_within_object"]["auc"]["mean"] > others
@@ -71,8 +69,8 @@ def test_products_within_objects_need_the_multiplicative_family(scenes: SceneSet
 def test_a_lookup_table_per_object_generalises_under_no_family(scenes: SceneSet) -> None:
     s = _verdict(scenes, "object_lookup", (0.2, 0.6))
     assert s["verdict"]["simplest_generalising"] is None
-    # products keep fitting the training objects at 4,000 epochs: flagged, so no high-complexity claim
-    assert "high-complexity" not in s["verdict"]["reading"] or s["verdict"]["reliable"]
+    # a product that keeps fitting the training objects is flagged: then no high-complexity claim
+    assert s["verdict"]["reading"].endswith("a high-complexity binding function") == s["verdict"]["reliable"]
     for name, entry in s["approximators"].items():
         assert entry["f_star"] is None, name
         assert max(v["mean"] for v in entry["object_acc"].values()) < 0.02, name  # near chance; the probes read 0.8+

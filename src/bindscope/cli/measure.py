@@ -36,8 +36,14 @@ class ProbeOptimizer(str, Enum):
 
 class BudgetName(str, Enum):
     auto = "auto"
-    paper = "paper"
     cpu = "cpu"
+    full = "full"
+    paper = "paper"
+
+
+class Protocol(str, Enum):
+    exact = "exact"
+    paper = "paper"
 
 
 EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.npy + manifest.json).")]
@@ -205,11 +211,24 @@ def complexity(
     budget: Annotated[
         BudgetName,
         typer.Option(
-            help="paper: 4,000 epochs on every scene (docs/method.md §6; for a GPU). cpu: capped (see README). "
-            "auto: paper on CUDA, cpu otherwise."
+            help="cpu: the exact protocol on capped scenes (see README). full: the exact protocol on every scene. "
+            "paper: the paper's Adam, 4,000 epochs on every scene (docs/method.md §6; for a GPU). "
+            "auto: full on CUDA, cpu otherwise."
         ),
     ] = BudgetName.auto,
-    epochs: Annotated[Optional[int], typer.Option(help="Override: full-batch Adam epochs at most.")] = None,
+    protocol: Annotated[
+        Optional[Protocol],
+        typer.Option(
+            help="exact: alternating exact least squares for the table families, Adam on standardised targets "
+            "for the MLP (the budgets' default). paper: full-batch Adam for every family (docs/method.md §6)."
+        ),
+    ] = None,
+    sweeps: Annotated[
+        Optional[int], typer.Option(help="Override: ALS sweeps at most per fit (exact protocol).")
+    ] = None,
+    epochs: Annotated[
+        Optional[int], typer.Option(help="Override: full-batch Adam epochs at most (the MLP; all under paper).")
+    ] = None,
     eval_every: Annotated[Optional[int], typer.Option(help="Override: epochs between validation checks.")] = None,
     patience: Annotated[
         Optional[int],
@@ -226,8 +245,8 @@ def complexity(
         Optional[bool],
         typer.Option(
             "--standardize/--no-standardize",
-            help="Fit each model to its standardised training targets (mean 0, variance 1), folded back into "
-            "its output layer: the same families, fitted faster at small embedding scales (off by default).",
+            help="Adam fits each model to its standardised training targets (mean 0, variance 1), folded back "
+            "into its output layer (on in the exact protocol, off under paper).",
         ),
     ] = None,
     width: Annotated[
@@ -255,6 +274,8 @@ def complexity(
     chosen = resolve_budget(
         budget.value,
         device,
+        protocol=protocol.value if protocol is not None else None,
+        sweeps=sweeps,
         epochs=epochs,
         eval_every=eval_every,
         patience=patience,

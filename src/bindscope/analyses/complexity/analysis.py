@@ -100,7 +100,8 @@ class ComplexityAnalysis(Analysis):
         b = summary["budget"]
         return [
             f"verdict: {summary['verdict']['reading']}",
-            f"budget: {b['name']} (epochs {b['epochs']}, patience {b['patience']}, train scenes <= "
+            f"budget: {b['name']}, protocol {b['protocol']} (sweeps {b['sweeps']}, epochs {b['epochs']}, "
+            f"patience {b['patience']}, train scenes <= "
             f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})",
         ]
 

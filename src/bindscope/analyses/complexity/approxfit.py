@@ -88,6 +88,9 @@ class StackFit:
     epochs_run: np.ndarray  # [G]
     best_val_mse: np.ndarray  # [G]
     history: list[tuple[int, int, float, float]] = field(default_factory=list)  # (model, epoch, train_mse, val_mse)
+    converged: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [G]
+    unfinished_r2: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [G] R² still to gain
+    stopped_early: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [G] on a validation plateau
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,15 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
             scale = scale.keep(keep) if scale is not None else None
     if every is not None:
         selected, final = every.unfold(selected), every.unfold(final)
-    return StackFit(selected, final, best_epoch, epochs_run, best, history)
+    steps = np.asarray(history, dtype=np.float64).reshape(-1, 4)
+    stopped = epochs_run < schedule.epochs
+    gains = np.zeros(g_all)
+    for g, part in enumerate(train):
+        mine = steps[steps[:, 0] == g]
+        variance = float(data.y[torch.as_tensor(part, device=device)].double().var(0, unbiased=False).mean())
+        gains[g] = unfinished_gain(mine[:, 1], mine[:, 2], schedule, variance)
+    converged = stopped | (gains < CONVERGED_BELOW)
+    return StackFit(selected, final, best_epoch, epochs_run, best, history, converged, gains, stopped)
 
 
 #: A fit counts as converged when finishing its training loss's fall would gain less than this

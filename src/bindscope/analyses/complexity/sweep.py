@@ -19,20 +19,20 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import torch
 from pydantic import Field, field_validator, model_validator
 
+from bindscope.analyses.complexity.als import Solver, fit_stack_exact
 from bindscope.analyses.complexity.approxfit import (
-    CONVERGED_BELOW,
     SceneIndex,
     Schedule,
     StackFit,
     fit_stack,
     predict_stack,
-    unfinished_gain,
 )
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
 from bindscope.analyses.decomposition import r2_score
@@ -55,7 +55,8 @@ from bindscope.space.splits import (
 log = logging.getLogger(__name__)
 #: The complexity table's own columns after the key columns (variant = the approximator's label).
 EXTRA_COLUMNS = ("fraction", "checkpoint", "budget")
-HISTORY_COLUMNS = ["approximator", "fraction", "seed", "epoch", "train_mse", "val_mse"]
+#: Training curves: ``epoch`` counts Adam epochs where ``unit`` is ``epoch`` and ALS sweeps where it is ``sweep``.
+HISTORY_COLUMNS = ["approximator", "fraction", "seed", "unit", "epoch", "train_mse", "val_mse"]
 DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
@@ -63,34 +64,48 @@ PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than anothe
 PAD_WASTE = 1.4
 
 
+PROTOCOLS = ("exact", "paper")
+
+
 class Budget(Settings):
-    """What a sweep may spend per fit; every result records the budget that produced it.
+    """How a sweep fits its models, and what it may spend per fit; every result records it.
 
     Parameters
     ----------
     name
-        ``paper`` (docs/method.md §6 unchanged: a GPU budget at text size) or ``cpu`` (capped).
+        ``full`` (the exact protocol on every scene), ``cpu`` (the exact protocol, capped) or
+        ``paper`` (docs/method.md §6's Adam for every family, on every scene).
+    protocol
+        ``exact``: alternating exact least squares for the table families (additive, mult,
+        mult_within_object, sum_mult; :mod:`bindscope.analyses.complexity.als`) and Adam on
+        standardised targets, stopped on a validation plateau, for the MLP. ``paper``: full-batch
+        Adam for every family (docs/method.md §6).
+    sweeps
+        ALS sweeps at most per fit (exact protocol).
     epochs, eval_every, patience
         Full-batch Adam epochs at most, epochs between validation checks, and checks without
-        improvement before a model stops (None: never stop early).
+        improvement before a model stops (None: never stop early); the MLP's under the exact
+        protocol, every family's under the paper protocol.
     max_train_scenes
         Cap on the train_only scenes one model is fitted on (a seeded sample that holds every
         train object in every slot), None for all.
     max_eval_scenes
         Cap on the scenes scored per group (a seeded sample), None for all.
     standardize
-        Fit every model to its standardised training targets (mean 0, variance 1, one scalar),
-        folded back into the output layer afterwards (:class:`Schedule`); off in both built-in
-        budgets (the research code fits the raw targets), on with ``--standardize``.
+        Adam fits each model to its standardised training targets (mean 0, variance 1, one
+        scalar), folded back into the output layer afterwards (:class:`Schedule`); on in the
+        exact protocol's budgets, off in ``paper`` (the research code fits the raw targets).
     """
 
-    name: str = "paper"
+    name: str = "full"
+    protocol: Literal["exact", "paper"] = "exact"
+    sweeps: int = Field(200, ge=1)
     epochs: int = Field(4000, ge=1)
     eval_every: int = Field(50, ge=1)
-    patience: int | None = Field(None, ge=1)
+    patience: int | None = Field(10, ge=1)
     max_train_scenes: int | None = Field(None, ge=2)
     max_eval_scenes: int | None = Field(None, ge=2)
-    standardize: bool = False
+    standardize: bool = True
 
     @model_validator(mode="after")
     def _schedule(self) -> Budget:
@@ -99,34 +114,51 @@ class Budget(Settings):
 
 
 BUDGETS = {
-    "paper": Budget(name="paper", epochs=4000, eval_every=50),
-    "cpu": Budget(name="cpu", epochs=400, eval_every=20, patience=8, max_train_scenes=1024, max_eval_scenes=5000),
+    "full": Budget(),
+    "cpu": Budget(name="cpu", epochs=2000, eval_every=20, patience=10, max_train_scenes=1024, max_eval_scenes=5000),
+    "paper": Budget(name="paper", protocol="paper", epochs=4000, eval_every=50, patience=None, standardize=False),
 }
 
 
 def resolve_budget(
-    name: str = "auto", device: str = "cpu", *, standardize: bool | None = None, **overrides: int | None
+    name: str = "auto",
+    device: str = "cpu",
+    *,
+    standardize: bool | None = None,
+    protocol: str | None = None,
+    **overrides: int | None,
 ) -> Budget:
-    """A named budget (``auto``: ``paper`` on CUDA, ``cpu`` otherwise) with explicit overrides.
+    """A named budget (``auto``: ``full`` on CUDA, ``cpu`` otherwise) with explicit overrides.
 
     Overrides whose value is None are ignored; ``patience=0`` or a cap of 0 switches early
-    stopping or the cap off.
+    stopping or the cap off. ``protocol`` switches the fitting protocol and keeps the caps.
     """
     if name == "auto":
-        name = "paper" if str(device).startswith("cuda") else "cpu"
+        name = "full" if str(device).startswith("cuda") else "cpu"
     if name not in BUDGETS:
         raise BindscopeError(f"unknown budget {name!r}; choose auto, {', '.join(BUDGETS)}")
-    changes: dict[str, int | None] = {k: v for k, v in overrides.items() if v is not None}
-    for key in ("epochs", "eval_every"):
-        value = changes.get(key)
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise BindscopeError(f"unknown protocol {protocol!r}; choose {' or '.join(PROTOCOLS)}")
+    changes: dict[str, int | str | None] = {k: v for k, v in overrides.items() if v is not None}
+    for key in ("epochs", "eval_every", "sweeps"):
+        value = overrides.get(key)
         if value is not None and value < 1:
             raise BindscopeError(f"{key} must be at least 1, got {value}")
     for key in ("patience", "max_train_scenes", "max_eval_scenes"):
-        value = changes.get(key)
+        value = overrides.get(key)
         if value is not None and value < 0:
             raise BindscopeError(f"{key} must be >= 0 (0 switches it off), got {value}")
-        if changes.get(key) == 0:
+        if value == 0:
             changes[key] = None
+    if protocol is not None and protocol != BUDGETS[name].protocol:
+        paper = BUDGETS["paper"]
+        changes = {
+            "protocol": protocol,
+            "epochs": paper.epochs if protocol == "paper" else BUDGETS["full"].epochs,
+            "patience": paper.patience if protocol == "paper" else BUDGETS["full"].patience,
+            "standardize": protocol != "paper",
+            **changes,
+        }
     if standardize is not None:
         changes["standardize"] = standardize
     return BUDGETS[name].replace(**changes)
@@ -202,8 +234,17 @@ class ComplexitySettings(Settings):
         return out
 
     def schedule(self) -> Schedule:
+        """Adam's schedule (every family under the paper protocol, the MLP under the exact one)."""
         b = self.budget
         return Schedule(b.epochs, self.lr, b.eval_every, b.patience, standardize=b.standardize)
+
+    def solver(self) -> Solver:
+        """The exact protocol's block solver."""
+        return Solver(sweeps=self.budget.sweeps)
+
+    def exact(self, family: Family) -> bool:
+        """Whether ``family`` is fitted by exact block solves (else by Adam)."""
+        return self.budget.protocol == "exact" and family.name != "mlp"
 
 
 @dataclass(frozen=True)
@@ -379,7 +420,6 @@ def _family_rows(
     targets: dict[str, np.ndarray],
     probes: ProbeSet,
     description_length: bool,
-    schedule: Schedule,
 ) -> list[dict]:
     rows: list[dict] = []
     label, dim = family.label, y.shape[1]
@@ -409,12 +449,7 @@ def _family_rows(
                         "code_bits": _block_bits(mse, plan.block_size, dim),
                     },
                 )
-    history = np.asarray(fit.history, dtype=np.float64).reshape(-1, 4)  # model, epoch, train_mse, val_mse
     for j, i in enumerate(members):
-        mine = history[history[:, 0] == j]
-        stopped_early = bool(fit.epochs_run[j] < schedule.epochs)
-        variance = float(np.asarray(y[plans[i].train], np.float64).var(axis=0).mean())
-        gain = unfinished_gain(mine[:, 1], mine[:, 2], schedule, variance)
         rows += _rows(
             label,
             plans[i],
@@ -424,9 +459,9 @@ def _family_rows(
                 "epochs_run": fit.epochs_run[j],
                 "best_epoch": fit.best_epoch[j],
                 "best_val_mse": fit.best_val_mse[j],
-                "stopped_early": float(stopped_early),
-                "unfinished_r2": gain,
-                "converged": float(stopped_early or gain < CONVERGED_BELOW),
+                "stopped_early": float(fit.stopped_early[j]),
+                "unfinished_r2": float(fit.unfinished_r2[j]),
+                "converged": float(fit.converged[j]),
             },
         )
     return rows
@@ -512,14 +547,15 @@ def complexity_sweep(
         start = time.perf_counter()
         parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
         for members in family_stacks:
-            fit = fit_stack(
+            fitter = fit_stack_exact if settings.exact(family) else fit_stack
+            fit = fitter(
                 family,
                 layout,
                 data,
                 [plans[i].train for i in members],
                 [plans[i].groups["validation"] for i in members],
                 [plans[i].seed for i in members],
-                schedule,
+                settings.solver() if settings.exact(family) else schedule,  # type: ignore[arg-type]
                 width=width,
             )
             rows += _family_rows(
@@ -533,10 +569,10 @@ def complexity_sweep(
                 targets,
                 probes,
                 settings.description_length,
-                schedule,
             )
+            unit = "sweep" if settings.exact(family) else "epoch"
             history += [
-                (family.label, plans[members[g]].fraction, plans[members[g]].seed, e, t, v)
+                (family.label, plans[members[g]].fraction, plans[members[g]].seed, unit, e, t, v)
                 for g, e, t, v in fit.history
             ]
             done += 1
@@ -688,7 +724,7 @@ def verdict(
     if doubtful:
         caveat = (
             f"unreliable: fits did not converge ({describe_fits(doubtful)}); "
-            "rerun with more --epochs (or --budget paper on a GPU) before reading this verdict"
+            "rerun with more --sweeps (table families) or --epochs (mlp) before reading this verdict"
         )
     if best is None:
         reading = (

@@ -1,0 +1,114 @@
+"""The exact protocol: alternating least squares reaches each table family's own functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bindscope.analyses.complexity import als
+from bindscope.analyses.complexity.approxfit import SceneIndex, predict_stack
+from bindscope.analyses.complexity.approximators import Family, Layout, init_params, scene_rows
+from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import ConceptSpace, SceneSet
+
+TABLE_FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult")
+
+
+@pytest.fixture(scope="module")
+def scenes() -> SceneSet:
+    space = ConceptSpace.from_dict({"a": [f"a{i}" for i in range(6)], "n": [f"n{i}" for i in range(5)]})
+    every = SceneSet.enumerate(space, 2)
+    return every.subset(np.flatnonzero(every.num_objects() == 2))
+
+
+def _planted(scenes: SceneSet, family: str, noise: float = 1e-3) -> tuple[torch.Tensor, torch.Tensor, Layout]:
+    """Targets made by a random member of ``family`` (width 8) plus a little noise."""
+    layout = Layout.of(scenes)
+    rows = torch.as_tensor(scene_rows(scenes))
+    truth = {k: v[0] for k, v in init_params(Family(family), layout, 8, 8, [123]).items()}
+    y = als.TableModel(Family(family), layout, truth, 8).predict(rows).float()
+    return rows, y + noise * torch.randn(y.shape, generator=torch.Generator().manual_seed(1)), layout
+
+
+@pytest.mark.parametrize("family", TABLE_FAMILIES)
+def test_each_table_family_is_fitted_to_the_noise_floor(scenes: SceneSet, family: str) -> None:
+    rows, y, layout = _planted(scenes, family)
+    order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(0))
+    fit_idx, val_idx = order[:700], order[700:]
+    fit = als.fit_one(
+        Family(family), layout, (rows[fit_idx], y[fit_idx]), (rows[val_idx], y[val_idx]), 0, als.Solver(), 8
+    )
+    variance = float(y.var(0).mean())
+    assert fit.converged and fit.best_val_mse < 5e-3 * variance  # R² above 0.995 on held-out scenes (ridge-biased)
+    assert fit.sweeps_run <= als.Solver().sweeps
+
+
+def test_the_additive_fit_is_ordinary_least_squares(scenes: SceneSet) -> None:
+    rows, y, layout = _planted(scenes, "mult_within_object")  # not additive: the residual is large
+    fit = als.fit_one(Family("additive"), layout, (rows, y), (rows, y), 0, als.Solver(ridge=0.0), 8)
+    onehot = als.one_hot_rows(rows, layout.num_rows).numpy()
+    design = np.hstack([onehot, np.ones((len(rows), 1))])
+    coef = np.linalg.lstsq(design, y.numpy().astype(np.float64), rcond=None)[0]
+    best = float(np.mean((design @ coef - y.numpy()) ** 2))
+    assert fit.history[0][1] == pytest.approx(best, rel=1e-6) and fit.sweeps_run == 1 and fit.converged
+
+
+@pytest.mark.parametrize("family", TABLE_FAMILIES)
+def test_fitted_parameters_are_the_family_as_defined(scenes: SceneSet, family: str) -> None:
+    """The stacked parameters predict through the approximators' own forward pass."""
+    rows, y, layout = _planted(scenes, family, noise=0.05)
+    data = SceneIndex.of(scenes, y.numpy())
+    train, val = [np.arange(0, 600), np.arange(100, 700)], [np.arange(700, 800), np.arange(800, 900)]
+    fit = als.fit_stack_exact(Family(family), layout, data, train, val, [0, 1], als.Solver(sweeps=5), width=8)
+    preds = predict_stack(Family(family), fit.selected, layout, data, val)
+    for g in range(2):
+        one = {k: v[g] for k, v in fit.selected.items()}
+        mine = als.TableModel(Family(family), layout, one, 8).predict(rows[val[g]])
+        np.testing.assert_allclose(preds[g], mine.numpy(), rtol=1e-4, atol=1e-4)
+        assert fit.best_val_mse[g] == pytest.approx(float(((mine - y[val[g]].double()) ** 2).mean()), rel=1e-4)
+    assert fit.converged.shape == fit.unfinished_r2.shape == fit.stopped_early.shape == (2,)
+    assert {h[0] for h in fit.history} == {0, 1}
+
+
+def test_a_product_family_keeps_the_best_of_its_starts(scenes: SceneSet) -> None:
+    rows, y, layout = _planted(scenes, "mult")
+    one = als.fit_one(Family("mult"), layout, (rows, y), (rows, y), 0, als.Solver(starts=1, patience=None), 8)
+    many = als.fit_one(Family("mult"), layout, (rows, y), (rows, y), 0, als.Solver(starts=8, patience=None), 8)
+    assert many.history[-1][1] <= one.history[-1][1] * (1 + 1e-6)
+    assert als.start_seed(7, 0) == 7 and len({als.start_seed(7, k) for k in range(8)}) == 8
+
+
+def test_a_fit_cut_short_is_not_converged(scenes: SceneSet) -> None:
+    rows, y, layout = _planted(scenes, "mult_within_object")
+    fit = als.fit_one(Family("mult_within_object"), layout, (rows, y), (rows, y), 0, als.Solver(sweeps=1, starts=1), 8)
+    assert fit.sweeps_run == 1 and not fit.converged
+
+
+def test_unfinished_r2_projects_the_recent_fall() -> None:
+    flat = [1.0] * 20
+    assert als.unfinished_r2(flat, 100, 1.0) == 0.0
+    falling = list(np.linspace(1.0, 0.8, 21))  # 0.01 per sweep
+    assert als.unfinished_r2(falling, 100, 1.0) == pytest.approx(0.01 * als.HORIZON * 100)
+    assert als.unfinished_r2(falling, 100, 2.0) == pytest.approx(0.01 * als.HORIZON * 100 / 2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sweeps": 0}, "sweeps must be at least 1"),
+        ({"ridge": -1.0}, "ridge must be non-negative"),
+        ({"patience": 0}, "patience must be at least 1"),
+        ({"starts": 0}, "starts and start_sweeps must be >= 1"),
+    ],
+)
+def test_bad_solver_settings_say_what_to_do(kwargs: dict, message: str) -> None:
+    with pytest.raises(BindscopeError, match=message):
+        als.Solver(**kwargs)
+
+
+def test_the_mlp_is_not_a_table_family(scenes: SceneSet) -> None:
+    layout = Layout.of(scenes)
+    params = {k: v[0] for k, v in init_params(Family("mlp", 4), layout, 8, 8, [0]).items()}
+    with pytest.raises(BindscopeError, match="MLP is fitted by Adam"):
+        als.TableModel(Family("mlp", 4), layout, params, 8)
