@@ -52,7 +52,6 @@ def test_sum_of_concept_vectors_is_fitted_by_the_additive_family(scenes: SceneSe
     assert fams["additive"]["f_star"] == 0.3 and fams["additive"]["r2"]["0.3"]["mean"] > 0.95
     assert s["verdict"]["simplest_generalising"] == "additive" and s["verdict"]["f_star"] == 0.3
     assert s["verdict"]["reliable"] is True
-    assert fams["mult"]["f_star"] is None  # a product over all slots cannot add
     assert all(v["converged"]["0.3"]["mean"] == 1.0 for v in fams.values())
 
 
@@ -75,3 +74,22 @@ def test_a_lookup_table_per_object_generalises_under_no_family(scenes: SceneSet)
         assert entry["f_star"] is None, name
         assert max(v["mean"] for v in entry["object_acc"].values()) < 0.02, name  # near chance; the probes read 0.8+
     assert min(v["mean"] for v in s["in_distribution"].values()) > 0.5
+
+
+def test_a_product_over_every_slot_needs_the_mult_family(scenes: SceneSet) -> None:
+    s = _verdict(scenes, "mult_all_slots", (0.3, 0.6))
+    fams = s["approximators"]
+    assert s["verdict"]["simplest_generalising"] == "mult" and s["verdict"]["f_star"] == 0.3
+    assert fams["mult"]["r2"]["0.6"]["mean"] > 0.99  # the true family fits unseen objects
+    assert fams["additive"]["f_star"] is None and fams["mult_within_object"]["f_star"] is None
+    assert max(v["r2"]["0.6"]["mean"] for k, v in fams.items() if k != "mult") < 0.99
+
+
+def test_a_product_plus_concept_vectors_needs_the_sum_mult_family(scenes: SceneSet) -> None:
+    s = _verdict(scenes, "sum_mult", (0.4, 0.7))
+    fams = s["approximators"]
+    assert s["verdict"]["simplest_generalising"] == "sum_mult" and s["verdict"]["f_star"] == 0.4
+    assert s["verdict"]["reliable"] is True
+    assert fams["sum_mult"]["r2"]["0.7"]["mean"] > 0.95
+    for name in ("additive", "mult", "mult_within_object"):
+        assert fams[name]["f_star"] is None, name

@@ -87,6 +87,33 @@ def mult_within_object(scenes: SceneSet, rng: np.random.Generator, dim: int) -> 
     return out
 
 
+def mult_all_slots(scenes: SceneSet, rng: np.random.Generator, dim: int) -> np.ndarray:
+    """Elementwise product of one vector per (slot, concept) over every slot of the scene.
+
+    Factors are ``1 + N(0, 0.5^2)`` per coordinate: a product of zero-mean factors would hide every
+    object from a linear read-out, while mean-one factors give each object a main effect (its own
+    factors' product) beside the interactions across objects.
+    """
+    _need_all_objects(scenes, "mult_all_slots")
+    out = np.ones((len(scenes), dim))
+    for s in range(scenes.max_objects):
+        for c, size in enumerate(scenes.space.sizes):
+            out *= 1.0 + 0.5 * rng.normal(size=(size, dim))[scenes.scenes[:, s, c]]
+    return (out - 1.0) / np.sqrt(dim)
+
+
+def sum_mult(scenes: SceneSet, rng: np.random.Generator, dim: int) -> np.ndarray:
+    """A product over every slot (as ``mult_all_slots``) plus separate concept vectors summed over
+    slots, at half the product's scale: both parts carry what the probes read (at equal scale the
+    additive part alone nearly suffices; at a small one, the product alone)."""
+    return mult_all_slots(scenes, rng, dim) + 0.5 * additive_concepts_objects(scenes, rng, dim)
+
+
+def _need_all_objects(scenes: SceneSet, kind: str) -> None:
+    if (scenes.num_objects() != scenes.max_objects).any():
+        raise BindscopeError(f"{kind} needs scenes with all {scenes.max_objects} objects; drop the smaller ones first")
+
+
 def random_per_scene(scenes: SceneSet, rng: np.random.Generator, dim: int) -> np.ndarray:
     """An independent random vector per scene: no structure at all."""
     return _vectors(rng, len(scenes), dim)
@@ -106,6 +133,8 @@ KINDS: dict[str, Callable[[SceneSet, np.random.Generator, int], np.ndarray]] = {
     "bag_of_concepts": bag_of_concepts,
     "additive_concepts_objects": additive_concepts_objects,
     "mult_within_object": mult_within_object,
+    "mult_all_slots": mult_all_slots,
+    "sum_mult": sum_mult,
     "random": random_per_scene,
 }
 
@@ -119,7 +148,8 @@ def planted_embeddings(scenes: SceneSet, kind: str, *, dim: int = 64, noise: flo
         The scenes to embed.
     kind
         One of :data:`KINDS`: ``object_additive``, ``object_lookup``, ``concept_additive``,
-        ``bag_of_concepts``, ``additive_concepts_objects``, ``mult_within_object``, ``random``.
+        ``bag_of_concepts``, ``additive_concepts_objects``, ``mult_within_object``,
+        ``mult_all_slots``, ``sum_mult``, ``random``.
     dim
         Embedding width.
     noise
