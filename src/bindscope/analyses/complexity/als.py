@@ -109,10 +109,10 @@ class OneFit:
 
 # -- linear algebra -------------------------------------------------------------------------------------
 def _ridge(gram: torch.Tensor, ridge: float) -> torch.Tensor:
-    """``gram + ridge * mean(diag) * I`` (batched over leading axes)."""
-    scale = torch.diagonal(gram, dim1=-2, dim2=-1).mean(-1).clamp_min(1e-30)
-    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-    return gram + (ridge * scale)[..., None, None] * eye
+    """``gram + ridge * mean(diag) * I`` in place (batched over leading axes)."""
+    diagonal = torch.diagonal(gram, dim1=-2, dim2=-1)
+    diagonal.add_(ridge * diagonal.mean(-1, keepdim=True).clamp_min(1e-30))
+    return gram
 
 
 def _solve_sym(gram: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
@@ -220,8 +220,9 @@ class TableModel:
             resid = resid - functools.reduce(operator.add, rest) @ self.w.T
         rhs_all = p * (resid @ self.w)  # [n, d]
         grams = torch.stack([p[idx].T @ p[idx] for _, idx in by_value])
+        grams.mul_(self.w.T @ self.w)
         rhs = torch.stack([rhs_all[idx].sum(0) for _, idx in by_value])
-        solution = _solve_sym(_ridge((self.w.T @ self.w) * grams, ridge), rhs[..., None])[..., 0]
+        solution = _solve_sym(_ridge(grams, ridge), rhs[..., None])[..., 0]
         self.table[torch.stack([row for row, _ in by_value])] = solution
 
     def sweep(self, rows: torch.Tensor, y: torch.Tensor, ridge: float) -> None:
