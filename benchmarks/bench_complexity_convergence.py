@@ -7,6 +7,8 @@ For each planted kind (``--kinds``; the expected verdict in brackets):
 - ``additive_concepts_objects``: a sum of concept vectors per object, summed over slots (additive);
 - ``mult_within_object``: a product of concept vectors per object, summed over slots
   (mult_within_object);
+- ``mult_all_slots``: a product of mean-one vectors over every slot (mult);
+- ``sum_mult``: that product plus concept vectors at half its scale (sum_mult);
 - ``object_lookup``: a random vector per object (no family generalises),
 
 one ``complexity_sweep`` under the default ``cpu`` budget (the exact protocol: ALS for the table
@@ -45,6 +47,8 @@ from bindscope.space.planted import planted_embeddings
 EXPECTED = {
     "additive_concepts_objects": "additive",
     "mult_within_object": "mult_within_object",
+    "mult_all_slots": "mult",
+    "sum_mult": "sum_mult",
     "object_lookup": None,
 }
 
@@ -70,8 +74,9 @@ def describe(seconds: float, summary: dict, expected: str | None) -> str:
     for label, entry in summary["approximators"].items():
         converged = np.mean([c["mean"] for c in entry["converged"].values()])
         lines.append(
-            f"    {label:20s} test_only object_acc {entry['object_acc'][last]['mean']:.3f}, "
-            f"r2 {entry['r2'][last]['mean']:8.3f}, fits converged {100 * converged:5.1f}%"
+            f"    {label:20s} AUC {entry['auc']['mean']:.3f}, "
+            f"test_only object_acc {entry['object_acc'][last]['mean']:.3f}, "
+            f"r2 {entry['r2'][last]['mean']:8.3f}, fits converged {100 * converged:5.1f}%, {entry['seconds']:.0f} s"
         )
     return "\n".join(lines)
 
