@@ -112,3 +112,10 @@ def test_the_mlp_is_not_a_table_family(scenes: SceneSet) -> None:
     params = {k: v[0] for k, v in init_params(Family("mlp", 4), layout, 8, 8, [0]).items()}
     with pytest.raises(BindscopeError, match="MLP is fitted by Adam"):
         als.TableModel(Family("mlp", 4), layout, params, 8)
+
+
+def test_a_model_without_validation_scenes_is_refused(scenes: SceneSet) -> None:
+    rows, y, layout = _planted(scenes, "mult")
+    data = SceneIndex.of(scenes, y.numpy())
+    with pytest.raises(BindscopeError, match="at least one scene to fit and one to validate on"):
+        als.fit_stack_exact(Family("mult"), layout, data, [np.arange(10)], [np.arange(0)], [0], als.Solver(), width=8)

@@ -226,7 +226,8 @@ def test_unfinished_gain_reads_the_fall_per_unit_of_learning_rate() -> None:
     assert unfinished_gain(epochs, falling, schedule, variance=10.0) == pytest.approx(expected / 10)
 
 
-def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: SceneSet) -> None:
+def _five_epoch_summary(scenes: SceneSet, protocol: str) -> dict:
+    """additive and mult_within_object on planted products, fractions 0.5 and 0.8, 5 Adam epochs."""
     y = planted_embeddings(scenes, "mult_within_object", dim=8, seed=0)
     probes = ProbeSet("lbfgs", max_iter=50).fit(y, soft_targets(scenes))
     settings = _settings(
@@ -234,9 +235,13 @@ def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: 
         fractions=(0.5, 0.8),
         seeds=(0,),
         description_length=False,
-        budget=resolve_budget("cpu", protocol="paper", epochs=5, eval_every=1),
+        budget=resolve_budget("cpu", protocol=protocol, epochs=5, eval_every=1),
     )
-    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    return complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+
+
+def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: SceneSet) -> None:
+    summary = _five_epoch_summary(scenes, "paper")
     v = summary["verdict"]
     assert v["reliable"] is False and v["reading"].startswith("unreliable: fits did not converge")
     assert "high-complexity" not in v["reading"]
@@ -245,16 +250,7 @@ def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: 
 
 
 def test_exact_fits_converge_where_five_adam_epochs_do_not(scenes: SceneSet) -> None:
-    y = planted_embeddings(scenes, "mult_within_object", dim=8, seed=0)
-    probes = ProbeSet("lbfgs", max_iter=50).fit(y, soft_targets(scenes))
-    settings = _settings(
-        approximators=("additive", "mult_within_object"),
-        fractions=(0.5, 0.8),
-        seeds=(0,),
-        description_length=False,
-        budget=resolve_budget("cpu", epochs=5, eval_every=1),
-    )
-    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    summary = _five_epoch_summary(scenes, "exact")
     assert summary["verdict"]["unconverged"] == {} and summary["verdict"]["reliable"] is True
     for entry in summary["approximators"].values():
         assert all(v["mean"] == 1.0 for v in entry["converged"].values())

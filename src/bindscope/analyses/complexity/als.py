@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.analyses.complexity.approxfit import CONVERGED_BELOW, SceneIndex, StackFit
+from bindscope.analyses.complexity.approxfit import CONVERGED_BELOW, SceneIndex, StackFit, require_scenes
 from bindscope.analyses.complexity.approximators import Family, Layout, Params, init_params
 from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
@@ -195,6 +195,10 @@ class TableModel:
         """Predicted embeddings ``[n, D]`` of scenes with slot rows ``rows [n, S]``."""
         return self._features(rows) @ self.w.T + self.b + self._additive(rows)
 
+    def mse(self, rows: torch.Tensor, y: torch.Tensor) -> float:
+        """Mean squared error over the scenes and embedding dimensions."""
+        return float(((self.predict(rows) - y) ** 2).mean())
+
     # the blocks
     def solve_output(self, rows: torch.Tensor, y: torch.Tensor, ridge: float) -> None:
         """``W``, ``b`` (and the folded additive tables) given the product tables."""
@@ -306,7 +310,7 @@ def _best_start(
         model = _start(family, layout, y, start_seed(seed, k), width, near_one=NEAR_ONE if k % 2 else None)
         for _ in range(solver.start_sweeps):
             model.sweep(rows, y, solver.ridge)
-        mse = float(((model.predict(validation[0]) - validation[1]) ** 2).mean())
+        mse = model.mse(*validation)
         if mse < best_mse:
             best, best_mse = model, mse
     assert best is not None
@@ -352,8 +356,7 @@ def fit_one(
     gain, stopped = 0.0, False
     for sweep in range(1, budget + 1):
         model.sweep(rows, y, solver.ridge)
-        train_mse = float(((model.predict(rows) - y) ** 2).mean())
-        val_mse = float(((model.predict(val_rows) - val_y) ** 2).mean())
+        train_mse, val_mse = model.mse(rows, y), model.mse(val_rows, val_y)
         history.append((sweep, train_mse, val_mse))
         if val_mse < best * (1 - solver.min_delta):
             best, best_sweep, since, selected = val_mse, sweep, 0, model.params()
@@ -383,12 +386,11 @@ def fit_stack_exact(
     """Fit ``len(seeds)`` table-family models exactly, model i on ``train[i]``, selected on
     ``validation[i]``; the result is stacked like :func:`~bindscope.analyses.complexity.approxfit.fit_stack`'s
     (epochs read as sweeps)."""
+    require_scenes(train, validation)
     fits = []
     n = max((len(t) for t in train), default=0)
     with threads_for(n * width * width):
         for part, held, seed in zip(train, validation, seeds):
-            if len(part) == 0 or len(held) == 0:
-                raise BindscopeError("every model needs at least one scene to fit and one to validate on")
             fit_idx, val_idx = torch.as_tensor(part), torch.as_tensor(held)
             fits.append(
                 fit_one(

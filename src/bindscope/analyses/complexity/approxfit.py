@@ -110,10 +110,15 @@ class SceneIndex:
         )
 
 
+def require_scenes(*parts: list[np.ndarray]) -> None:
+    """Every model needs at least one scene in each of its index lists (to fit, to validate)."""
+    if any(len(p) == 0 for group in parts for p in group):
+        raise BindscopeError("every model needs at least one scene to fit and one to validate on")
+
+
 def pad_indices(parts: list[np.ndarray], device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Index lists of different lengths as ``[G, n_max]`` indices and a float mask."""
-    if any(len(p) == 0 for p in parts):
-        raise BindscopeError("every model needs at least one scene to fit and one to validate on")
+    require_scenes(parts)
     n = max(len(p) for p in parts)
     idx = np.zeros((len(parts), n), dtype=np.int64)
     mask = np.zeros((len(parts), n), dtype=np.float32)

@@ -544,20 +544,11 @@ def complexity_sweep(
     if progress is not None:
         progress(done, total)
     for family, family_stacks in work.items():
+        exact = settings.exact(family)
         start = time.perf_counter()
         parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
         for members in family_stacks:
-            fitter = fit_stack_exact if settings.exact(family) else fit_stack
-            fit = fitter(
-                family,
-                layout,
-                data,
-                [plans[i].train for i in members],
-                [plans[i].groups["validation"] for i in members],
-                [plans[i].seed for i in members],
-                settings.solver() if settings.exact(family) else schedule,  # type: ignore[arg-type]
-                width=width,
-            )
+            fit = _fit(settings, family, layout, data, [plans[i] for i in members], schedule, width)
             rows += _family_rows(
                 family,
                 plans,
@@ -570,7 +561,7 @@ def complexity_sweep(
                 probes,
                 settings.description_length,
             )
-            unit = "sweep" if settings.exact(family) else "epoch"
+            unit = "sweep" if exact else "epoch"
             history += [
                 (family.label, plans[members[g]].fraction, plans[members[g]].seed, unit, e, t, v)
                 for g, e, t, v in fit.history
@@ -590,6 +581,24 @@ def complexity_sweep(
         seconds,
         parameters,
     )
+
+
+def _fit(
+    settings: ComplexitySettings,
+    family: Family,
+    layout: Layout,
+    data: SceneIndex,
+    members: list[Plan],
+    schedule: Schedule,
+    width: int,
+) -> StackFit:
+    """Fit a stack of models by the settings' protocol: ALS for table families under ``exact``, else Adam."""
+    train = [p.train for p in members]
+    validation = [p.groups["validation"] for p in members]
+    seeds = [p.seed for p in members]
+    if settings.exact(family):
+        return fit_stack_exact(family, layout, data, train, validation, seeds, settings.solver(), width=width)
+    return fit_stack(family, layout, data, train, validation, seeds, schedule, width=width)
 
 
 def check_probes(probes: ProbeSet, scenes: SceneSet, dim: int) -> None:
