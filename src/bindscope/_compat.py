@@ -37,7 +37,6 @@ MOVED = {
     "bindscope.probes": "bindscope.analyses.probes",
     "bindscope.decomposition": "bindscope.analyses.decomposition",
     "bindscope.approximators": "bindscope.analyses.complexity.approximators",
-    "bindscope.approxfit": "bindscope.analyses.complexity.approxfit",
     "bindscope.complexity": "bindscope.analyses.complexity.sweep",
     "bindscope.runs": "bindscope.analyses.results",
     "bindscope.demo": "bindscope.pipeline.demo",
@@ -45,6 +44,7 @@ MOVED = {
 #: old modules whose contents now live in several modules: one alias module holds them all.
 MERGED = {
     "bindscope.suite": ("bindscope.analyses.probe", "bindscope.analyses.decompose", "bindscope.analyses.metrics"),
+    "bindscope.approxfit": ("bindscope.analyses.complexity.approxfit", "bindscope.analyses.complexity.estimator"),
     "bindscope.plots": ("bindscope.analyses.complexity.plot", "bindscope.scratch.plot", "bindscope.core.figures"),
 }
 

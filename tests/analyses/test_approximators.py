@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from bindscope.analyses.complexity.approxfit import (
-    Approximator,
     SceneIndex,
     Schedule,
     TargetScale,
@@ -185,37 +184,6 @@ def test_early_stopping_keeps_the_best_validation_checkpoint(scenes: SceneSet) -
     assert curve[fit.best_epoch[0]] == pytest.approx(fit.best_val_mse[0]) == pytest.approx(min(curve.values()))
     sel = predict_stack(Family("mlp", 64), fit.selected, layout, data, [val])[0]
     assert np.mean((sel - y[val]) ** 2) == pytest.approx(fit.best_val_mse[0], rel=1e-4)
-
-
-def test_the_estimator_fits_an_additive_function_and_predicts_unseen_combinations(scenes: SceneSet) -> None:
-    rng = np.random.default_rng(0)
-    tables = rng.normal(size=(2, SPACE.num_concepts, 3, 4))
-    y = sum(tables[k, c][scenes.scenes[:, k, c]] for k in range(2) for c in range(SPACE.num_concepts)).astype(
-        np.float32
-    )
-    ids = scenes.object_ids()
-    held = (ids == 11).any(axis=1)  # object 11 (b, ball, l) never seen; its values are
-    model = Approximator("additive", epochs=1500, eval_every=50, seed=0).fit(
-        scenes.subset(np.flatnonzero(~held)), y[~held]
-    )
-    pred = model.predict(scenes.subset(np.flatnonzero(held)))
-    truth = y[held]
-    assert 1 - ((pred - truth) ** 2).sum() / ((truth - truth.mean(0)) ** 2).sum() > 0.995
-    assert model.best_epoch_ <= model.epochs_run_ == 1500
-    assert not np.allclose(
-        model.predict(scenes, final=True), Approximator("additive", epochs=5).fit(scenes, y).predict(scenes)
-    )
-
-
-def test_the_estimator_refuses_bad_input(scenes: SceneSet) -> None:
-    with pytest.raises(BindscopeError, match=r"y must be \[144, D\]"):
-        Approximator().fit(scenes, np.zeros((3, 4)))
-    model = Approximator(epochs=2).fit(scenes, _planted(scenes))
-    other = SceneSet.enumerate(ConceptSpace.from_dict({"color": ["r", "g"], "shape": ["cube", "ball"]}), 2)
-    with pytest.raises(BindscopeError, match="different concept space"):
-        model.predict(other)
-    with pytest.raises(BindscopeError, match="unknown approximator"):
-        Approximator("quadratic").fit(scenes, _planted(scenes))
 
 
 @pytest.mark.parametrize("family", ALL, ids=lambda f: f.label)

@@ -171,7 +171,7 @@ def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Pa
 @pytest.mark.parametrize("budget", [["--protocol", "paper", "--epochs", "5"], ["--sweeps", "1"]], ids=["adam", "als"])
 def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path, budget: list[str]) -> None:
     args = ["--approximators", "mult,mult_within_object", "--fractions", "0.5", "--seeds", "0", *budget]
-    result = run_cli("complexity", emb, "--out", tmp_path / "c", "--eval-every", "1", "--no-description-length", *args)
+    result = run_cli("complexity", emb, "--out", tmp_path / "c", "--no-description-length", *args)
     assert result.returncode == 0, result.stderr
     assert "verdict: unreliable: fits did not converge" in result.stdout
     assert "warning: fits that did not converge" in result.stderr

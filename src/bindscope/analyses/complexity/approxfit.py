@@ -1,5 +1,6 @@
 """Fit stacks of approximators at once: full-batch Adam, cosine decay, validation selection and
-early stopping (docs/method.md §6), plus a scikit-learn style estimator for a single model.
+early stopping (docs/method.md §6); the paper's protocol for every family, and the MLP's under
+the exact protocol.
 
 Each model in a stack has its own training and validation scenes (padded index matrices with
 masks), its own seed and its own loss; summing the losses keeps the gradients independent, and
@@ -28,8 +29,9 @@ from bindscope.analyses.complexity.approximators import (
 from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import SceneSet
-from bindscope.space.splits import carve_validation
 
+#: ``exact``: ALS for the table families, Adam on standardised targets for the MLP; ``paper``: Adam for every family.
+PROTOCOLS = ("exact", "paper")
 BETAS = (0.9, 0.999)
 EPS = 1e-8
 
@@ -282,16 +284,19 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
     steps = np.asarray(history, dtype=np.float64).reshape(-1, 4)
     stopped = epochs_run < schedule.epochs
     gains = np.zeros(g_all)
+    measured = np.zeros(g_all, bool)  # a rate of fall needs two checks
     for g, part in enumerate(train):
         mine = steps[steps[:, 0] == g]
         variance = float(data.y[torch.as_tensor(part, device=device)].double().var(0, unbiased=False).mean())
         gains[g] = unfinished_gain(mine[:, 1], mine[:, 2], schedule, variance)
-    converged = stopped | (gains < CONVERGED_BELOW)
+        measured[g] = len(mine) >= 2
+    converged = stopped | (measured & (gains < CONVERGED_BELOW))
     return StackFit(selected, final, best_epoch, epochs_run, best, history, converged, gains, stopped)
 
 
 #: A fit counts as converged when finishing its training loss's fall would gain less than this
-#: much R² (see :func:`unfinished_gain`), or when it stopped on a validation plateau.
+#: much R² (see :func:`unfinished_gain`), or when it stopped on a validation plateau; a fit
+#: checked fewer than twice has no measured fall and counts as not converged.
 CONVERGED_BELOW = 0.01
 #: The share of the epoch budget over which the final fall of the training loss is measured,
 #: and the extra share of epochs (at the peak learning rate) it is projected over.
@@ -349,91 +354,3 @@ def predict_stack(
             for i, p in enumerate(parts):
                 out[i].append(pred[i, : len(p)])
     return [np.concatenate(o) if o else np.empty((0, data.y.shape[1]), np.float32) for o in out]
-
-
-class Approximator:
-    """One approximator as an estimator (scikit-learn style): ``fit(scenes, y)``, ``predict(scenes)``.
-
-    Parameters
-    ----------
-    family
-        ``"additive"``, ``"mult"``, ``"mult_within_object"``, ``"sum_mult"``, ``"mlp"`` or
-        ``"mlp(H)"``.
-    hidden
-        MLP width when ``family`` is ``"mlp"`` (the paper: 1024).
-    width
-        Table width d; None means the embedding width.
-    epochs, lr, eval_every, patience
-        The training schedule (see :class:`Schedule`); the paper: 4,000 epochs, lr 1e-2.
-    validation_fraction
-        Share of the training scenes held out for selection when ``fit`` gets no validation set.
-    seed
-        Seed of the initialisation and of the held-out share.
-    device
-        Torch device.
-    """
-
-    def __init__(
-        self,
-        family: str = "additive",
-        *,
-        hidden: int = 1024,
-        width: int | None = None,
-        epochs: int = 4000,
-        lr: float = 1e-2,
-        eval_every: int = 50,
-        patience: int | None = None,
-        validation_fraction: float = 0.1,
-        seed: int = 0,
-        device: str = "cpu",
-    ) -> None:
-        self.family = family
-        self.hidden = hidden
-        self.width = width
-        self.epochs = epochs
-        self.lr = lr
-        self.eval_every = eval_every
-        self.patience = patience
-        self.validation_fraction = validation_fraction
-        self.seed = seed
-        self.device = device
-
-    def fit(
-        self, scenes: SceneSet, y: np.ndarray, validation: tuple[SceneSet, np.ndarray] | None = None
-    ) -> Approximator:
-        """Fit on ``scenes`` and their embeddings ``y`` ``[N, D]``; keep the best validation checkpoint."""
-        y = np.asarray(y, dtype=np.float32)
-        if y.ndim != 2 or len(y) != len(scenes):
-            raise BindscopeError(f"y must be [{len(scenes)}, D], got {y.shape}")
-        self.family_ = Family.parse(self.family, self.hidden)
-        if validation is None:
-            fit_idx, val_idx = carve_validation(
-                np.arange(len(scenes)), self.validation_fraction, self.seed, min_count=1
-            )
-            all_scenes, all_y = scenes, y
-        else:
-            all_scenes = scenes.concat(validation[0])
-            all_y = np.concatenate([y, np.asarray(validation[1], dtype=np.float32)])
-            fit_idx, val_idx = np.arange(len(scenes)), np.arange(len(scenes), len(all_scenes))
-        self.layout_ = Layout.of(all_scenes)
-        self.width_ = self.width or y.shape[1]
-        data = SceneIndex.of(all_scenes, all_y, self.device)
-        schedule = Schedule(self.epochs, self.lr, self.eval_every, self.patience)
-        fit = fit_stack(
-            self.family_, self.layout_, data, [fit_idx], [val_idx], [self.seed], schedule, width=self.width_
-        )
-        self.params_ = {k: v[:1] for k, v in fit.selected.items()}
-        self.final_params_ = fit.final
-        self.best_epoch_ = int(fit.best_epoch[0])
-        self.epochs_run_ = int(fit.epochs_run[0])
-        self.best_val_mse_ = float(fit.best_val_mse[0])
-        return self
-
-    def predict(self, scenes: SceneSet, *, final: bool = False) -> np.ndarray:
-        """Predicted embeddings ``[N, D]`` (the selected checkpoint, or the final one)."""
-        if Layout.of(scenes).sizes != self.layout_.sizes or scenes.max_objects != self.layout_.num_slots:
-            raise BindscopeError("these scenes come from a different concept space or K than the fitted ones")
-        d = self.params_["b"].shape[-1]
-        data = SceneIndex.of(scenes, np.zeros((len(scenes), d), np.float32), self.device)
-        params = self.final_params_ if final else self.params_
-        return predict_stack(self.family_, params, self.layout_, data, [np.arange(len(scenes))])[0]

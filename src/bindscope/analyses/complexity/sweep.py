@@ -28,6 +28,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bindscope.analyses.complexity.als import Solver, fit_stack_exact
 from bindscope.analyses.complexity.approxfit import (
+    PROTOCOLS,
     SceneIndex,
     Schedule,
     StackFit,
@@ -62,9 +63,6 @@ GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distrib
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
 PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than another stack's steps
 PAD_WASTE = 1.4
-
-
-PROTOCOLS = ("exact", "paper")
 
 
 class Budget(Settings):
