@@ -247,6 +247,25 @@ def test_decompose_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     assert set(table.part) == {"additive", "subtraction"} and set(table.control) == {"none", "permuted_labels", "rand"}
 
 
+def test_the_paper_parity_switch_is_recorded_and_explicit_options_win(
+    run_cli, planted_emb: Path, tmp_path: Path
+) -> None:
+    args = ["--seeds", "0", "--optimizer", "lbfgs", "--max-iter", "30", "-q"]
+    result = run_cli("decompose", planted_emb, "--out", tmp_path / "p", "--parity", "paper", *args)
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((tmp_path / "p" / "summary.json").read_text())["settings"]
+    assert settings["parity"] == "paper" and settings["split_source"] == "paper" and settings["test_fraction"] == 0.01
+    assert settings["residual_mean"] == "keep" and settings["scenes"] == "full"
+    mixed = ["--parity", "paper", "--split-source", "bindscope", "--residual-mean", "remove", "--scenes", "all"]
+    result = run_cli("decompose", planted_emb, "--out", tmp_path / "m", *mixed, *args)
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((tmp_path / "m" / "summary.json").read_text())["settings"]
+    assert (settings["split_source"], settings["residual_mean"], settings["scenes"]) == ("bindscope", "remove", "all")
+    bad = run_cli("probe", planted_emb, "--out", tmp_path / "b", "--split-source", "torch")
+    assert bad.returncode == 2 and "'torch' is not one of 'bindscope', 'paper'" in bad.stderr
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message", "status"),
     [

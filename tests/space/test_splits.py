@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -400,3 +401,31 @@ def test_load_split_binary_file(tmp_path):
     path.write_bytes(b"\xff\xfe\x00\x01binary")
     with pytest.raises(BindscopeError, match=r"not valid JSON"):
         load_split(path)
+
+
+def _research_code_split(num_scenes: int, train_ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """The research code's probe split, written out as it is there (split seed fixed at 0)."""
+    g = torch.Generator(device="cpu")
+    g.manual_seed(0)
+    perm = torch.randperm(int(num_scenes), generator=g, device="cpu")
+    n_train = int(float(train_ratio) * int(num_scenes))
+    n_train = max(1, min(int(num_scenes) - 1, n_train))
+    return perm[:n_train].numpy(), perm[n_train:].numpy()
+
+
+@pytest.mark.parametrize(("n", "f"), [(576, 0.4), (160_000, 0.4), (1000, 0.29)])
+def test_the_paper_split_source_selects_the_research_code_scenes(n: int, f: float) -> None:
+    train, test = _research_code_split(n, f)
+    split = scene_split(n, f, 0, source="paper")
+    assert np.array_equal(split.train, np.sort(train)) and np.array_equal(split.test, np.sort(test))
+    assert split.source == "paper"
+    assert not np.array_equal(scene_split(n, f, 0).train, split.train)  # the default is numpy's
+    assert scene_split(n, f, 0).source == "bindscope"
+
+
+def test_the_split_source_is_saved_and_checked(tmp_path) -> None:
+    split = scene_split(100, 0.5, 3, source="paper")
+    again = load_split(save_split(split, tmp_path / "s.json"))
+    assert again.source == "paper" and np.array_equal(again.train, split.train)
+    with pytest.raises(BindscopeError, match="unknown split source 'torch'; choose bindscope or paper"):
+        scene_split(100, 0.5, 0, source="torch")

@@ -6,7 +6,7 @@ five-run subtraction table: the probes re-run after removing each fitted model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,7 @@ from bindscope.analyses.probe import (
     permuted_labels,
     probe_variant,
     row,
+    select_scenes,
 )
 from bindscope.analyses.results import NO_CONTROL, tidy
 from bindscope.space.concepts import SceneSet
@@ -35,9 +36,17 @@ PARTS = ("additive", "subtraction")
 
 
 class DecomposeSettings(ProbeSettings):
-    """The probe settings of the subtraction runs, and the held-out share of scenes for R²."""
+    """The probe settings of the subtraction runs, the held-out share of scenes for R², and
+    whether a subtraction residual keeps the embeddings' mean.
 
+    ``residual_mean``: ``keep`` (the research code) subtracts only the model's deviation from
+    the mean, so the residual keeps the mean embedding ȳ of the scenes used; ``remove`` subtracts
+    the whole fit, intercept included, leaving residuals of mean 0 (docs/method.md §4).
+    """
+
+    PAPER: ClassVar[dict[str, Any]] = {**ProbeSettings.PAPER, "residual_mean": "keep", "test_fraction": 0.01}
     test_fraction: float = 0.2
+    residual_mean: Literal["keep", "remove"] = "keep"
 
     @field_validator("test_fraction")
     @classmethod
@@ -46,14 +55,19 @@ class DecomposeSettings(ProbeSettings):
 
 
 def r2_rows(
-    y: np.ndarray, scenes: SceneSet, seeds: tuple[int, ...], test_fraction: float, control: str = NO_CONTROL
+    y: np.ndarray,
+    scenes: SceneSet,
+    seeds: tuple[int, ...],
+    test_fraction: float,
+    control: str = NO_CONTROL,
+    split_source: str = "bindscope",
 ) -> list[dict]:
     """R² of every additive model on train and held-out scenes, per seed."""
     check_fraction(test_fraction, "test fraction")
     rows = []
     designs = {m: design_columns(scenes, m) for m in MODELS}
     for seed in seeds:
-        sp = scene_split(len(y), 1.0 - test_fraction, seed)
+        sp = scene_split(len(y), 1.0 - test_fraction, seed, source=split_source)
         for model, (cols, width) in designs.items():
             fit = fit_additive(cols[sp.train], width, y[sp.train], model)
             for group, idx in (("train", sp.train), ("test", sp.test)):
@@ -68,6 +82,7 @@ def decompose_analysis(
     settings: ProbeSettings,
     *,
     test_fraction: float = 0.2,
+    residual_mean: str = "keep",
     control: np.ndarray | None = None,
     progress: Progress | None = None,
 ) -> tuple[pd.DataFrame, dict[str, dict[int, dict[str, str]]]]:
@@ -76,15 +91,17 @@ def decompose_analysis(
     Returns the tidy table (with the column ``part``: additive or subtraction) and, per
     subtraction variant, seed and probe, the solver used.
     """
+    _, y, scenes, control = select_scenes(y, scenes, settings.scenes, control)
     total = len(SUBTRACTION_VARIANTS) + (3 if control is not None else 2)
     tick = progress or (lambda done, total: None)
     tick(0, total)
-    rows = r2_rows(y, scenes, settings.seeds, test_fraction)
-    rows += r2_rows(y, permuted_labels(scenes), settings.seeds, test_fraction, "permuted_labels")
+    source = settings.split_source
+    rows = r2_rows(y, scenes, settings.seeds, test_fraction, split_source=source)
+    rows += r2_rows(y, permuted_labels(scenes), settings.seeds, test_fraction, "permuted_labels", source)
     done = 2
     tick(done, total)
     if control is not None:
-        rows += r2_rows(control, scenes, settings.seeds, test_fraction, "rand")
+        rows += r2_rows(control, scenes, settings.seeds, test_fraction, "rand", source)
         done += 1
         tick(done, total)
     solvers = {}
@@ -93,7 +110,8 @@ def decompose_analysis(
             y_variant = y
         else:
             model = "object_additive" if variant.startswith("objects") else "concept_additive"
-            y_variant = subtract(scenes, y, model, permuted=variant.endswith("_perm"))
+            keep_mean = residual_mean == "keep"
+            y_variant = subtract(scenes, y, model, permuted=variant.endswith("_perm"), keep_mean=keep_mean)
         run = probe_variant(
             y_variant, scenes, settings, analysis="decompose", variant=variant, chance=variant == "base"
         )
@@ -132,7 +150,13 @@ class DecomposeAnalysis(Analysis):
         y = np.asarray(inputs.embeddings)
         ctrl = np.asarray(inputs.control) if inputs.control is not None else None
         table, solvers = decompose_analysis(
-            y, inputs.scenes, settings, test_fraction=settings.test_fraction, control=ctrl, progress=progress
+            y,
+            inputs.scenes,
+            settings,
+            test_fraction=settings.test_fraction,
+            residual_mean=settings.residual_mean,
+            control=ctrl,
+            progress=progress,
         )
         return Result(table, warnings=approximate_warnings(solvers), parts={"solvers": solvers})
 

@@ -161,15 +161,29 @@ def _derangement(rng: np.random.Generator, n: int) -> np.ndarray:
             return perm
 
 
-def subtract(scenes: SceneSet, y: np.ndarray, model: str, *, permuted: bool = False, seed: int = 0) -> np.ndarray:
+def subtract(
+    scenes: SceneSet,
+    y: np.ndarray,
+    model: str,
+    *,
+    permuted: bool = False,
+    seed: int = 0,
+    keep_mean: bool = False,
+) -> np.ndarray:
     """Residual ``y - reconstruction`` for the subtraction variants (docs/method.md §4).
 
     The model is fitted on all scenes with their true labels. With ``permuted``, the fitted
     tables are looked up with a fixed random relabelling of the ids instead, which removes a
     component of the same kind and size that does not belong to the scene: the control.
+    With ``keep_mean`` the reconstruction is that of the centred embeddings (the fit minus the
+    mean embedding ȳ), so the residual keeps ȳ, as in the research code.
     """
+    y64 = np.asarray(y, dtype=np.float64)
     columns, width = design_columns(scenes, model)
-    fit = fit_additive(columns, width, y, model)
+    fit = fit_additive(columns, width, y64, model)
     if permuted:
         columns, _ = design_columns(scenes, model, permutation=permutations_for(scenes, model, seed))
-    return (np.asarray(y, dtype=np.float64) - fit.predict(columns)).astype(np.float32)
+    residual = y64 - fit.predict(columns)
+    if keep_mean:
+        residual += y64.mean(axis=0)
+    return residual.astype(np.float32)

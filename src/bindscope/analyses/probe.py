@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -29,17 +29,28 @@ from bindscope.analyses.probes import (
 )
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, tidy
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import Device, Seeds, Settings
+from bindscope.core.validation import Device, ParitySettings, Seeds
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, check_fraction, scene_split
 
 PERMUTATION_SEED = 12345
 
 
-class ProbeSettings(Settings):
-    """How probes are fitted and scored (docs/method.md §3 defaults)."""
+class ProbeSettings(ParitySettings):
+    """How probes are fitted and scored (docs/method.md §3 defaults).
+
+    ``scenes``: ``full`` uses the scenes that hold all K objects (the research code: its
+    2-object scenes; `text` drops its single-object captions), ``all`` every scene.
+    ``split_source``: where the scene split's permutation comes from (numpy, or ``paper``:
+    ``torch.randperm`` as the research code draws it; see :func:`~bindscope.space.splits.scene_split`).
+    ``parity="paper"``: the research code's choices for the fields not given (:attr:`PAPER`).
+    """
+
+    PAPER: ClassVar[dict[str, Any]] = {"split_source": "paper", "scenes": "full"}
 
     optimizer: Literal["fast", "reference", "lbfgs"] = "fast"
+    scenes: Literal["full", "all"] = "full"
+    split_source: Literal["bindscope", "paper"] = "bindscope"
     seeds: Seeds = DEFAULT_SEEDS
     train_fraction: float = 0.4
     center: bool = False
@@ -104,7 +115,7 @@ def probe_variant(
     targets = soft_targets(scenes)
     names, blocks, t_all = stack_targets(targets, len(y))
     prep = Preprocessing(settings.center, settings.normalize)
-    splits = {s: scene_split(len(y), settings.train_fraction, s) for s in settings.seeds}
+    splits = {s: scene_split(len(y), settings.train_fraction, s, source=settings.split_source) for s in settings.seeds}
     means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
     x = torch.stack(
         [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
@@ -143,6 +154,26 @@ def probe_variant(
     return run
 
 
+def used_scenes(scenes: SceneSet, which: str) -> np.ndarray:
+    """Indices of the scenes an analysis uses: ``full`` (all K objects) or ``all``."""
+    if which == "all":
+        return np.arange(len(scenes))
+    keep = scenes.full()
+    if len(keep) == 0:
+        raise BindscopeError(f"no scene holds all {scenes.max_objects} objects; use every scene with --scenes all")
+    return keep
+
+
+def select_scenes(
+    y: np.ndarray, scenes: SceneSet, which: str, control: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, SceneSet, np.ndarray | None]:
+    """The used scenes' indices, embeddings, labels and control embeddings."""
+    used = used_scenes(scenes, which)
+    if len(used) == len(scenes):
+        return used, y, scenes, control
+    return used, y[used], scenes.subset(used), None if control is None else control[used]
+
+
 def permuted_labels(scenes: SceneSet, seed: int = PERMUTATION_SEED) -> SceneSet:
     """The control: the same labels, shuffled across scenes with a fixed seed."""
     return scenes.subset(np.random.default_rng(seed).permutation(len(scenes)))
@@ -161,6 +192,7 @@ def probe_analysis(
     Returns the tidy results, the base run (its probes are what later analyses reuse) and the
     base run's per-scene correctness.
     """
+    used, y, scenes, control = select_scenes(y, scenes, settings.scenes, control)
     total = 3 if control is not None else 2
     tick = progress or (lambda done, total: None)
     tick(0, total)
@@ -172,7 +204,9 @@ def probe_analysis(
     if control is not None:
         rows += probe_variant(control, scenes, settings, control="rand").rows
         tick(3, total)
-    return tidy(rows), base, pd.concat(base.per_scene, ignore_index=True)
+    per_scene = pd.concat(base.per_scene, ignore_index=True)
+    per_scene["scene"] = used[per_scene["scene"].to_numpy()]  # rows of the dataset
+    return tidy(rows), base, per_scene
 
 
 def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]]) -> list[str]:
@@ -233,7 +267,13 @@ def save_fitted_probes(
         meta = {
             "labels": probe_labels(scenes),
             "seed": seed,
-            "split": {"kind": "scene", "train_fraction": settings.train_fraction, "seed": seed},
+            "split": {
+                "kind": "scene",
+                "train_fraction": settings.train_fraction,
+                "seed": seed,
+                "scenes": settings.scenes,
+                "source": settings.split_source,
+            },
             "optimizer": settings.optimizer,
             "solver": run.solver[seed],
             "embeddings": str(inputs.embeddings.root.resolve()) if inputs is not None else None,

@@ -46,6 +46,26 @@ class Protocol(str, Enum):
     paper = "paper"
 
 
+class Parity(str, Enum):
+    bindscope = "bindscope"
+    paper = "paper"
+
+
+class SceneChoice(str, Enum):
+    full = "full"
+    all = "all"
+
+
+class SplitSource(str, Enum):
+    bindscope = "bindscope"
+    paper = "paper"
+
+
+class ResidualMean(str, Enum):
+    keep = "keep"
+    remove = "remove"
+
+
 EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.npy + manifest.json).")]
 DatasetOpt = Annotated[
     Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")
@@ -68,6 +88,27 @@ TrainFractionOpt = Annotated[Optional[float], typer.Option(help="Scene-level tra
 CenterOpt = Annotated[Optional[bool], typer.Option("--center/--no-center", help="Centre on the training mean.")]
 NormalizeOpt = Annotated[
     Optional[bool], typer.Option("--normalize/--no-normalize", help="L2-normalise each embedding (before centring).")
+]
+ParityOpt = Annotated[
+    Optional[Parity],
+    typer.Option(
+        help="paper: every choice of the published research code that this command has, for the options not "
+        "given (docs/method.md §10); bindscope (default): bindscope's defaults."
+    ),
+]
+ScenesOpt = Annotated[
+    Optional[SceneChoice],
+    typer.Option(
+        help="full (default, as the research code): only scenes holding all K objects (text: the 160,000 pairs); "
+        "all: every scene, single objects included."
+    ),
+]
+SplitSourceOpt = Annotated[
+    Optional[SplitSource],
+    typer.Option(
+        help="Where the scene split's permutation comes from: bindscope (numpy, default) or paper "
+        "(torch.randperm as the research code; seed 0 selects its scenes exactly)."
+    ),
 ]
 StepsOpt = Annotated[Optional[int], typer.Option(help="Adam steps of the reference schedule (10,000).")]
 MaxIterOpt = Annotated[Optional[int], typer.Option(help="L-BFGS iterations at most (500).")]
@@ -95,14 +136,10 @@ def report(name: str, inputs: Inputs, out: Path, settings: Any, overwrite: bool,
 
 
 def probe_options(**options: Any) -> dict[str, Any]:
-    """The probe settings the user gave, as settings fields."""
-    optimizer, seeds = options.pop("optimizer"), options.pop("seeds")
-    return given(
-        optimizer=optimizer.value if optimizer else None,
-        seeds=parse_seeds(seeds),
-        exact_budget_s=options.pop("exact_budget"),
-        **options,
-    )
+    """The probe settings the user gave, as settings fields (choices as their values)."""
+    seeds = options.pop("seeds")
+    choices = {k: v.value if isinstance(v, Enum) else v for k, v in options.items()}
+    return given(seeds=parse_seeds(seeds), exact_budget_s=choices.pop("exact_budget"), **choices)
 
 
 @app.command()
@@ -111,6 +148,9 @@ def probe(
     out: OutDir,
     dataset: DatasetOpt = None,
     control: ControlOpt = None,
+    parity: ParityOpt = None,
+    scenes: ScenesOpt = None,
+    split_source: SplitSourceOpt = None,
     optimizer: OptimizerOpt = None,
     seeds: SeedsOpt = None,
     train_fraction: TrainFractionOpt = None,
@@ -129,6 +169,9 @@ def probe(
     settings = ProbeSettings(
         device=device,
         **probe_options(
+            parity=parity,
+            scenes=scenes,
+            split_source=split_source,
             optimizer=optimizer,
             seeds=seeds,
             train_fraction=train_fraction,
@@ -151,6 +194,16 @@ def decompose(
     test_fraction: Annotated[
         Optional[float], typer.Option(help="Held-out share of scenes for R² (0.2; the paper: 0.01).")
     ] = None,
+    residual_mean: Annotated[
+        Optional[ResidualMean],
+        typer.Option(
+            help="keep (default, as the research code): a subtraction residual keeps the mean embedding; "
+            "remove: the intercept is subtracted too (residual mean 0)."
+        ),
+    ] = None,
+    parity: ParityOpt = None,
+    scenes: ScenesOpt = None,
+    split_source: SplitSourceOpt = None,
     optimizer: OptimizerOpt = None,
     seeds: SeedsOpt = None,
     train_fraction: TrainFractionOpt = None,
@@ -168,8 +221,11 @@ def decompose(
 
     settings = DecomposeSettings(
         device=device,
-        **given(test_fraction=test_fraction),
+        **given(test_fraction=test_fraction, residual_mean=residual_mean.value if residual_mean else None),
         **probe_options(
+            parity=parity,
+            scenes=scenes,
+            split_source=split_source,
             optimizer=optimizer,
             seeds=seeds,
             train_fraction=train_fraction,

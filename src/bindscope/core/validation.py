@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 from typing_extensions import Self
 
 from bindscope.core.devices import check_device
@@ -87,3 +87,19 @@ def _device(device: str) -> str:
 #: Settings fields shared by the analyses: seed ids, and a torch device that exists here.
 Seeds = Annotated[tuple[int, ...], AfterValidator(check_seeds)]
 Device = Annotated[str, AfterValidator(_device)]
+
+
+class ParitySettings(Settings):
+    """Settings with a parity preset: ``parity="paper"`` fills every field of :attr:`PAPER` that
+    was not given with the published research code's choice (docs/method.md §10); fields given
+    explicitly win. ``bindscope`` keeps the class defaults."""
+
+    PAPER: ClassVar[dict[str, Any]] = {}
+    parity: Literal["bindscope", "paper"] = "bindscope"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_choices(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("parity") == "paper":
+            return {**cls.PAPER, **data}
+        return data

@@ -326,6 +326,10 @@ class SceneSet:
         """Number of objects in each scene ``[N]``."""
         return (self.scenes[..., 0] != PAD).sum(axis=1)
 
+    def full(self) -> np.ndarray:
+        """Indices of the scenes that hold all K objects."""
+        return np.flatnonzero(self.num_objects() == self.max_objects)
+
     def value_counts(self) -> list[np.ndarray]:
         """Per concept, how many objects of each scene carry each value: ``[N, V_c]`` int32."""
         n = len(self)

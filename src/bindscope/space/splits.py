@@ -1,6 +1,8 @@
 """Seeded train/test splits (docs/method.md §2), saved and loaded as JSON with their seed.
 
-- scene level: permute scenes; the first ``train_fraction`` train, the rest test.
+- scene level: permute scenes; the first ``train_fraction`` train, the rest test. The
+  permutation comes from numpy (``source="bindscope"``) or, scene for scene as the research code
+  draws it, from ``torch.randperm`` (``source="paper"``).
 - object level: permute the U objects; the first ``floor(f * U)`` are train objects. Scenes are
   ``train_only`` (every object train), ``test_only`` (every object test) or ``mixed``. For one
   seed the train objects are nested across fractions.
@@ -28,6 +30,9 @@ SPLIT_FORMAT = "bindscope-split-v1"
 #: The object-level fractions of the paper's sweeps (0.1 ... 0.9) and the default seeds of every analysis.
 DEFAULT_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 DEFAULT_SEEDS = (0, 1, 2)
+#: Where a scene split's permutation comes from: numpy's ``default_rng(seed)`` (every bindscope
+#: split) or ``torch.randperm`` under ``torch.Generator().manual_seed(seed)`` (the research code).
+SPLIT_SOURCES = ("bindscope", "paper")
 
 
 def check_fraction(value: float, name: str = "fraction") -> float:
@@ -61,6 +66,7 @@ class SceneSplit:
     validation: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     dataset_hash: str | None = None
     kind: Literal["scene"] = "scene"
+    source: Literal["bindscope", "paper"] = "bindscope"
 
     def with_validation(self, fraction: float = 0.1, seed: int | None = None) -> SceneSplit:
         """Move a seeded ``fraction`` of the train scenes into ``validation``."""
@@ -166,24 +172,45 @@ def carve_validation(
 
 
 def scene_split(
-    num_scenes: int, train_fraction: float = 0.4, seed: int = 0, *, dataset_hash: str | None = None
+    num_scenes: int,
+    train_fraction: float = 0.4,
+    seed: int = 0,
+    *,
+    dataset_hash: str | None = None,
+    source: str = "bindscope",
 ) -> SceneSplit:
-    """Permute scenes with ``seed``; the first ``floor(train_fraction * N)`` train, the rest test."""
+    """Permute scenes with ``seed``; the first ``floor(train_fraction * N)`` train, the rest test.
+
+    ``source="paper"`` draws the permutation as the research code does (``torch.randperm``
+    under a generator seeded with ``seed``; its train count ``int(train_fraction * N)``), so seed
+    0 selects the research code's scenes exactly.
+    """
     f = check_fraction(train_fraction, "train_fraction")
-    n_train = fraction_count(f, num_scenes)
+    if source not in SPLIT_SOURCES:
+        raise BindscopeError(f"unknown split source {source!r}; choose {' or '.join(SPLIT_SOURCES)}")
+    n_train = fraction_count(f, num_scenes) if source == "bindscope" else int(f * num_scenes)
     if n_train == 0 or n_train == num_scenes:
         raise BindscopeError(
             f"train_fraction {train_fraction} of {num_scenes} scenes leaves an empty train or test "
             "set; choose a fraction that keeps both non-empty"
         )
-    perm = np.random.default_rng(seed).permutation(num_scenes)
+    perm = _permutation(num_scenes, seed, source)
     return SceneSplit(
         seed=int(seed),
         train_fraction=f,
         train=np.sort(perm[:n_train]),
         test=np.sort(perm[n_train:]),
         dataset_hash=dataset_hash,
+        source="paper" if source == "paper" else "bindscope",
     )
+
+
+def _permutation(n: int, seed: int, source: str) -> np.ndarray:
+    if source == "bindscope":
+        return np.random.default_rng(seed).permutation(n)
+    import torch  # only the research code's permutation needs it
+
+    return torch.randperm(n, generator=torch.Generator().manual_seed(int(seed))).numpy()
 
 
 def object_order(num_objects: int, seed: int) -> np.ndarray:

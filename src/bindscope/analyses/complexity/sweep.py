@@ -490,7 +490,7 @@ def baseline_block_rows(plans: list[Plan], y: np.ndarray) -> list[dict]:
 # -- the sweep -----------------------------------------------------------------------------------------
 def k_object_scenes(scenes: SceneSet) -> np.ndarray:
     """Indices of the scenes holding all K objects (the sweep's scenes)."""
-    keep = np.flatnonzero(scenes.num_objects() == scenes.max_objects)
+    keep = scenes.full()
     if len(keep) == 0:
         raise BindscopeError("no scene holds all K objects; the complexity sweep needs K-object scenes")
     return keep
