@@ -46,7 +46,9 @@ class Protocol(str, Enum):
     paper = "paper"
 
 
-class Parity(str, Enum):
+class Origin(str, Enum):
+    """Whose choice: bindscope's or the published research code's (``--parity``, ``--split-source``)."""
+
     bindscope = "bindscope"
     paper = "paper"
 
@@ -54,11 +56,6 @@ class Parity(str, Enum):
 class SceneChoice(str, Enum):
     full = "full"
     all = "all"
-
-
-class SplitSource(str, Enum):
-    bindscope = "bindscope"
-    paper = "paper"
 
 
 class ResidualMean(str, Enum):
@@ -90,7 +87,7 @@ NormalizeOpt = Annotated[
     Optional[bool], typer.Option("--normalize/--no-normalize", help="L2-normalise each embedding (before centring).")
 ]
 ParityOpt = Annotated[
-    Optional[Parity],
+    Optional[Origin],
     typer.Option(
         help="paper: every choice of the published research code that this command has, for the options not "
         "given (docs/method.md §10); bindscope (default): bindscope's defaults."
@@ -104,7 +101,7 @@ ScenesOpt = Annotated[
     ),
 ]
 SplitSourceOpt = Annotated[
-    Optional[SplitSource],
+    Optional[Origin],
     typer.Option(
         help="Where the scene split's permutation comes from: bindscope (numpy, default) or paper "
         "(torch.randperm as the research code; seed 0 selects its scenes exactly)."
