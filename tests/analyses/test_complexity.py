@@ -115,7 +115,15 @@ def test_the_verdict_names_the_simplest_generalising_family() -> None:
         for f, v in zip((0.2, 0.6), values):
             ck = "" if name in ("embeddings", "chance") else "selected"
             key = ("complexity", name, "none", "test_only", "object_acc", 0, v)
-            rows.append({**dict(zip(KEY_COLUMNS, key)), "fraction": f, "checkpoint": ck, "budget": "cpu"})
+            rows.append(
+                {
+                    **dict(zip(KEY_COLUMNS, key)),
+                    "fraction": f,
+                    "checkpoint": ck,
+                    "budget": "cpu",
+                    "selection": "validation",
+                }
+            )
     result = ComplexityResult(tidy(rows, EXTRA_COLUMNS), pd.DataFrame(), 0, {}, {})
     summary = complexity_summary(result, settings.replace(description_length=False))
     assert summary["approximators"]["mult"]["f_star"] == 0.6 and summary["approximators"]["mlp(32)"]["f_star"] == 0.2

@@ -76,6 +76,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
         "fraction",
         "checkpoint",
         "budget",
+        "selection",
     ]
     assert set(table.budget) == {"cpu"}
     assert set(table.group) == {"train_only", "validation", "test_only", "mixed", "next_block"}
@@ -194,3 +195,35 @@ def test_standardised_targets_are_an_option_recorded_with_the_budget(run_cli, em
         )
         assert plain.returncode == 0, plain.stderr
         assert json.loads((tmp_path / "p" / "summary.json").read_text())["budget"]["standardize"] is False
+
+
+def test_selection_on_test_needs_the_paper_protocol_and_is_marked_optimistic(
+    run_cli, emb: Path, tmp_path: Path
+) -> None:
+    args = ["--approximators", "additive", "--fractions", "0.5", "--seeds", "0", "--no-description-length", "-q"]
+    refused = run_cli("complexity", emb, "--out", tmp_path / "r", "--selection", "test", *args)
+    assert_one_line_error(refused, "runs under the paper protocol only; add --protocol paper")
+    assert not (tmp_path / "r").exists()
+    out = tmp_path / "t"
+    result = run_cli(
+        "complexity",
+        emb,
+        "--out",
+        out,
+        "--parity",
+        "paper",
+        "--selection",
+        "test",
+        "--epochs",
+        "20",
+        "--eval-every",
+        "10",
+        *args,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "selected on test (optimistic)" in result.stdout and "warning: optimistic" in result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["selection"] == "test (optimistic)" and any(w.startswith("optimistic") for w in summary["warnings"])
+    assert summary["budget"]["name"] == "paper" and summary["budget"]["decay"] == "constant"
+    assert summary["settings"]["parity"] == "paper" and summary["settings"]["r2_centre"] == "scenes"
+    assert set(pd.read_parquet(out / "results.parquet").selection) == {"test (optimistic)"}

@@ -7,9 +7,14 @@ import numpy as np
 import pytest
 import torch
 
+from approximator_formula import formula as _formula
+from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, fit_stack
+from bindscope.analyses.complexity.approximators import Family, Layout, init_params
+from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_sweep, plan_sweep, resolve_budget
 from bindscope.analyses.decompose import DecomposeSettings, decompose_analysis
 from bindscope.analyses.decomposition import permutations_for, subtract
 from bindscope.analyses.probe import ProbeSettings, probe_analysis, used_scenes
+from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -133,3 +138,121 @@ def test_decompose_on_full_scenes_fits_and_scores_the_pairs_only(pairs_and_singl
     assert np.allclose(full.value.to_numpy(), pairs_only.value.to_numpy())
     every, _ = decompose_analysis(y, scenes, settings.replace(scenes="all"))
     assert not np.allclose(every.value.to_numpy(), full.value.to_numpy())
+
+
+# -- complexity --------------------------------------------------------------------------------------------
+CX_SPACE = ConceptSpace.from_dict({"a": [f"a{i}" for i in range(6)], "b": [f"b{i}" for i in range(5)]})
+
+
+@pytest.fixture(scope="module")
+def cx() -> tuple[SceneSet, np.ndarray, ProbeSet]:
+    scenes = SceneSet.enumerate(CX_SPACE, 2)
+    y = planted_embeddings(scenes, "additive_concepts_objects", dim=8, noise=0.05, seed=0) + 1.0
+    probes = ProbeSet("lbfgs").fit(y, soft_targets(scenes))
+    return scenes, y, probes
+
+
+def test_the_paper_learning_rate_is_constant_as_in_the_research_code(cx) -> None:
+    """approximate_complexity_scenes.py: Adam(lr) and a CosineAnnealingLR that is built but never stepped."""
+    scenes, y, _ = cx
+    layout, data = Layout.of(scenes), SceneIndex.of(scenes, y)
+    family, epochs, train = Family("mult"), 30, np.arange(0, len(scenes), 2)
+    schedule = resolve_budget("paper").replace(epochs=epochs, eval_every=epochs)
+    assert schedule.decay == "constant" and resolve_budget("cpu", protocol="paper").decay == "constant"
+    ours = fit_stack(
+        family,
+        layout,
+        data,
+        [train],
+        [np.arange(1, 30, 2)],
+        [3],
+        Schedule(epochs, 1e-2, epochs, decay="constant"),
+        width=4,
+    )
+    params = {k: v.clone().requires_grad_(True) for k, v in init_params(family, layout, 4, 8, [3]).items()}
+    optim = torch.optim.Adam(params.values(), lr=1e-2)
+    num_epochs = epochs
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optim, T_max=num_epochs)  # noqa: F841 (never stepped)
+    for _ in range(num_epochs):
+        optim.zero_grad()
+        pred = _formula(family, params, scenes, 0)[torch.as_tensor(train)]
+        loss = torch.nn.MSELoss()(pred, data.y[torch.as_tensor(train)])
+        loss.backward()
+        optim.step()
+    for k in params:
+        torch.testing.assert_close(ours.final[k][0], params[k].detach()[0], rtol=1e-4, atol=1e-5)
+    cosine = fit_stack(
+        family, layout, data, [train], [np.arange(1, 30, 2)], [3], Schedule(epochs, 1e-2, epochs), width=4
+    )
+    assert not torch.allclose(cosine.final["w"], ours.final["w"])
+
+
+def test_r2_around_all_scenes_is_the_research_codes(cx) -> None:
+    """summarize_mse_r2: SSE of the scored scenes over their squares around the mean of *all* scenes."""
+    scenes, y, probes = cx
+    base = dict(approximators=("additive",), fractions=(0.5,), seeds=(0,), description_length=False)
+    settings = ComplexitySettings(**base, budget=resolve_budget("full"))
+    assert settings.r2_centre == "scenes"  # the research code's choice is the default
+    ours = complexity_sweep(y, scenes, probes, settings).table
+    group = complexity_sweep(y, scenes, probes, settings.replace(r2_centre="group")).table
+    plan = plan_sweep(scenes, settings)[0]
+
+    def value(table, metric: str) -> float:
+        sel = table[(table.variant == "additive") & (table.group == "test_only") & (table.checkpoint == "selected")]
+        return float(sel[sel.metric == metric].value.iloc[0])
+
+    y_true = torch.as_tensor(y[plan.groups["test_only"]], dtype=torch.float64)
+    sse = value(ours, "mse") * y_true.numel()  # the same fit, so the same errors
+    y_true_centered = y_true - torch.as_tensor(y, dtype=torch.float64).mean(0)
+    sst = torch.sum(y_true_centered**2)
+    assert value(ours, "r2") == pytest.approx((1 - sse / sst).item(), rel=1e-6)
+    assert value(group, "r2") == pytest.approx(1 - sse / ((y_true - y_true.mean(0)) ** 2).sum().item(), rel=1e-6)
+    assert value(group, "r2") != pytest.approx(value(ours, "r2"))
+
+
+def test_a_selector_keeps_the_checkpoint_of_the_lowest_loss(cx) -> None:
+    scenes, y, _ = cx
+    layout, data = Layout.of(scenes), SceneIndex.of(scenes, y)
+    losses = iter([0.5, 0.3, 0.3, 0.4, 0.2, 0.25])  # per check: the best is the fifth (epoch 50)
+    seen: list[dict] = []
+
+    def select(params, models):
+        seen.append({k: v.clone() for k, v in params.items()})
+        return np.array([next(losses)])
+
+    schedule = Schedule(60, 1e-2, 10, decay="constant", min_delta=0.0)
+    fit = fit_stack(
+        Family("additive"), layout, data, [np.arange(40)], [np.arange(40, 60)], [0], schedule, width=4, select=select
+    )
+    assert fit.best_epoch[0] == 50 and fit.best_val_mse[0] == 0.2
+    for k in fit.selected:
+        torch.testing.assert_close(fit.selected[k], seen[4][k])
+
+
+def test_selection_on_test_is_marked_optimistic_and_beats_the_final_checkpoint(cx) -> None:
+    scenes, y, probes = cx
+    settings = ComplexitySettings(
+        approximators=("mult",),
+        fractions=(0.4, 0.7),
+        seeds=(0,),
+        description_length=False,
+        budget=resolve_budget("paper", epochs=200, eval_every=10),
+        selection="test",
+    )
+    table = complexity_sweep(y, scenes, probes, settings).table
+    assert set(table.selection) == {"test (optimistic)"}
+    acc = table[(table.variant == "mult") & (table.group == "test_only") & (table.metric == "object_acc")]
+    per = acc.pivot_table(index="fraction", columns="checkpoint", values="value")
+    assert (per["selected"] >= per["final"]).all()
+    assert "best_test_error" in set(table.metric) and "best_val_mse" not in set(table.metric)
+    validation = table[table.group == "validation"]  # every train_only scene was fitted on, as there
+    assert not len(validation[validation.variant == "mult"]) and (validation.value == 0).all()
+    with pytest.raises(BindscopeError, match="runs under the paper protocol only; add --protocol paper"):
+        settings.replace(budget=resolve_budget("cpu"))
+
+
+def test_the_complexity_parity_preset_is_the_paper_budget() -> None:
+    paper = ComplexitySettings(parity="paper")
+    assert paper.budget.name == "paper" and paper.budget.decay == "constant" and not paper.budget.standardize
+    assert paper.selection == "validation"  # test selection is never switched on by the preset
+    assert ComplexitySettings(parity="paper", budget=resolve_budget("cpu")).budget.name == "cpu"

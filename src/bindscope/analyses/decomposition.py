@@ -105,11 +105,12 @@ def fit_additive(columns: np.ndarray, num_columns: int, y: np.ndarray, model: st
     return AdditiveFit(model, (inv @ aty).astype(np.float64))
 
 
-def r2_score(y: np.ndarray, y_hat: np.ndarray) -> float:
-    """``1 - SSE / SST`` pooled over dimensions, SST around the evaluated rows' own mean."""
+def r2_score(y: np.ndarray, y_hat: np.ndarray, centre: np.ndarray | None = None) -> float:
+    """``1 - SSE / SST`` pooled over dimensions; SST around ``centre`` ``[D]``, by default the
+    evaluated rows' own mean."""
     y = np.asarray(y, dtype=np.float64)
     sse = float(((y - y_hat) ** 2).sum())
-    sst = float(((y - y.mean(axis=0)) ** 2).sum())
+    sst = float(((y - (y.mean(axis=0) if centre is None else centre)) ** 2).sum())
     return 1.0 - sse / sst if sst > 0 else float("nan")
 
 

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -321,10 +321,10 @@ class ProbeSet:
         self.solver_ = dict(zip(names, solvers))
         return self
 
-    def decision_function(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Logits ``{name: [N, L]}``."""
+    def decision_function(self, x: np.ndarray, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Logits ``{name: [N, L]}`` of every probe, or of ``names`` only."""
         xp = self.preprocessing.apply(np.asarray(x, dtype=np.float32), self.mean_)
-        return {n: xp @ w.T for n, w in self.coef_.items()}
+        return {n: xp @ w.T for n, w in self.coef_.items() if names is None or n in names}
 
     def correct(self, x: np.ndarray, targets: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Per-scene set-separation correctness ``{name: bool [N]}``."""

@@ -53,6 +53,16 @@ class Origin(str, Enum):
     paper = "paper"
 
 
+class R2Centre(str, Enum):
+    scenes = "scenes"
+    group = "group"
+
+
+class Selection(str, Enum):
+    validation = "validation"
+    test = "test"
+
+
 class SceneChoice(str, Enum):
     full = "full"
     all = "all"
@@ -269,6 +279,29 @@ def complexity(
             "auto: full on CUDA, cpu otherwise."
         ),
     ] = BudgetName.auto,
+    parity: Annotated[
+        Optional[Origin],
+        typer.Option(
+            help="paper: the research code's choices where not given: the paper budget (Adam at a constant lr 1e-2, "
+            "4,000 epochs, raw targets, every scene; for a GPU) and R² around the mean of all scenes. "
+            "Checkpoints are still selected on validation (see --selection)."
+        ),
+    ] = None,
+    r2_centre: Annotated[
+        Optional[R2Centre],
+        typer.Option(
+            help="R²'s SST around the mean of all the sweep's scenes (scenes, default, as the research code) "
+            "or around the scored group's own mean (group)."
+        ),
+    ] = None,
+    selection: Annotated[
+        Optional[Selection],
+        typer.Option(
+            help="Checkpoints of the lowest validation MSE (validation, default) or, only to reproduce the "
+            "research code's numbers, of the highest test_only object accuracy (test: optimistic, marked so in "
+            "every output; needs --protocol paper)."
+        ),
+    ] = None,
     protocol: Annotated[
         Optional[Protocol],
         typer.Option(
@@ -324,8 +357,9 @@ def complexity(
     """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
     from bindscope.analyses import ComplexitySettings, load_inputs, resolve_budget
 
+    paper_budget = parity == Origin.paper and budget == BudgetName.auto and protocol is None
     chosen = resolve_budget(
-        budget.value,
+        "paper" if paper_budget else budget.value,
         device,
         protocol=protocol.value if protocol is not None else None,
         sweeps=sweeps,
@@ -340,6 +374,9 @@ def complexity(
         budget=chosen,
         device=device,
         **given(
+            parity=parity.value if parity else None,
+            r2_centre=r2_centre.value if r2_centre else None,
+            selection=selection.value if selection else None,
             approximators=parse_list(approximators, str, "--approximators", "additive,mult_within_object"),
             hidden=parse_list(hidden, int, "--hidden", "128,1024"),
             fractions=parse_fractions(fractions),

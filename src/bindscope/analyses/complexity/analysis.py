@@ -40,6 +40,13 @@ def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:
     return ProbeSettings(seeds=(settings.probe_seed,), device=settings.device)
 
 
+#: Every output of a sweep that selected checkpoints on test accuracy says so.
+OPTIMISTIC = (
+    "optimistic: checkpoints were selected on test_only object accuracy (--selection test, the research code's "
+    "choice); the test accuracies, AUC and f* overstate generalisation"
+)
+
+
 class ComplexityAnalysis(Analysis):
     """``complexity``: which function families, fitted on scenes of seen objects, decode on unseen ones."""
 
@@ -60,6 +67,8 @@ class ComplexityAnalysis(Analysis):
         unconverged = unconverged_fits(sweep.table)
         if unconverged:
             warnings.append(f"fits that did not converge (see the 'converged' rows): {describe_fits(unconverged)}")
+        if settings.selection == "test":
+            warnings.append(OPTIMISTIC)
         return Result(sweep.table, {"training": sweep.history}, warnings, {"sweep": sweep, "fitted": fitted})
 
     def summarize(self, result: Result, settings: ComplexitySettings) -> dict[str, Any]:
@@ -101,8 +110,9 @@ class ComplexityAnalysis(Analysis):
         return [
             f"verdict: {summary['verdict']['reading']}",
             f"budget: {b['name']}, protocol {b['protocol']} (sweeps {b['sweeps']}, epochs {b['epochs']}, "
-            f"patience {b['patience']}, train scenes <= "
-            f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'})",
+            f"lr {b['decay']}, patience {b['patience']}, train scenes <= "
+            f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'}); "
+            f"checkpoints selected on {summary['selection']}",
         ]
 
     def files(self, result: Result, settings: ComplexitySettings, context: RunContext) -> ResultFiles:
@@ -110,6 +120,8 @@ class ComplexityAnalysis(Analysis):
         fitted: ProbeRun | None = result.parts["fitted"]
         labels = [f.label for f in settings.families()]
         title = f"{context.title}: binding-function complexity ({settings.budget.name} budget)"
+        if settings.selection == "test":
+            title += ", selected on test (optimistic)"
 
         def extra(stage: Path) -> None:
             complexity_plot(sweep.table, labels, stage / "plots" / "complexity.png", title=title)

@@ -11,6 +11,7 @@ fits would. Models that stop early leave the stack, so the rest run on smaller m
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +33,8 @@ from bindscope.space.concepts import SceneSet
 
 #: ``exact``: ALS for the table families, Adam on standardised targets for the MLP; ``paper``: Adam for every family.
 PROTOCOLS = ("exact", "paper")
+#: How the learning rate moves over the epochs (see :class:`Schedule`).
+DECAYS = ("cosine", "constant")
 BETAS = (0.9, 0.999)
 EPS = 1e-8
 
@@ -58,6 +61,9 @@ class Schedule:
         standard deviation (one scalar), then fold both back into the output layer: the same
         function family, fitted in units where Adam's step size means the same for every
         embedding scale. False fits the raw targets (the paper).
+    decay
+        ``cosine``: the rate falls from ``lr`` to 0 over ``epochs``; ``constant``: it stays at
+        ``lr`` (the research code, which builds a cosine scheduler but never steps it).
     """
 
     epochs: int = 4000
@@ -66,8 +72,11 @@ class Schedule:
     patience: int | None = None
     min_delta: float = 1e-4
     standardize: bool = False
+    decay: str = "cosine"
 
     def __post_init__(self) -> None:
+        if self.decay not in DECAYS:
+            raise BindscopeError(f"unknown learning-rate decay {self.decay!r}; choose {' or '.join(DECAYS)}")
         if self.epochs < 1 or self.eval_every < 1:
             raise BindscopeError(f"epochs and eval_every must be at least 1, got {self.epochs} and {self.eval_every}")
         if not self.lr > 0:
@@ -76,7 +85,9 @@ class Schedule:
             raise BindscopeError(f"patience must be at least 1 check (or None), got {self.patience}")
 
     def lr_at(self, step: int) -> float:
-        """``CosineAnnealingLR(T_max=epochs, eta_min=0)`` at ``step``."""
+        """``CosineAnnealingLR(T_max=epochs, eta_min=0)`` at ``step``, or ``lr`` when constant."""
+        if self.decay == "constant":
+            return self.lr
         return self.lr * 0.5 * (1.0 + math.cos(math.pi * step / self.epochs))
 
 
@@ -88,7 +99,7 @@ class StackFit:
     final: Params  # parameters when training ended (stopped early or at the last epoch)
     best_epoch: np.ndarray  # [G] epochs run before the selected checkpoint
     epochs_run: np.ndarray  # [G]
-    best_val_mse: np.ndarray  # [G]
+    best_val_mse: np.ndarray  # [G] the selection criterion at the selected checkpoint (validation MSE by default)
     history: list[tuple[int, int, float, float]] = field(default_factory=list)  # (model, epoch, train_mse, val_mse)
     converged: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [G]
     unfinished_r2: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [G] R² still to gain
@@ -224,14 +235,24 @@ def fit_stack(
     schedule: Schedule,
     *,
     width: int,
+    select: Selector | None = None,
 ) -> StackFit:
-    """Fit ``len(seeds)`` models, model i on scenes ``train[i]``, selected on ``validation[i]``."""
+    """Fit ``len(seeds)`` models, model i on scenes ``train[i]``, selected on ``validation[i]``.
+
+    ``select(params, models)``, if given, replaces the validation MSE as the selection
+    criterion: it gets the raw-unit parameters of the models still training and their indices,
+    and returns a non-negative loss per model (lower is better; e.g. 1 - an accuracy).
+    """
     n = max(len(t) for t in train) if train else 0
     with threads_for(len(seeds) * n * max(width, family.hidden or 0) * data.y.shape[1]):
-        return _fit_stack(family, layout, data, train, validation, seeds, schedule, width)
+        return _fit_stack(family, layout, data, train, validation, seeds, schedule, width, select)
 
 
-def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) -> StackFit:
+#: A selection criterion: (parameters of the models still training, their indices) -> loss per model.
+Selector = Callable[[Params, np.ndarray], np.ndarray]
+
+
+def _fit_stack(family, layout, data, train, validation, seeds, schedule, width, select=None) -> StackFit:
     device = data.y.device
     g_all = len(seeds)
     adam = StackAdam(init_params(family, layout, width, data.y.shape[1], seeds, str(device)), schedule.lr)
@@ -259,10 +280,11 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width) 
             val = val * units[active]
         train_mse = loss.detach().cpu().numpy() * units[active]
         history += [(int(a), step, float(t), float(e)) for a, t, e in zip(active, train_mse, val)]
-        improved = val < best[active] * (1 - schedule.min_delta)
+        crit = val if select is None else select(scale.unfold(params) if scale is not None else params, active)
+        improved = crit < best[active] * (1 - schedule.min_delta)
         for k in params:
             selected[k][active[improved]] = params[k][torch.as_tensor(improved, device=device)]
-        best[active[improved]] = val[improved]
+        best[active[improved]] = crit[improved]
         best_epoch[active[improved]] = step
         since[active] = np.where(improved, 0, since[active] + 1)
         stop = since[active] >= schedule.patience if schedule.patience else np.zeros(len(active), bool)

@@ -23,8 +23,9 @@ class Approximator:
     protocol
         ``"exact"`` (the default, as in ``bindscope complexity``): alternating exact least
         squares for the table families (at most ``sweeps`` sweeps, stopped on a validation
-        plateau) and Adam on standardised targets for the MLP. ``"paper"``: full-batch Adam on
-        raw targets for every family.
+        plateau) and Adam on standardised targets, cosine decay, for the MLP. ``"paper"``:
+        full-batch Adam on raw targets at a constant learning rate for every family (the
+        research code).
     hidden
         MLP width when ``family`` is ``"mlp"`` (the paper: 1024).
     width
@@ -118,8 +119,15 @@ class Approximator:
             return fit_stack_exact(
                 self.family_, self.layout_, data, train, validation, [self.seed], solver, width=self.width_
             )
-        standardize = self.protocol == "exact"
-        schedule = Schedule(self.epochs, self.lr, self.eval_every, self.patience, standardize=standardize)
+        exact = self.protocol == "exact"  # the MLP: standardised targets, cosine; paper: raw targets, constant rate
+        schedule = Schedule(
+            self.epochs,
+            self.lr,
+            self.eval_every,
+            self.patience,
+            standardize=exact,
+            decay="cosine" if exact else "constant",
+        )
         return fit_stack(self.family_, self.layout_, data, train, validation, [self.seed], schedule, width=self.width_)
 
     def predict(self, scenes: SceneSet, *, final: bool = False) -> np.ndarray:

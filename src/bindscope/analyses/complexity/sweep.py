@@ -18,8 +18,8 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -31,18 +31,19 @@ from bindscope.analyses.complexity.approxfit import (
     PROTOCOLS,
     SceneIndex,
     Schedule,
+    Selector,
     StackFit,
     fit_stack,
     predict_stack,
 )
-from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, num_parameters
+from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, Params, num_parameters
 from bindscope.analyses.decomposition import r2_score
 from bindscope.analyses.metrics import accuracy_metrics
 from bindscope.analyses.probe import row
 from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
 from bindscope.analyses.results import NO_CONTROL, spread, tidy
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import Device, Seeds, Settings
+from bindscope.core.validation import Device, ParitySettings, Seeds, Settings
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import (
     DEFAULT_FRACTIONS,
@@ -55,10 +56,12 @@ from bindscope.space.splits import (
 
 log = logging.getLogger(__name__)
 #: The complexity table's own columns after the key columns (variant = the approximator's label).
-EXTRA_COLUMNS = ("fraction", "checkpoint", "budget")
+EXTRA_COLUMNS = ("fraction", "checkpoint", "budget", "selection")
 #: Training curves: ``epoch`` counts Adam epochs where ``unit`` is ``epoch`` and ALS sweeps where it is ``sweep``.
 HISTORY_COLUMNS = ["approximator", "fraction", "seed", "unit", "epoch", "train_mse", "val_mse"]
 DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
+#: The ``selection`` column of the results: how the scored checkpoints were chosen.
+SELECTION_MARKS = {"validation": "validation", "test": "test (optimistic)"}
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
 PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than another stack's steps
@@ -93,6 +96,9 @@ class Budget(Settings):
         Adam fits each model to its standardised training targets (mean 0, variance 1, one
         scalar), folded back into the output layer afterwards (:class:`Schedule`); on in the
         exact protocol's budgets, off in ``paper`` (the research code fits the raw targets).
+    decay
+        Adam's learning rate: ``cosine`` to 0 over ``epochs`` (the exact protocol's MLP) or
+        ``constant`` (``paper``: the research code never steps its scheduler).
     """
 
     name: str = "full"
@@ -104,6 +110,7 @@ class Budget(Settings):
     max_train_scenes: int | None = Field(None, ge=2)
     max_eval_scenes: int | None = Field(None, ge=2)
     standardize: bool = True
+    decay: Literal["cosine", "constant"] = "cosine"
 
     @model_validator(mode="after")
     def _schedule(self) -> Budget:
@@ -114,7 +121,9 @@ class Budget(Settings):
 BUDGETS = {
     "full": Budget(),
     "cpu": Budget(name="cpu", epochs=2000, eval_every=20, patience=10, max_train_scenes=1024, max_eval_scenes=5000),
-    "paper": Budget(name="paper", protocol="paper", epochs=4000, eval_every=50, patience=None, standardize=False),
+    "paper": Budget(
+        name="paper", protocol="paper", epochs=4000, eval_every=50, patience=None, standardize=False, decay="constant"
+    ),
 }
 
 
@@ -155,6 +164,7 @@ def resolve_budget(
             "epochs": paper.epochs if protocol == "paper" else BUDGETS["full"].epochs,
             "patience": paper.patience if protocol == "paper" else BUDGETS["full"].patience,
             "standardize": protocol != "paper",
+            "decay": paper.decay if protocol == "paper" else BUDGETS["full"].decay,
             **changes,
         }
     if standardize is not None:
@@ -162,12 +172,22 @@ def resolve_budget(
     return BUDGETS[name].replace(**changes)
 
 
-class ComplexitySettings(Settings):
+class ComplexitySettings(ParitySettings):
     """A complexity sweep (docs/method.md §6 defaults).
 
     Without frozen probes among the inputs, the probes are fitted first on a scene-level split
     (``probe_seed``, train fraction 0.4, the ``fast`` optimiser) and written with the result.
+
+    ``r2_centre``: R² takes SST around the mean of all the sweep's scenes (``scenes``, the
+    research code) or around the scored group's own mean (``group``). ``selection``: the
+    checkpoint of the lowest validation MSE (``validation``), or, only to reproduce the research
+    code's numbers, of the highest test_only object accuracy (``test``: optimistic; paper
+    protocol only; every train_only scene is fitted on). ``parity="paper"``: the paper budget
+    (Adam at a constant 1e-2 for 4,000 epochs on raw targets) and R² around all scenes, where
+    not given.
     """
+
+    PAPER: ClassVar[dict[str, Any]] = {"budget": BUDGETS["paper"], "r2_centre": "scenes"}
 
     approximators: tuple[str, ...] = DEFAULT_APPROXIMATORS
     hidden: tuple[int, ...] = (DEFAULT_HIDDEN,)
@@ -177,6 +197,8 @@ class ComplexitySettings(Settings):
     width: int | None = None
     validation_fraction: float = 0.1
     budget: Budget = Field(default_factory=Budget)
+    r2_centre: Literal["scenes", "group"] = "scenes"
+    selection: Literal["validation", "test"] = "validation"
     description_length: bool = True
     probe_seed: int = Field(0, ge=0)
     device: Device = "cpu"
@@ -212,6 +234,15 @@ class ComplexitySettings(Settings):
         return v
 
     @model_validator(mode="after")
+    def _selection(self) -> ComplexitySettings:
+        if self.selection == "test" and self.budget.protocol != "paper":
+            raise ValueError(
+                "selection on test accuracy reproduces the research code's (optimistic) checkpoints and runs "
+                "under the paper protocol only; add --protocol paper (or --parity paper)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _families(self) -> ComplexitySettings:
         try:
             self.families()  # unknown names fail here, not after an hour of fitting
@@ -234,7 +265,7 @@ class ComplexitySettings(Settings):
     def schedule(self) -> Schedule:
         """Adam's schedule (every family under the paper protocol, the MLP under the exact one)."""
         b = self.budget
-        return Schedule(b.epochs, self.lr, b.eval_every, b.patience, standardize=b.standardize)
+        return Schedule(b.epochs, self.lr, b.eval_every, b.patience, standardize=b.standardize, decay=b.decay)
 
     def solver(self) -> Solver:
         """The exact protocol's block solver."""
@@ -329,7 +360,14 @@ def _plan(
             f"fraction {f:g} (seed {seed}) leaves {len(split.train_only)} scene(s) made only of train objects; "
             "at least 2 are needed (one to fit, one to validate): drop that fraction or start the sweep higher"
         )
-    fit, val = carve_validation(split.train_only, settings.validation_fraction, seed, min_count=1)
+    if settings.selection == "test":  # the research code fits every train_only scene, selects on test_only
+        if not len(split.test_only):
+            raise BindscopeError(
+                f"fraction {f:g} (seed {seed}) leaves no test_only scene to select checkpoints on; drop that fraction"
+            )
+        fit, val = split.train_only, np.empty(0, np.int64)
+    else:
+        fit, val = carve_validation(split.train_only, settings.validation_fraction, seed, min_count=1)
     groups = {"train_only": fit, "validation": val, "test_only": split.test_only, "mixed": split.mixed}
     cap = budget.max_eval_scenes
     train = covering_sample(fit, objects, budget.max_train_scenes, _rng(seed, f, 0))
@@ -362,12 +400,19 @@ def stacks(plans: list[Plan], family: Family, width: int, dim: int, layout: Layo
 
 
 # -- scoring -------------------------------------------------------------------------------------------
-def score(pred: np.ndarray, y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet) -> dict[str, float]:
-    """Accuracies of ``pred`` under the frozen probes, and R^2 and MSE against ``y``."""
+def score(
+    pred: np.ndarray,
+    y: np.ndarray,
+    targets: dict[str, np.ndarray],
+    probes: ProbeSet,
+    centre: np.ndarray | None = None,
+) -> dict[str, float]:
+    """Accuracies of ``pred`` under the frozen probes, and R^2 (SST around ``centre``, by default
+    the scored scenes' own mean) and MSE against ``y``."""
     logits = probes.decision_function(pred)
     correct = {n: set_separation_correct(logits[n], t) for n, t in targets.items()}
     out = accuracy_metrics({n: c.mean() for n, c in correct.items()})
-    out["r2"] = r2_score(y, pred)
+    out["r2"] = r2_score(y, pred, centre)
     out["mse"] = float(np.mean((np.asarray(y, np.float64) - pred) ** 2))
     return out
 
@@ -418,6 +463,7 @@ def _family_rows(
     targets: dict[str, np.ndarray],
     probes: ProbeSet,
     description_length: bool,
+    centre: np.ndarray | None = None,
 ) -> list[dict]:
     rows: list[dict] = []
     label, dim = family.label, y.shape[1]
@@ -430,9 +476,8 @@ def _family_rows(
                 if not len(idx):
                     continue
                 pred = preds[j][np.searchsorted(lookup, idx)]
-                rows += _rows(
-                    label, plan, group, checkpoint, score(pred, y[idx], {n: v[idx] for n, v in targets.items()}, probes)
-                )
+                t = {n: v[idx] for n, v in targets.items()}
+                rows += _rows(label, plan, group, checkpoint, score(pred, y[idx], t, probes, centre))
             if description_length and checkpoint == "selected" and len(plan.block):
                 err = preds[j][np.searchsorted(lookup, plan.block)] - y[plan.block]
                 mse = float(np.mean(err.astype(np.float64) ** 2))
@@ -533,6 +578,7 @@ def complexity_sweep(
     plans = plan_sweep(sc, settings)
     data = SceneIndex.of(sc, ys, settings.device)
     rows = reference_rows(plans, ys, targets, probes)
+    centre = ys.astype(np.float64).mean(axis=0) if settings.r2_centre == "scenes" else None
     if settings.description_length:
         rows += baseline_block_rows(plans, ys)
     history, seconds, parameters = [], {}, {}
@@ -546,7 +592,11 @@ def complexity_sweep(
         start = time.perf_counter()
         parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
         for members in family_stacks:
-            fit = _fit(settings, family, layout, data, [plans[i] for i in members], schedule, width)
+            chosen = [plans[i] for i in members]
+            selector = None
+            if settings.selection == "test":
+                selector = test_accuracy_selector(family, layout, data, chosen, targets["object"], probes)
+            fit = _fit(settings, family, layout, data, chosen, schedule, width, selector)
             rows += _family_rows(
                 family,
                 plans,
@@ -558,6 +608,7 @@ def complexity_sweep(
                 targets,
                 probes,
                 settings.description_length,
+                centre,
             )
             unit = "sweep" if exact else "epoch"
             history += [
@@ -571,7 +622,10 @@ def complexity_sweep(
         log.info("%s: %.1f s", family.label, seconds[family.label])
     if settings.device.startswith("cuda"):
         torch.cuda.empty_cache()
-    table = tidy([{**r, "budget": settings.budget.name} for r in rows], EXTRA_COLUMNS)
+    if settings.selection == "test":  # the criterion kept per fit is 1 - test_only object accuracy
+        rows = [{**r, "metric": "best_test_error"} if r["metric"] == "best_val_mse" else r for r in rows]
+    marks = {"budget": settings.budget.name, "selection": SELECTION_MARKS[settings.selection]}
+    table = tidy([{**r, **marks} for r in rows], EXTRA_COLUMNS)
     return ComplexityResult(
         table,
         pd.DataFrame(history, columns=HISTORY_COLUMNS).assign(budget=settings.budget.name),
@@ -589,14 +643,41 @@ def _fit(
     members: list[Plan],
     schedule: Schedule,
     width: int,
+    selector: Selector | None = None,
 ) -> StackFit:
-    """Fit a stack of models by the settings' protocol: ALS for table families under ``exact``, else Adam."""
+    """Fit a stack of models by the settings' protocol: ALS for table families under ``exact``, else
+    Adam; under ``selection="test"`` Adam keeps each model's checkpoint of the highest test_only
+    object accuracy (``selector``)."""
     train = [p.train for p in members]
-    validation = [p.groups["validation"] for p in members]
     seeds = [p.seed for p in members]
     if settings.exact(family):
+        validation = [p.groups["validation"] for p in members]
         return fit_stack_exact(family, layout, data, train, validation, seeds, settings.solver(), width=width)
-    return fit_stack(family, layout, data, train, validation, seeds, schedule, width=width)
+    if selector is None:
+        validation = [p.groups["validation"] for p in members]
+        return fit_stack(family, layout, data, train, validation, seeds, schedule, width=width)
+    test = [p.groups["test_only"] for p in members]
+    return fit_stack(
+        family, layout, data, train, test, seeds, replace(schedule, min_delta=0.0), width=width, select=selector
+    )
+
+
+def test_accuracy_selector(
+    family: Family, layout: Layout, data: SceneIndex, members: list[Plan], targets: np.ndarray, probes: ProbeSet
+) -> Selector:
+    """``1 -`` test_only object accuracy of each model's predictions under the frozen probes (the
+    research code's checkpoint choice: optimistic)."""
+    test = [p.groups["test_only"] for p in members]
+
+    def select(params: Params, models: np.ndarray) -> np.ndarray:
+        preds = predict_stack(family, params, layout, data, [test[m] for m in models])
+        acc = [
+            set_separation_correct(probes.decision_function(pred, ["object"])["object"], targets[test[m]]).mean()
+            for pred, m in zip(preds, models)
+        ]
+        return 1.0 - np.asarray(acc, dtype=np.float64)
+
+    return select
 
 
 def check_probes(probes: ProbeSet, scenes: SceneSet, dim: int) -> None:
@@ -683,6 +764,7 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
         out["description_length_baseline_bits"] = _code_length(table, "mean")
     out["verdict"] = verdict(out["approximators"], settings, unconverged_fits(table))
     out["budget"] = settings.budget.to_dict()
+    out["selection"] = SELECTION_MARKS[settings.selection]
     out["dropped_scenes"] = result.dropped_scenes
     return out
 
