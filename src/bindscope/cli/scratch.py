@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -23,16 +24,99 @@ from bindscope.cli.common import (
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="A built-in config (cpu-small, paper) or a YAML file.")]
 
 
+class Init(str, Enum):
+    """Encoder initialisation: bindscope's or the research code's (``init``)."""
+
+    bindscope = "bindscope"
+    xavier = "xavier"
+
+
+class Queries(str, Enum):
+    """Training queries per batch (``queries``)."""
+
+    all = "all"
+    sampled = "sampled"
+
+
+# research-code parity switches (docs/method.md §10); unset: the config's value
+FinalNormOpt = Annotated[
+    Optional[bool],
+    typer.Option("--final-norm/--no-final-norm", help="A LayerNorm after the last block (the research code: none)."),
+]
+InitOpt = Annotated[
+    Optional[Init],
+    typer.Option(help="bindscope: N(0, 0.02^2) token embeddings, PyTorch defaults; xavier: the research code's."),
+]
+QueriesOpt = Annotated[
+    Optional[Queries],
+    typer.Option(
+        help="all: every concept value and present object plus the swaps; sampled: the research code's per-batch "
+        "sample (present values, at most 64 present objects plus the swaps, scenes without a positive left out)."
+    ),
+]
+BatchEvalOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--batch-eval/--no-batch-eval",
+        help="Also report the research code's batch-query evaluation (<split>_batch_object_acc ...).",
+    ),
+]
+HeldoutNegativesOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--heldout-negatives/--no-heldout-negatives",
+        help="Reproduce the research code's leak: held-out objects may be trained on as swap negatives "
+        "(off in every built-in config; only to measure the leak).",
+    ),
+]
+
+
+def parity_overrides(
+    final_norm: bool | None, init: Init | None, queries: Queries | None, batch_eval: bool | None, heldout: bool | None
+) -> dict[str, Any]:
+    """The research-code parity switches the user gave, as config overrides (None: the config's)."""
+    return {
+        "final_norm": final_norm,
+        "init": init.value if init else None,
+        "queries": queries.value if queries else None,
+        "batch_eval": batch_eval,
+        "heldout_negatives": heldout,
+    }
+
+
+def _setting(value: Any) -> str:
+    """A config value for the configs table."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
 @scratch_app.command("configs")
 def scratch_configs() -> None:
     """List the built-in training configs and their settings."""
     from bindscope.scratch.config import BUILTIN, load_config
 
-    keys = ("max_objects", "d_model", "layers", "heads", "ff", "d_out", "steps", "batch_size", "lr", "fraction")
+    keys = (
+        "max_objects",
+        "d_model",
+        "layers",
+        "heads",
+        "ff",
+        "d_out",
+        "steps",
+        "batch_size",
+        "lr",
+        "fraction",
+        "final_norm",
+        "init",
+        "queries",
+        "batch_eval",
+        "heldout_negatives",
+    )
     rows: list[tuple[str, ...]] = [("config", "objects", *keys)]
     for name in BUILTIN:
         cfg = load_config(name)
-        rows.append((name, f"{cfg.preset().space.num_objects}", *(f"{getattr(cfg, k):g}" for k in keys)))
+        rows.append((name, f"{cfg.preset().space.num_objects}", *(_setting(getattr(cfg, k)) for k in keys)))
     print_table(rows)
 
 
@@ -49,6 +133,11 @@ def scratch_train(
     ] = None,
     steps: Annotated[Optional[int], typer.Option(help="Training steps; default: the config's.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Scenes per step; default: the config's.")] = None,
+    final_norm: FinalNormOpt = None,
+    init: InitOpt = None,
+    queries: QueriesOpt = None,
+    batch_eval: BatchEvalOpt = None,
+    heldout_negatives: HeldoutNegativesOpt = None,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
@@ -57,7 +146,14 @@ def scratch_train(
     from bindscope.scratch.config import load_config
     from bindscope.scratch.train import train_model
 
-    cfg = load_config(config, fraction=fraction, seed=seed, steps=steps, batch_size=batch_size)
+    cfg = load_config(
+        config,
+        fraction=fraction,
+        seed=seed,
+        steps=steps,
+        batch_size=batch_size,
+        **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives),
+    )
     result = train_model(cfg, out, device=device, overwrite=overwrite, progress=not quiet)
     s = result.summary
     if result.status == "existing":
@@ -67,16 +163,29 @@ def scratch_train(
         f"config {s['config']}, fraction {s['fraction']:g} ({s['objects']['fit']} objects trained on, "
         f"{s['objects']['validation']} validation, {s['objects']['test']} held out), seed {s['seed']}"
     )
-    rows = [("objects", "object acc %", "concept acc %")]
-    for split, label in (("train", "trained on"), ("validation", "validation"), ("test", "held out")):
-        if f"{split}_object_acc" in sel:
-            rows.append((label, f"{100 * sel[f'{split}_object_acc']:.1f}", f"{100 * sel[f'{split}_concept_acc']:.1f}"))
-    print_table(rows)
+    print_table(accuracy_rows(sel))
     typer.echo(
         f"selected step {s['selected_step']} ({s['selected_on']}); chance {100 * s['chance_test_object_acc']:.2f} %; "
         f"{s['steps']:,} steps in {s['seconds']:.0f} s"
     )
     typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out}")
+
+
+def accuracy_rows(selected: dict[str, float]) -> list[tuple[str, ...]]:
+    """The train command's table: strict accuracies per split, then the batch-query ones where reported."""
+    batch = any(k.endswith("_batch_object_acc") for k in selected)
+    header = ("objects", "object acc %", "concept acc %")
+    rows = [header + (("batch-query object acc %", "batch-query concept acc %") if batch else ())]
+    for split, label in (("train", "trained on"), ("validation", "validation"), ("test", "held out")):
+        if f"{split}_object_acc" not in selected:
+            continue
+        keys = ["object_acc", "concept_acc"] + (["batch_object_acc", "batch_concept_acc"] if batch else [])
+        rows.append((label, *(_percent(selected.get(f"{split}_{k}")) for k in keys)))
+    return rows
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
 
 
 @scratch_app.command("sweep")
@@ -86,6 +195,11 @@ def scratch_sweep(
     fractions: Annotated[str, typer.Option(help="Train fractions (coverage), comma-separated.")] = "0.2,0.4,0.6,0.8",
     seeds: SeedsOpt = None,
     steps: Annotated[Optional[int], typer.Option(help="Training steps per run; default: the config's.")] = None,
+    final_norm: FinalNormOpt = None,
+    init: InitOpt = None,
+    queries: QueriesOpt = None,
+    batch_eval: BatchEvalOpt = None,
+    heldout_negatives: HeldoutNegativesOpt = None,
     workers: Annotated[
         int, typer.Option(help="Runs trained at once in worker processes (the CPU threads are split between them).")
     ] = 1,
@@ -97,7 +211,7 @@ def scratch_sweep(
     from bindscope.scratch.config import load_config
     from bindscope.scratch.sweep import SweepSettings, sweep
 
-    cfg = load_config(config, steps=steps)
+    cfg = load_config(config, steps=steps, **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives))
     settings = SweepSettings(fractions=parse_fractions(fractions) or (), **given(seeds=parse_seeds(seeds)))
     s = sweep(
         cfg,
@@ -109,20 +223,23 @@ def scratch_sweep(
         progress=not quiet and workers == 1,
         say=typer.echo,
     )
-    rows = [("fraction", "held-out object acc %", "std", "min", "max", "trained-on object acc %")]
+    batch = any("test_batch_object_acc" in entry for entry in s["per_fraction"].values())
+    rows = [
+        ("fraction", "held-out object acc %", "std", "min", "max", "trained-on object acc %")
+        + (("batch-query held-out object acc %",) if batch else ())
+    ]
     for f, entry in s["per_fraction"].items():
         h, t = entry["test_object_acc"], entry["train_object_acc"]
         std = "-" if h["std"] is None else f"{100 * h['std']:.1f}"
-        rows.append(
-            (
-                f,
-                f"{100 * h['mean']:.1f}",
-                std,
-                f"{100 * h['min']:.1f}",
-                f"{100 * h['max']:.1f}",
-                f"{100 * t['mean']:.1f}",
-            )
+        row = (
+            f,
+            f"{100 * h['mean']:.1f}",
+            std,
+            f"{100 * h['min']:.1f}",
+            f"{100 * h['max']:.1f}",
+            f"{100 * t['mean']:.1f}",
         )
+        rows.append(row + ((_percent(entry.get("test_batch_object_acc", {}).get("mean")),) if batch else ()))
     print_table(rows)
     typer.echo(f"chance {100 * s['chance_object_acc']:.2f} %")
     typer.echo(f"\nseeds {', '.join(map(str, s['seeds']))}; wrote {out}")

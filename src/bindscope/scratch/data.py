@@ -9,9 +9,12 @@ A training batch draws, per scene, 1..Kmax objects uniformly (with replacement) 
 objects, and one binding-swap query per multi-object scene: an object of the scene with one
 concept value copied from another object of the scene. Swaps that would make a disallowed
 (held-out) object are never drawn, so held-out objects appear nowhere in training, neither as
-positives nor as negatives. Labels are set membership, so a swap that coincides with an object of
-its scene is a positive. Every batch is a pure function of ``(seed, step)``: resuming needs no
-sampler state, and the same batch comes out on every device.
+positives nor as negatives (``swap_allowed`` widens this, for the research code's leak and its
+evaluation). Labels are set membership, so a swap that coincides with an object of its scene is a
+positive. The queries are every concept value and every present object plus the swaps
+(``queries="all"``), or, as in the research code, the present concept values and a random subset
+of the present objects plus the swaps (``queries="sampled"``). Every batch is a pure function of
+``(seed, step)``: resuming needs no sampler state, and the same batch comes out on every device.
 """
 
 from __future__ import annotations
@@ -126,10 +129,13 @@ class Batch:
 
     scenes : ``[B, Kmax, C]`` values (-1 rows after the present objects)
     scene_ids : ``[B, Kmax]`` object ids (-1 where absent)
-    query_ids : ``[Q]`` the object queries: every object present plus the swaps, unique, sorted
+    query_ids : ``[Q]`` the object queries: the present objects (all, or a sampled subset) plus the
+        swaps, unique, sorted
     object_labels : ``[B, Q]`` 1 where the query object is in the scene
-    concept_labels : ``[B, sum V]`` 1 where the concept value is in the scene
+    concept_labels : ``[B, Qc]`` 1 where the query's concept value is in the scene
     swap_ids : ``[B]`` the binding-swap object of each scene (-1: none)
+    concept_ids : ``[Qc]`` the concept-value queries as value tokens, sorted: every value
+        (``queries="all"``) or the sampled present ones
     """
 
     scenes: torch.Tensor
@@ -138,11 +144,16 @@ class Batch:
     object_labels: torch.Tensor
     concept_labels: torch.Tensor
     swap_ids: torch.Tensor
+    concept_ids: torch.Tensor
 
 
-def step_generator(seed: int, step: int) -> torch.Generator:
-    """The generator of batch ``step`` of run ``seed`` (independent streams, no carried state)."""
-    state = np.random.SeedSequence([int(seed), 0x5C7A7C, int(step)]).generate_state(2, dtype=np.uint32)
+def step_generator(seed: int, step: int, *stream: int) -> torch.Generator:
+    """The generator of batch ``step`` of run ``seed`` (independent streams, no carried state).
+
+    ``stream`` names another family of batches (e.g. evaluation batches); none: the training batches.
+    """
+    entropy = [int(seed), 0x5C7A7C, int(step), *(int(s) for s in stream)]
+    state = np.random.SeedSequence(entropy).generate_state(2, dtype=np.uint32)
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
@@ -153,48 +164,103 @@ class SceneSampler:
     ----------
     space : ConceptSpace
     allowed : array of object ids
-        The only objects that may appear, as scene objects or as swap queries.
+        The only objects that may appear in scenes (and, by default, as swap queries).
     max_objects : int
         Scenes hold 1..max_objects objects, uniformly.
+    swap_allowed : array of object ids, optional
+        The objects a binding swap may produce; default ``allowed``. All objects reproduce the
+        research code's held-out negatives (a leak in training; its evaluation batches do the same).
+    queries : "all" or "sampled"
+        Every concept value and every present object plus the swaps, or the research code's
+        per-batch sample (:meth:`sampled_queries`).
+    max_object_queries, max_concept_queries : int
+        The sample's caps on present objects and present concept values (``queries="sampled"``).
     """
 
-    def __init__(self, space: ConceptSpace, allowed: np.ndarray, max_objects: int) -> None:
-        allowed = np.unique(np.asarray(allowed, dtype=np.int64))
-        if len(allowed) == 0:
-            raise BindscopeError("the sampler needs at least one allowed object; raise the train fraction")
-        if allowed[0] < 0 or allowed[-1] >= space.num_objects:
-            raise BindscopeError(f"allowed object ids must lie in [0, {space.num_objects})")
+    def __init__(
+        self,
+        space: ConceptSpace,
+        allowed: np.ndarray,
+        max_objects: int,
+        *,
+        swap_allowed: np.ndarray | None = None,
+        queries: str = "all",
+        max_object_queries: int = 64,
+        max_concept_queries: int = 64,
+    ) -> None:
+        if queries not in ("all", "sampled"):
+            raise BindscopeError(f"queries must be 'all' or 'sampled', got {queries!r}")
+        if min(max_object_queries, max_concept_queries) < 1:
+            raise BindscopeError("max_object_queries and max_concept_queries must be at least 1")
         self.space = space
         self.max_objects = int(max_objects)
-        self.pool = torch.from_numpy(allowed)
-        self.is_allowed = torch.zeros(space.num_objects, dtype=torch.bool)
-        self.is_allowed[self.pool] = True
+        self.pool = torch.from_numpy(_object_ids(space, allowed, "allowed"))
+        swaps = self.pool.numpy() if swap_allowed is None else _object_ids(space, swap_allowed, "swap_allowed")
+        self.is_allowed = torch.zeros(space.num_objects, dtype=torch.bool)  # objects a swap may produce
+        self.is_allowed[torch.from_numpy(swaps)] = True
+        self.queries = queries
+        self.max_object_queries = int(max_object_queries)
+        self.max_concept_queries = int(max_concept_queries)
         self.values = torch.from_numpy(space.all_objects().astype(np.int64))  # [U, C]
         self.offsets = value_offsets(space.sizes)
         sizes = np.asarray(space.sizes, dtype=np.int64)
         self.strides = torch.from_numpy(np.concatenate([[1], np.cumprod(sizes)[:-1]]))
+        lex = np.concatenate([np.cumprod(sizes[::-1])[::-1][1:], [1]])  # first concept most significant
+        self.lex_order = torch.from_numpy(self.values.numpy() @ lex)  # rank of each object by its value tuple
         k, c = self.max_objects, space.num_concepts
         i, j, cc = torch.meshgrid(torch.arange(k), torch.arange(k), torch.arange(c), indexing="ij")
         keep = (i != j).reshape(-1)
         self._cand = (i.reshape(-1)[keep], j.reshape(-1)[keep], cc.reshape(-1)[keep])  # swap candidates
 
-    def sample(self, batch_size: int, seed: int, step: int) -> Batch:
-        """Batch ``step`` of the run seeded ``seed``."""
-        g = step_generator(seed, step)
+    def sample(self, batch_size: int, seed: int, step: int, *stream: int) -> Batch:
+        """Batch ``step`` of the run seeded ``seed`` (of the batch family ``stream``, default training)."""
+        return self.draw(batch_size, step_generator(seed, step, *stream))
+
+    def draw(self, batch_size: int, g: torch.Generator) -> Batch:
+        """A batch drawn with the generator ``g``."""
         b, k = int(batch_size), self.max_objects
         n = torch.randint(1, k + 1, (b,), generator=g)
         ids = self.pool[torch.randint(len(self.pool), (b, k), generator=g)]
         ids = torch.where(torch.arange(k)[None] < n[:, None], ids, torch.full_like(ids, NO_OBJECT))
         swap = self._swaps(ids, n, g)
         values = torch.where(ids[..., None] >= 0, self.values[ids.clamp(min=0)], torch.full((1,), NO_OBJECT))
-        present = ids >= 0
-        queries = torch.unique(torch.cat([ids[present], swap[swap >= 0]]))
-        column = torch.empty(self.space.num_objects, dtype=torch.long)
-        column[queries] = torch.arange(len(queries))
-        object_labels = torch.zeros(b, len(queries) + 1)  # the last column collects absent slots
-        slots = torch.where(present, column[ids.clamp(min=0)], torch.full_like(ids, len(queries)))
-        object_labels.scatter_(1, slots, 1.0)
-        return Batch(values, ids, queries, object_labels[:, :-1], self.concept_labels(values), swap)
+        concept_labels = self.concept_labels(values)
+        if self.queries == "all":
+            concept_ids = torch.arange(concept_labels.shape[1])
+            queries = torch.unique(torch.cat([ids[ids >= 0], swap[swap >= 0]]))
+        else:
+            concept_ids, queries = self.sampled_queries(ids, swap, g)
+        object_labels = membership(ids, queries, self.space.num_objects)
+        return Batch(
+            scenes=values,
+            scene_ids=ids,
+            query_ids=queries,
+            object_labels=object_labels,
+            concept_labels=concept_labels[:, concept_ids],
+            swap_ids=swap,
+            concept_ids=concept_ids,
+        )
+
+    def sampled_queries(
+        self, ids: torch.Tensor, swaps: torch.Tensor, g: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The research code's per-batch queries: ``(concept value tokens, object ids)``, both sorted.
+
+        Concept values: a random ``max_concept_queries`` of the values present in the batch (all of
+        them when fewer). Objects: the present objects (a random ``max_object_queries`` of them when
+        more) plus the swaps. The draws follow the research code's order (a permutation of the present
+        values in token order, then, only when over the cap, one of the present objects in
+        value-tuple order), so under one generator state both pick the same queries.
+        """
+        present = ids[ids >= 0]
+        values = self.values[present] + self.offsets
+        tokens = torch.unique(values)
+        tokens = tokens[torch.randperm(len(tokens), generator=g)[: self.max_concept_queries]]
+        objects = torch.unique(present)
+        objects = objects[torch.argsort(self.lex_order[objects])]
+        if len(objects) > self.max_object_queries:
+            objects = objects[torch.randperm(len(objects), generator=g)[: self.max_object_queries]]
+        return torch.sort(tokens).values, torch.unique(torch.cat([objects, swaps[swaps >= 0]]))
 
     def _swaps(self, ids: torch.Tensor, n: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         """One allowed binding swap per multi-object scene (-1 where none exists)."""
@@ -218,6 +284,26 @@ class SceneSampler:
         flat = torch.where(values >= 0, tokens, torch.full_like(tokens, out.shape[1] - 1)).reshape(b, -1)
         out.scatter_(1, flat, 1.0)
         return out[:, :-1]
+
+
+def membership(ids: torch.Tensor, queries: torch.Tensor, num_objects: int) -> torch.Tensor:
+    """``[B, Q]``: 1 where query object ``queries[q]`` is among scene ``b``'s objects ``ids[b]`` (-1: none)."""
+    column = torch.full((num_objects,), len(queries), dtype=torch.long)  # objects that are no query: a spare column
+    column[queries] = torch.arange(len(queries))
+    labels = torch.zeros(len(ids), len(queries) + 1)
+    slots = torch.where(ids >= 0, column[ids.clamp(min=0)], torch.full_like(ids, len(queries)))
+    labels.scatter_(1, slots, 1.0)
+    return labels[:, :-1]
+
+
+def _object_ids(space: ConceptSpace, ids: np.ndarray, name: str) -> np.ndarray:
+    """Sorted unique object ids, checked to be non-empty and in range."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    if len(ids) == 0:
+        raise BindscopeError(f"the sampler needs at least one {name} object; raise the train fraction")
+    if ids[0] < 0 or ids[-1] >= space.num_objects:
+        raise BindscopeError(f"{name} object ids must lie in [0, {space.num_objects})")
+    return ids
 
 
 def fixed_scenes(

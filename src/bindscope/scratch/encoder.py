@@ -4,7 +4,7 @@ A scratch model reads scenes as token sequences, not free text, so it embeds the
 dataset whose concept space is the model's (the same concepts and values, in order; ``bindscope
 scratch export`` builds one). Its modality is ``text``: the symbolic description of a scene. The
 final embedding is the scene encoder's output; ``--layer L`` is the EOS hidden state after
-block L (0 = token + position embedding), before the final LayerNorm and the head.
+block L (0 = token + position embedding), before the final LayerNorm (if the config has one) and the head.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 The probes of a controlled model are its query encoder's L2-normalised embeddings: one per
 concept value and one per object. A scene is scored by cosine against them, and set separation
 (docs/method.md §3) decides whether it is correct.
+
+The research code's batch-query evaluation (``batch_eval``) is reported next to it: fresh batches
+of 1..Kmax objects, each scene scored only against the queries sampled for its batch
+(:func:`batch_query_evaluation`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import torch
 from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.scratch.config import ScratchConfig
-from bindscope.scratch.data import fixed_scenes
+from bindscope.scratch.data import Batch, SceneSampler, fixed_scenes
 from bindscope.scratch.model import DualEncoder
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import fraction_count, object_order
@@ -123,6 +127,108 @@ def evaluate(model: DualEncoder, space: ConceptSpace, sets: dict[str, np.ndarray
         for name, values in sets.items():
             acc = accuracies(scene_embeddings(model, values, device), probes, SceneSet(space, values))
             out.update({f"{name}_{k}": v for k, v in acc.items()})
+        return out
+    finally:
+        model.train(was_training)
+
+
+# -- the research code's batch-query evaluation ---------------------------------------------------------
+#: A batch family per split, so each split's evaluation batches are their own seeded stream.
+BATCH_EVAL_STREAMS = {"test": 1, "validation": 2, "train": 3}
+
+
+def batch_eval_samplers(config: ScratchConfig, space: ConceptSpace, roles: ObjectRoles) -> dict[str, SceneSampler]:
+    """Samplers of the batch-query evaluation: scenes of held-out (``test``), ``validation`` or fit
+    (``train``) objects, the research code's sampled queries, and swaps that may be any object (the
+    research code's evaluation queries may be any object; that is no leak in an evaluation)."""
+    pools = {"test": roles.test, "validation": roles.validation, "train": roles.fit}
+    every = np.arange(space.num_objects)
+    return {
+        name: SceneSampler(
+            space,
+            pool,
+            config.max_objects,
+            swap_allowed=every,
+            queries="sampled",
+            max_object_queries=config.max_object_queries,
+            max_concept_queries=config.max_concept_queries,
+        )
+        for name, pool in pools.items()
+        if len(pool)
+    }
+
+
+def batch_correct(scores: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Set separation of the scenes with at least one positive: ``(correct of those scenes, which they are)``.
+
+    As the research code scores a batch: a scene is correct when its lowest positive score beats its
+    highest negative one (a scene without negatives is correct); scenes without a positive are left out.
+    """
+    active = labels.sum(1) > 0
+    ok = set_separation_correct(scores[active], labels[active])
+    return torch.from_numpy(np.asarray(ok, dtype=bool)), active
+
+
+@torch.no_grad()
+def batch_scores(model: DualEncoder, sampler: SceneSampler, batch: Batch, device: str) -> dict[str, torch.Tensor]:
+    """``{"concept": [B, Qc], "object": [B, Q]}``: every scene of ``batch`` scored against its batch's queries."""
+    vocab = model.vocab
+    scenes = vocab.scene_tokens(batch.scenes).to(device)
+    concepts = vocab.concept_queries()[batch.concept_ids].to(device)
+    objects = vocab.object_queries(sampler.values[batch.query_ids]).to(device)
+    scores = model.scores(scenes, torch.cat([concepts, objects])).float().cpu()
+    return {"concept": scores[:, : len(concepts)], "object": scores[:, len(concepts) :]}
+
+
+class BatchTally:
+    """Accuracies over evaluation batches as the research code sums them: the overall accuracy is the mean
+    of the per-batch accuracies (0 for a batch without a scored scene), the accuracy per object count
+    pools the scenes of every batch."""
+
+    def __init__(self) -> None:
+        self.batch_means: list[float] = []
+        self.by_count: dict[int, list[int]] = {}  # objects in the scene -> [correct, scenes]
+
+    def add(self, correct: torch.Tensor, counts: torch.Tensor) -> None:
+        """One batch: ``correct`` and ``counts`` (objects per scene) of its scored scenes."""
+        self.batch_means.append(float(correct.float().mean()) if len(correct) else 0.0)
+        for k in torch.unique(counts).tolist():
+            at = counts == k
+            tally = self.by_count.setdefault(int(k), [0, 0])
+            tally[0] += int(correct[at].sum())
+            tally[1] += int(at.sum())
+
+    def result(self, name: str) -> dict[str, float]:
+        """``{name: mean over batches, f"{name}_n{k}": pooled accuracy of k-object scenes}``."""
+        out = {name: float(np.mean(self.batch_means))}
+        out.update({f"{name}_n{k}": c / n for k, (c, n) in sorted(self.by_count.items())})
+        return out
+
+
+def batch_query_evaluation(
+    model: DualEncoder, samplers: dict[str, SceneSampler], config: ScratchConfig, step: int, device: str
+) -> dict[str, float]:
+    """The research code's evaluation at ``step``: ``{<split>_batch_<task>_acc[_n<k>]: value}``.
+
+    Per split, ``batch_eval_batches`` fresh batches of ``batch_size`` scenes (a pure function of the
+    seed, the step and the batch index) are scored against their own sampled queries, for the object
+    task and the concept task (a scene's positives: its objects, or its concept values).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        out: dict[str, float] = {}
+        for name, sampler in samplers.items():
+            tallies = {"object": BatchTally(), "concept": BatchTally()}
+            for index in range(config.batch_eval_batches):
+                batch = sampler.sample(config.batch_size, config.seed, step, BATCH_EVAL_STREAMS[name], index)
+                counts = (batch.scene_ids >= 0).sum(1)
+                labels = {"object": batch.object_labels, "concept": batch.concept_labels}
+                for task, scores in batch_scores(model, sampler, batch, device).items():
+                    correct, active = batch_correct(scores, labels[task])
+                    tallies[task].add(correct, counts[active])
+            for task, tally in tallies.items():
+                out.update({f"{name}_{k}": v for k, v in tally.result(f"batch_{task}_acc").items()})
         return out
     finally:
         model.train(was_training)

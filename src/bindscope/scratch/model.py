@@ -1,7 +1,8 @@
 """The controlled model of docs/method.md §9: a scene encoder and a query encoder of the same shape.
 
 Each encoder: token embedding, sinusoidal positions, a pre-LN transformer encoder (GELU, no
-dropout) with a final LayerNorm, the hidden state at the EOS token, a linear head to ``d_out``.
+dropout) with a final LayerNorm (``final_norm``), the hidden state at the EOS token, a linear head
+to ``d_out``. ``init`` chooses bindscope's initialisation or the research code's xavier one.
 Scores are ``min(exp(tau), max_logit_scale) * cos(z_scene, w_query)`` with a learnable ``tau``.
 """
 
@@ -35,33 +36,42 @@ class SequenceEncoder(nn.Module):
         super().__init__()
         self.vocab = vocab
         self.embed = nn.Embedding(vocab.size, config.d_model)
-        nn.init.normal_(self.embed.weight, std=config.embedding_std)  # small: attention starts positional
+        if config.init == "bindscope":
+            nn.init.normal_(self.embed.weight, std=config.embedding_std)  # small: attention starts positional
         length = max(vocab.scene_length, vocab.query_length)
         self.register_buffer("positions", sinusoidal_positions(length, config.d_model), persistent=False)
         layer = nn.TransformerEncoderLayer(
             config.d_model, config.heads, config.ff, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
         )
-        self.blocks = nn.TransformerEncoder(
-            layer, config.layers, norm=nn.LayerNorm(config.d_model), enable_nested_tensor=False
-        )
+        norm = nn.LayerNorm(config.d_model) if config.final_norm else None
+        self.blocks = nn.TransformerEncoder(layer, config.layers, norm=norm, enable_nested_tensor=False)
         self.head = nn.Linear(config.d_model, config.d_out)
+        if config.init == "xavier":
+            xavier_init(self)
 
     def hidden(self, tokens: torch.Tensor, layer: int | None = None) -> torch.Tensor:
-        """``[B, T]`` tokens -> ``[B, d_model]``: the EOS state after ``layer`` blocks (None: all, normed)."""
+        """``[B, T]`` tokens -> ``[B, d_model]``: the EOS state after ``layer`` blocks (None: all, then the
+        final LayerNorm if there is one)."""
         x = self.embed(tokens) + self.positions[: tokens.shape[1]]
         padding = tokens == self.vocab.pad
         stop = len(self.blocks.layers) if layer is None else layer
         for block in self.blocks.layers[:stop]:
             x = block(x, src_key_padding_mask=padding)
-        if layer is None:
-            norm = self.blocks.norm
-            assert norm is not None, "the encoder is built with a final LayerNorm"
-            x = norm(x)
+        if layer is None and self.blocks.norm is not None:
+            x = self.blocks.norm(x)
         eos = (tokens == self.vocab.eos).float().argmax(1)
         return x[torch.arange(len(tokens), device=tokens.device), eos]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.head(self.hidden(tokens))
+
+
+def xavier_init(module: nn.Module) -> None:
+    """The research code's initialisation: ``xavier_uniform_`` on every parameter with two or more
+    dimensions, in parameter order; 1-D parameters (biases, LayerNorm) keep what they have."""
+    for p in module.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
 
 
 class DualEncoder(nn.Module):
@@ -89,3 +99,12 @@ def soft_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     """Mean over scenes of the cross-entropy against ``labels / labels.sum(1)``."""
     target = labels / labels.sum(1, keepdim=True)
     return -(target * torch.log_softmax(logits, dim=1)).sum(1).mean()
+
+
+def active_soft_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """:func:`soft_cross_entropy` over the scenes with at least one positive label only (0 if none has one):
+    with sampled queries a scene may have none, and the research code leaves such scenes out."""
+    active = labels.sum(1) > 0
+    if not bool(active.any()):
+        return logits.new_zeros(())
+    return soft_cross_entropy(logits[active], labels[active])

@@ -4,8 +4,9 @@
 in the common format (:mod:`bindscope.analyses.results`, analysis ``scratch-sweep``)::
 
     OUT/summary.json     the common header, then per fraction: mean, std, n, min, max of
-                         held-out-object accuracy (and concept and in-distribution accuracy) over
-                         seeds, at each run's selected step
+                         held-out-object accuracy (and concept and in-distribution accuracy, and
+                         the batch-query accuracies of configs with ``batch_eval``) over seeds, at
+                         each run's selected step
     OUT/results.parquet  tidy rows: the key columns (variant "model" or "chance", group = the
                          objects scored: test, validation, train) plus fraction, coverage, selected_step
     OUT/results.csv
@@ -49,6 +50,8 @@ from bindscope.space.splits import DEFAULT_SEEDS, check_fraction
 ANALYSIS = "scratch-sweep"
 EXTRA_COLUMNS = ("fraction", "coverage", "selected_step")
 SPLITS = {"test": "held-out objects", "validation": "validation objects", "train": "training objects"}
+#: Metrics summarised per fraction (the batch-query ones exist only for configs with ``batch_eval``).
+SUMMARY_METRICS = ("object_acc", "concept_acc", "batch_object_acc", "batch_concept_acc")
 
 
 def run_name(fraction: float, seed: int) -> str:
@@ -225,14 +228,15 @@ def _spread(values: pd.Series) -> dict[str, Any]:
 
 
 def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[float]) -> dict:
-    """Mean and spread over seeds of every split's object and concept accuracy, per fraction."""
+    """Mean and spread over seeds of every split's object and concept accuracy (strict, and batch-query
+    where reported), per fraction."""
     per = {}
     models = table[table.variant == "model"]
     for fraction in fractions:
         at = models[models.fraction == fraction]
         entry: dict[str, Any] = {}
         for split in SPLITS:
-            for metric in ("object_acc", "concept_acc"):
+            for metric in SUMMARY_METRICS:
                 values = at[(at.group == split) & (at.metric == metric)]["value"]
                 if len(values):
                     entry[f"{split}_{metric}"] = _spread(values)

@@ -1,10 +1,12 @@
 """Training a controlled model (docs/method.md §9): resumable, seeded, selected on validation.
 
 Each step draws a fresh batch from the fit objects (:class:`SceneSampler`), scores every scene
-against every concept value and every object query of the batch, and minimises the soft
-cross-entropy of both tasks with AdamW (warm-up, then linear decay to zero). Every
-``eval_every`` steps the model is scored on fixed scenes of test, validation and train objects;
-the weights with the best validation object accuracy are kept (never selected on test).
+against the batch's concept and object queries (every concept value and every present object plus
+the swaps, or the research code's sample: ``queries``), and minimises the soft cross-entropy of
+both tasks with AdamW (warm-up, then linear decay to zero). Every ``eval_every`` steps the model
+is scored on fixed scenes of test, validation and train objects (and, with ``batch_eval``, by the
+research code's batch-query evaluation too); the weights with the best validation object accuracy
+of the fixed scenes are kept (never selected on test).
 Checkpoints every ``checkpoint_every`` steps make an interrupted run continue exactly: the
 result equals an uninterrupted run's.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from pydantic import ValidationError
@@ -45,9 +48,16 @@ from bindscope.scratch.checkpoint import (
 )
 from bindscope.scratch.config import ScratchConfig, warmup_steps
 from bindscope.scratch.data import SceneSampler, Vocabulary
-from bindscope.scratch.evaluate import ObjectRoles, evaluate, evaluation_scenes, object_roles
-from bindscope.scratch.model import DualEncoder, soft_cross_entropy
-from bindscope.space.concepts import SceneSet
+from bindscope.scratch.evaluate import (
+    ObjectRoles,
+    batch_eval_samplers,
+    batch_query_evaluation,
+    evaluate,
+    evaluation_scenes,
+    object_roles,
+)
+from bindscope.scratch.model import DualEncoder, active_soft_cross_entropy, soft_cross_entropy
+from bindscope.space.concepts import ConceptSpace, SceneSet
 
 log = logging.getLogger(__name__)
 LOG_EVERY = 25
@@ -67,6 +77,20 @@ def build_model(config: ScratchConfig, vocab: Vocabulary, seed: int | None = Non
     """A freshly initialised model, its weights drawn from ``seed`` (default: the config's)."""
     with seeded_init(config.seed if seed is None else seed):
         return DualEncoder(vocab, config)
+
+
+def training_sampler(config: ScratchConfig, space: ConceptSpace, roles: ObjectRoles) -> SceneSampler:
+    """The sampler of training batches: scenes of fit objects, queries as ``config.queries`` says, swaps
+    among the fit objects (any object with ``heldout_negatives``, the research code's leak)."""
+    return SceneSampler(
+        space,
+        roles.fit,
+        config.max_objects,
+        swap_allowed=np.arange(space.num_objects) if config.heldout_negatives else None,
+        queries=config.queries,
+        max_object_queries=config.max_object_queries,
+        max_concept_queries=config.max_concept_queries,
+    )
 
 
 def learning_rate(config: ScratchConfig, step: int) -> float:
@@ -96,8 +120,9 @@ class Trainer:
         self.space = self.preset.space
         self.vocab = Vocabulary.for_space(self.space, config.max_objects)
         self.roles = object_roles(config, self.space)
-        self.sampler = SceneSampler(self.space, self.roles.fit, config.max_objects)
+        self.sampler = training_sampler(config, self.space, self.roles)
         self.sets = evaluation_scenes(config, self.space, self.roles)
+        self.batch_samplers = batch_eval_samplers(config, self.space, self.roles) if config.batch_eval else {}
         self.model = build_model(config, self.vocab).to(device)
         self.optimizer = make_optimizer(self.model, config)
         self.concept_queries = self.vocab.concept_queries().to(device)
@@ -117,11 +142,12 @@ class Trainer:
             group["lr"] = learning_rate(cfg, self.step)
         scenes = self.vocab.scene_tokens(batch.scenes).to(self.device)
         objects = self.vocab.object_queries(self.sampler.values[batch.query_ids]).to(self.device)
-        queries = torch.cat([self.concept_queries, objects])
-        scores = self.model.scores(scenes, queries)
-        n_values = len(self.concept_queries)
-        concept_loss = soft_cross_entropy(scores[:, :n_values], batch.concept_labels.to(self.device))
-        object_loss = soft_cross_entropy(scores[:, n_values:], batch.object_labels.to(self.device))
+        concepts = self.concept_queries[batch.concept_ids.to(self.device)]
+        scores = self.model.scores(scenes, torch.cat([concepts, objects]))
+        n_values = len(concepts)
+        task_loss = soft_cross_entropy if cfg.queries == "all" else active_soft_cross_entropy
+        concept_loss = task_loss(scores[:, :n_values], batch.concept_labels.to(self.device))
+        object_loss = task_loss(scores[:, n_values:], batch.object_labels.to(self.device))
         loss = concept_loss + object_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -148,6 +174,8 @@ class Trainer:
     def evaluate_now(self) -> dict[str, float]:
         """Score the current weights, log the numbers and keep them if validation improved."""
         metrics = evaluate(self.model, self.space, self.sets, self.device)
+        if self.batch_samplers:
+            metrics.update(batch_query_evaluation(self.model, self.batch_samplers, self.config, self.step, self.device))
         for key, value in metrics.items():
             split, metric = key.split("_", 1)
             self.eval_rows.append({"step": self.step, "split": split, "metric": metric, "value": value})
@@ -255,7 +283,7 @@ def _prepare_work(work: Path, config: ScratchConfig, overwrite: bool) -> Path | 
     if work.exists() and (overwrite or not record.is_file()):
         shutil.rmtree(work)
     if record.is_file():
-        recorded = read_json(record, "unfinished training record").get("config")
+        recorded = _normalised(read_json(record, "unfinished training record").get("config"))
         if recorded != config.to_dict():
             changed = sorted(k for k in config.to_dict() if (recorded or {}).get(k) != config.to_dict()[k])
             raise BindscopeError(
@@ -273,9 +301,18 @@ def _finished(out: Path, config: ScratchConfig, overwrite: bool) -> dict | None:
     if overwrite or not (out / CONFIG).is_file() or not (out / "summary.json").is_file():
         return None
     recorded = read_json(out / CONFIG, "scratch model config")
-    if recorded.get("format") == MODEL_FORMAT and recorded.get("config") == config.to_dict():
+    if recorded.get("format") == MODEL_FORMAT and _normalised(recorded.get("config")) == config.to_dict():
         return read_json(out / "summary.json", "training summary")
     raise BindscopeError(f"{out} holds a model trained with another config; choose another --out or pass --overwrite")
+
+
+def _normalised(recorded: Any) -> Any:
+    """A recorded config with every field spelled out (records written before a field existed hold
+    its default), or the record as it is when it is not a valid config."""
+    try:
+        return ScratchConfig.model_validate(recorded).to_dict()
+    except ValidationError:
+        return recorded
 
 
 def _at(rows: list[dict], step: int | None) -> dict[str, float]:
