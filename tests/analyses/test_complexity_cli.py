@@ -52,7 +52,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     out = tmp_path / "cx"
     result = run_cli("complexity", emb, "--out", out, *QUICK)
     assert result.returncode == 0, result.stderr
-    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 200, epochs 40" in result.stdout
+    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 400, epochs 40" in result.stdout
     for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
         assert label in result.stdout
     summary = json.loads((out / "summary.json").read_text())

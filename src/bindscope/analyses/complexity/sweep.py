@@ -103,7 +103,7 @@ class Budget(Settings):
 
     name: str = "full"
     protocol: Literal["exact", "paper"] = "exact"
-    sweeps: int = Field(200, ge=1)
+    sweeps: int = Field(400, ge=1)
     epochs: int = Field(4000, ge=1)
     eval_every: int = Field(50, ge=1)
     patience: int | None = Field(10, ge=1)
