@@ -225,5 +225,10 @@ def test_selection_on_test_needs_the_paper_protocol_and_is_marked_optimistic(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["selection"] == "test (optimistic)" and any(w.startswith("optimistic") for w in summary["warnings"])
     assert summary["budget"]["name"] == "paper" and summary["budget"]["decay"] == "constant"
+    cosine = run_cli(
+        "complexity", emb, "--out", tmp_path / "c", "--parity", "paper", "--lr-decay", "cosine", "--epochs", "20", *args
+    )
+    assert cosine.returncode == 0, cosine.stderr
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["budget"]["decay"] == "cosine"
     assert summary["settings"]["parity"] == "paper" and summary["settings"]["r2_centre"] == "scenes"
     assert set(pd.read_parquet(out / "results.parquet").selection) == {"test (optimistic)"}

@@ -58,6 +58,11 @@ class R2Centre(str, Enum):
     group = "group"
 
 
+class LrDecay(str, Enum):
+    cosine = "cosine"
+    constant = "constant"
+
+
 class Selection(str, Enum):
     validation = "validation"
     test = "test"
@@ -294,6 +299,13 @@ def complexity(
             "or around the scored group's own mean (group)."
         ),
     ] = None,
+    lr_decay: Annotated[
+        Optional[LrDecay],
+        typer.Option(
+            help="Adam's learning rate: cosine to 0 (the exact protocol's MLP) or constant (the paper protocol, "
+            "as the research code runs it)."
+        ),
+    ] = None,
     selection: Annotated[
         Optional[Selection],
         typer.Option(
@@ -370,6 +382,8 @@ def complexity(
         max_eval_scenes=max_eval_scenes,
         standardize=standardize,
     )
+    if lr_decay is not None:
+        chosen = chosen.replace(decay=lr_decay.value)
     settings = ComplexitySettings(
         budget=chosen,
         device=device,
