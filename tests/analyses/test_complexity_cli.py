@@ -175,6 +175,8 @@ def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path, budget
     result = run_cli("complexity", emb, "--out", tmp_path / "c", "--no-description-length", *args)
     assert result.returncode == 0, result.stderr
     assert "verdict: unreliable: fits did not converge" in result.stdout
+    hint = "more --epochs, or the exact protocol" if "paper" in budget else "more --sweeps (table families)"
+    assert hint in result.stdout
     assert "warning: fits that did not converge" in result.stderr
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["verdict"]["reliable"] is False and summary["warnings"]

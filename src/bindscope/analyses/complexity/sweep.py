@@ -811,10 +811,13 @@ def verdict(
             doubtful[family.label] = unconverged[family.label]
     caveat = ""
     if doubtful:
-        caveat = (
-            f"unreliable: fits did not converge ({describe_fits(doubtful)}); "
-            "rerun with more --sweeps (table families) or --epochs (mlp) before reading this verdict"
+        more = (
+            "more --sweeps (table families) or --epochs (mlp)"
+            if settings.budget.protocol == "exact"
+            else "more --epochs, or the exact protocol (--protocol exact)"
         )
+        fits = describe_fits(doubtful)
+        caveat = f"unreliable: fits did not converge ({fits}); rerun with {more} before reading this verdict"
     if best is None:
         reading = (
             f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects at "
