@@ -52,7 +52,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     out = tmp_path / "cx"
     result = run_cli("complexity", emb, "--out", out, *QUICK)
     assert result.returncode == 0, result.stderr
-    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 400, epochs 40" in result.stdout
+    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 800, epochs 40" in result.stdout
     for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
         assert label in result.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -64,6 +64,13 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
         assert entry["description_length_bits"] is not None
     assert summary["budget"]["epochs"] == 40 and summary["budget"]["name"] == "cpu"
     assert summary["verdict"]["reading"] and summary["dropped_scenes"] == 0
+    # 24-dimensional tables hold one product term per clevr object: the verdict must say so
+    assert "values all fitted" in result.stdout and "capacity: mult_within_object's table width 24" in result.stdout
+    assert set(summary["coverage"]) == {"0.5", "0.9"} and "mult_within_object" in summary["capacity"]
+    assert summary["settings"]["second_fit"] is True
+    for name in ("mult", "mult_within_object", "sum_mult"):
+        assert set(summary["approximators"][name]["second_fit_disagreement"]) == {"0.5", "0.9"}
+    assert "second_fit_disagreement" not in summary["approximators"]["additive"]
     table = pd.read_parquet(out / "results.parquet")
     assert list(table.columns) == [
         "analysis",
@@ -98,12 +105,12 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
 
 
 def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Path) -> None:
-    args = ["--approximators", "additive", "--no-description-length", *QUICK]
+    args = ["--approximators", "additive", "--no-description-length", "--no-second-fit", *QUICK]
     by_run = run_cli("complexity", emb, "--out", tmp_path / "a", "--probes", probe_run, "--probe-seed", "1", *args)
     assert by_run.returncode == 0, by_run.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["inputs"]["probes"]["path"].endswith("seed1") and not (tmp_path / "a" / "probes").exists()
-    assert summary["probes"]["fitted_here"] is False
+    assert summary["probes"]["fitted_here"] is False and summary["settings"]["second_fit"] is False
     assert "description_length_bits" not in summary["approximators"]["additive"]
     by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
     assert by_folder.returncode == 0, by_folder.stderr

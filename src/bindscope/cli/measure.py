@@ -361,6 +361,14 @@ def complexity(
             help="Also compute the prequential description length of each family (on by default).",
         ),
     ] = None,
+    second_fit: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--second-fit/--no-second-fit",
+            help="Refit the exact product families from other initialisations and measure how far the two "
+            "disagree on unseen objects: the verdict discounts families the data do not determine (on by default).",
+        ),
+    ] = None,
     dataset: DatasetOpt = None,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
@@ -399,6 +407,7 @@ def complexity(
             width=width,
             validation_fraction=validation,
             description_length=description_length,
+            second_fit=second_fit,
             probe_seed=probe_seed,
         ),
     )

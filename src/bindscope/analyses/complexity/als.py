@@ -74,7 +74,7 @@ class Solver:
         sweeps each and continues the one with the lowest validation MSE.
     """
 
-    sweeps: int = 400
+    sweeps: int = 800
     patience: int | None = 20
     min_delta: float = 1e-4
     ridge: float = 1e-3

@@ -103,6 +103,7 @@ class ComplexityAnalysis(Analysis):
                 )
             )
         rows.append(("in-distribution", "", "", "", *(acc(summary["in_distribution"], f) for f in shown), ""))
+        rows.append(("values all fitted", "", "", "", *(acc(summary["coverage"], f) for f in shown), ""))
         return rows
 
     def notes(self, summary: dict[str, Any]) -> list[str]:
@@ -113,6 +114,7 @@ class ComplexityAnalysis(Analysis):
             f"lr {b['decay']}, patience {b['patience']}, train scenes <= "
             f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'}); "
             f"checkpoints selected on {summary['selection']}",
+            *(f"capacity: {label}'s {why}" for label, why in summary["capacity"].items()),
         ]
 
     def files(self, result: Result, settings: ComplexitySettings, context: RunContext) -> ResultFiles:

@@ -59,7 +59,7 @@ class Approximator:
         protocol: str = "exact",
         hidden: int = 1024,
         width: int | None = None,
-        sweeps: int = 400,
+        sweeps: int = 800,
         epochs: int = 4000,
         lr: float = 1e-2,
         eval_every: int = 50,

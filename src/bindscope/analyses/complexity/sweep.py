@@ -18,7 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -63,6 +63,15 @@ DEFAULT_APPROXIMATORS = ("additive", "mult", "mult_within_object", "sum_mult", "
 #: The ``selection`` column of the results: how the scored checkpoints were chosen.
 SELECTION_MARKS = {"validation": "validation", "test": "test (optimistic)"}
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
+COVERED_AT = 0.9  # a fraction is decisive when this share of its test scenes hold fitted values only
+POWER_Z = 1.645  # ... and enough of them for a true-embedding-accurate predictor to pass at 95%
+#: Exact product fits are repeated from another initialisation (seed + this); where the two disagree
+#: on test_only scenes by more than DETERMINED_BELOW of their variance, the data do not determine
+#: what the family predicts for unseen objects.
+SECOND_FIT_SEED = 1_000_003
+DETERMINED_BELOW = 0.1
+FITS_TRAINING_AT = 0.9  # ... provided both fits reach this training R² (else the form is ruled out anyway)
+PRODUCTS = ("mult", "mult_within_object", "sum_mult")
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
 PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than another stack's steps
 PAD_WASTE = 1.4
@@ -103,7 +112,7 @@ class Budget(Settings):
 
     name: str = "full"
     protocol: Literal["exact", "paper"] = "exact"
-    sweeps: int = Field(400, ge=1)
+    sweeps: int = Field(800, ge=1)
     epochs: int = Field(4000, ge=1)
     eval_every: int = Field(50, ge=1)
     patience: int | None = Field(10, ge=1)
@@ -200,6 +209,7 @@ class ComplexitySettings(ParitySettings):
     r2_centre: Literal["scenes", "group"] = "scenes"
     selection: Literal["validation", "test"] = "validation"
     description_length: bool = True
+    second_fit: bool = True
     probe_seed: int = Field(0, ge=0)
     device: Device = "cpu"
 
@@ -298,6 +308,7 @@ class ComplexityResult:
     dropped_scenes: int
     seconds: dict[str, float]
     parameters: dict[str, int]
+    capacity: dict[str, str] = field(default_factory=dict)  # see memorising_families
 
 
 # -- planning ------------------------------------------------------------------------------------------
@@ -426,14 +437,42 @@ def _rows(approximator: str, plan: Plan, group: str, checkpoint: str, metrics: d
         }
 
 
-def reference_rows(plans: list[Plan], y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet) -> list[dict]:
-    """Per model and group: the probes on the true embeddings ("embeddings"), chance, group sizes."""
+def covered_share(values: np.ndarray, fitted: np.ndarray, scored: np.ndarray) -> float:
+    """Share of the ``scored`` scenes whose every (slot, concept, value) occurs in the ``fitted`` ones.
+
+    A table family has trained the rows of those values only: a scene holding any other value
+    reads at least one row that never left its initialisation, so no table family can predict it.
+
+    Parameters
+    ----------
+    values
+        ``[N, K, C]`` concept values per slot (``PAD`` where a slot is empty).
+    fitted, scored
+        Row indices into ``values``.
+    """
+    if not len(scored):
+        return float("nan")
+    top = int(values.max()) + 2  # PAD (-1) maps to 0, always "trained"
+    shifted = values + 1
+    trained = np.zeros((values.shape[1], values.shape[2], top), dtype=bool)
+    trained[:, :, 0] = True
+    k, c = np.meshgrid(np.arange(values.shape[1]), np.arange(values.shape[2]), indexing="ij")
+    trained[k[None], c[None], shifted[fitted]] = True
+    return float(trained[k[None], c[None], shifted[scored]].all(axis=(1, 2)).mean())
+
+
+def reference_rows(
+    plans: list[Plan], y: np.ndarray, targets: dict[str, np.ndarray], probes: ProbeSet, values: np.ndarray
+) -> list[dict]:
+    """Per model and group: the probes on the true embeddings ("embeddings"), chance, group sizes and
+    the share of scenes whose concept values were all fitted (``covered_share``)."""
     rows: list[dict] = []
     for plan in plans:
         for group, idx in plan.groups.items():
-            rows += _rows(
-                "scenes", plan, group, "", {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)}
-            )
+            sizes: dict[str, float] = {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)}
+            if len(idx):
+                sizes["covered_share"] = covered_share(values, plan.train, idx)
+            rows += _rows("scenes", plan, group, "", sizes)
             if not len(idx):  # e.g. no test_only scene at this fraction: nothing to score
                 continue
             t = {n: v[idx] for n, v in targets.items()}
@@ -577,7 +616,7 @@ def complexity_sweep(
     width = settings.width or ys.shape[1]
     plans = plan_sweep(sc, settings)
     data = SceneIndex.of(sc, ys, settings.device)
-    rows = reference_rows(plans, ys, targets, probes)
+    rows = reference_rows(plans, ys, targets, probes, sc.scenes)
     centre = ys.astype(np.float64).mean(axis=0) if settings.r2_centre == "scenes" else None
     if settings.description_length:
         rows += baseline_block_rows(plans, ys)
@@ -610,6 +649,8 @@ def complexity_sweep(
                 settings.description_length,
                 centre,
             )
+            if settings.second_fit and exact and family.name in PRODUCTS:
+                rows += second_fit_rows(settings, family, layout, data, chosen, fit, width, ys, centre)
             unit = "sweep" if exact else "epoch"
             history += [
                 (family.label, plans[members[g]].fraction, plans[members[g]].seed, unit, e, t, v)
@@ -632,6 +673,7 @@ def complexity_sweep(
         len(scenes) - len(keep),
         seconds,
         parameters,
+        memorising_families(settings.families(), layout, width, len(np.unique(sc.scenes.reshape(len(sc), -1), axis=0))),
     )
 
 
@@ -656,6 +698,40 @@ def _fit(
     if selector is not None:  # a strict improvement of test accuracy counts, as in the research code
         schedule = replace(schedule, min_delta=0.0)
     return fit_stack(family, layout, data, train, held, seeds, schedule, width=width, select=selector)
+
+
+def second_fit_rows(
+    settings: ComplexitySettings,
+    family: Family,
+    layout: Layout,
+    data: SceneIndex,
+    members: list[Plan],
+    fit: StackFit,
+    width: int,
+    y: np.ndarray,
+    centre: np.ndarray | None,
+) -> list[dict]:
+    """Refit a stack from other initialisations; per model, how far apart the two fits' test_only
+    predictions are (``second_fit_disagreement``: squared distance over the targets' sum of squares
+    around ``centre``) and how well each fits its training scenes (``second_fit_train_r2``)."""
+    train = [p.train for p in members]
+    held = [p.groups["validation"] for p in members]
+    seeds = [p.seed + SECOND_FIT_SEED for p in members]
+    twin = fit_stack_exact(family, layout, data, train, held, seeds, settings.solver(), width=width)
+    test = [p.groups["test_only"] for p in members]
+    ours = predict_stack(family, fit.selected, layout, data, test)
+    theirs = predict_stack(family, twin.selected, layout, data, test)
+    fitted = predict_stack(family, twin.selected, layout, data, train)
+    rows: list[dict] = []
+    for j, plan in enumerate(members):
+        if not len(test[j]):
+            continue
+        truth = y[test[j]].astype(np.float64)
+        sst = float(((truth - (truth.mean(axis=0) if centre is None else centre)) ** 2).sum())
+        gap = float(((ours[j].astype(np.float64) - theirs[j]) ** 2).sum()) / max(sst, 1e-300)
+        metrics = {"second_fit_disagreement": gap, "second_fit_train_r2": r2_score(y[train[j]], fitted[j])}
+        rows += _rows(family.label, plan, "test_only", "", metrics)
+    return rows
 
 
 def test_accuracy_selector(
@@ -740,7 +816,7 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
     for family in settings.families():
         label = family.label
         acc = _curve(table, label, "test_only", "object_acc", "selected")
-        entry = {
+        entry: dict[str, Any] = {
             "auc": spread(area(acc)),
             "f_star": f_star(acc.mean(axis=0), ceiling),
             "object_acc": _by_fraction(acc),
@@ -755,10 +831,24 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
         }
         if settings.description_length:
             entry["description_length_bits"] = _code_length(table, label)
+        second = _curve(table, label, "test_only", "second_fit_disagreement", "")
+        if not second.empty:
+            entry["second_fit_disagreement"] = _by_fraction(second)
+            fitted = pd.concat(
+                [
+                    _curve(table, label, "train_only", "r2", "selected"),
+                    _curve(table, label, "test_only", "second_fit_train_r2", ""),
+                ]
+            )
+            entry["train_r2_both_fits"] = {f"{f:g}": float(fitted[f].min()) for f in fitted.columns}
         out["approximators"][label] = entry
     if settings.description_length:
         out["description_length_baseline_bits"] = _code_length(table, "mean")
-    out["verdict"] = verdict(out["approximators"], settings, unconverged_fits(table))
+    out["coverage"] = _by_fraction(_curve(table, "scenes", "test_only", "covered_share", ""))
+    out["capacity"] = result.capacity
+    decisive = decisive_fractions(table, ceiling)
+    undetermined = undetermined_families(out["approximators"], result.capacity, decisive)
+    out["verdict"] = verdict(out["approximators"], settings, unconverged_fits(table), undetermined, decisive)
     out["budget"] = settings.budget.to_dict()
     out["selection"] = SELECTION_MARKS[settings.selection]
     out["dropped_scenes"] = result.dropped_scenes
@@ -777,19 +867,133 @@ def unconverged_fits(table: pd.DataFrame) -> dict[str, list[float]]:
     return {str(k): sorted({float(f) for f in g.fraction}) for k, g in sel.groupby("variant")}
 
 
+def memorising_families(families: list[Family], layout: Layout, width: int, num_scenes: int) -> dict[str, str]:
+    """The table families wide enough to give every object (or every scene) any vector at all.
+
+    With table width ``d >= U`` (the number of objects), ``mult_within_object`` holds one product
+    term per object (``e_{k,c}[v][j] = 1`` iff object j has value v): ``W`` then lists a free vector
+    per object. With ``d`` at least the number of distinct scenes, ``mult`` and ``sum_mult`` hold one
+    term per scene. Such a family can fit the seen objects without tying unseen ones to their
+    concepts, so what it predicts for them is the optimiser's implicit bias, not the family's form.
+    """
+    out = {}
+    for family in families:
+        if family.name == "mult_within_object" and width >= layout.num_objects:
+            out[family.label] = (
+                f"table width {width} >= {layout.num_objects} objects: it can give every object any vector"
+            )
+        elif family.name in ("mult", "sum_mult") and width >= num_scenes:
+            out[family.label] = f"table width {width} >= {num_scenes} scenes: it can give every scene any vector"
+    return out
+
+
 def describe_fits(fits: dict[str, list[float]]) -> str:
     """``{approximator: fractions}`` as one line: ``mult at f = 0.2, 0.6; mlp(1024) at f = 0.1``."""
     return "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in fits.items())
 
 
+def scenes_needed(ceiling: float, share: float = GENERALISES_AT, z: float = POWER_Z) -> float:
+    """Test scenes needed before a failure to reach ``share`` of the ``ceiling`` means something.
+
+    A predictor as accurate as the true embeddings scores each scene right with probability
+    ``ceiling``; it reaches ``share * ceiling`` with one-sided confidence ``z`` (1.645: 95%) once
+    ``n >= (z sqrt(p (1 - p)) / ((1 - share) p))^2`` (binomial, normal approximation).
+    """
+    if not ceiling > 0:
+        return math.inf
+    return (z * math.sqrt(ceiling * (1 - ceiling)) / ((1 - share) * ceiling)) ** 2
+
+
+def decisive_fractions(table: pd.DataFrame, ceiling: pd.Series) -> list[float] | None:
+    """Fractions at which no family generalising is evidence of high complexity.
+
+    There, at least :data:`COVERED_AT` of the scored test_only scenes hold only concept values that
+    were fitted (else no table family could predict them), and those scenes, summed over seeds,
+    number at least :func:`scenes_needed` for that fraction's in-distribution accuracy. None when
+    the table has no coverage rows.
+    """
+    cover = _curve(table, "scenes", "test_only", "covered_share", "")
+    if cover.empty:
+        return None
+    scored = _curve(table, "scenes", "test_only", "scored_scenes", "").reindex_like(cover)
+    covered = (cover * scored).sum(axis=0)
+    return [
+        float(f)
+        for f in cover.columns
+        if cover[f].mean() >= COVERED_AT and covered[f] >= scenes_needed(float(ceiling.get(f, 0.0)))
+    ]
+
+
+def undetermined_families(
+    approximators: dict[str, dict], capacity: dict[str, str], decisive: list[float] | None
+) -> dict[str, str]:
+    """Why a family's predictions for unseen objects are not fixed by its form and the data.
+
+    Either it can memorise (``capacity``), or its two fits from different initialisations both
+    fit their training scenes (R² at least :data:`FITS_TRAINING_AT`, every seed) and disagree on
+    test scenes (``second_fit_disagreement``) by more than :data:`DETERMINED_BELOW` of the test
+    variance at every fraction that matters: its f* if it has one, else the decisive fractions.
+    """
+    out = {label: f"its {why}" for label, why in capacity.items() if label in approximators}
+    for label, entry in approximators.items():
+        fits = entry.get("train_r2_both_fits", {})
+        gaps = {  # a family that cannot fit the seen scenes is ruled out whatever it predicts for others
+            float(f): v["mean"]
+            for f, v in entry.get("second_fit_disagreement", {}).items()
+            if fits.get(f, -np.inf) >= FITS_TRAINING_AT
+        }
+        if label in out or not gaps:
+            continue
+        fallback = decisive if decisive is not None else list(gaps)
+        wanted = [entry["f_star"]] if entry["f_star"] is not None else fallback
+        seen = [f for f in wanted if f in gaps and gaps[f] is not None]
+        if seen and all(gaps[f] > DETERMINED_BELOW for f in seen):
+            at = ", ".join(f"{gaps[f]:.2f} of the test variance at f = {f:g}" for f in seen)
+            out[label] = f"two fits from different initialisations disagree on unseen objects ({at})"
+    return out
+
+
+def _no_family_reading(
+    settings: ComplexitySettings, caveat: str, undetermined: dict[str, str], decisive: list[float] | None
+) -> str:
+    """The reading when no family generalises: high complexity only from converged, decisive evidence."""
+    reading = (
+        f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects at "
+        f"any fraction up to {max(settings.fractions):g}"
+    )
+    if caveat:
+        return f"{caveat}: {reading}"
+    if decisive is not None and not decisive:
+        return (
+            f"cannot tell: {reading}, but at no fraction did {COVERED_AT:.0%} of the test scenes hold only "
+            "concept values seen in training, in numbers enough to tell a failure from chance (see coverage); "
+            "use more --seeds or a larger concept space"
+        )
+    if undetermined:  # a family whose unseen-object predictions the data leave open says nothing by failing
+        why = "; ".join(f"{label}: {reason}" for label, reason in undetermined.items())
+        return (
+            f"{reading}: high complexity for the other families, but not for {', '.join(undetermined)}, whose "
+            f"predictions for unseen objects the data do not determine at this size ({why})"
+        )
+    return f"{reading}: a high-complexity binding function"
+
+
 def verdict(
-    approximators: dict[str, dict], settings: ComplexitySettings, unconverged: dict[str, list[float]] | None = None
+    approximators: dict[str, dict],
+    settings: ComplexitySettings,
+    unconverged: dict[str, list[float]] | None = None,
+    undetermined: dict[str, str] | None = None,
+    decisive: list[float] | None = None,
 ) -> dict:
     """The simplest family that generalises (reaches f*), and from what coverage.
 
     The verdict depends on every fit of the families simpler than the one it names and on that
     family's fits below its f* (all fits when none generalises). If any of those did not
     converge, the verdict is marked unreliable and never claims a high-complexity binding function.
+    A family whose predictions for unseen objects the data do not determine (``undetermined``, see
+    :func:`undetermined_families`) is said to be so when named, and its failure is no evidence of
+    high complexity; with ``decisive`` fractions given (:func:`decisive_fractions`) and none of
+    them, no high-complexity verdict is given either.
     """
     ranked = sorted(settings.families(), key=lambda f: f.simplicity)
     generalising = [f.label for f in ranked if approximators[f.label]["f_star"] is not None]
@@ -815,24 +1019,25 @@ def verdict(
         fits = describe_fits(doubtful)
         caveat = f"unreliable: fits did not converge ({fits}); rerun with {more} before reading this verdict"
     if best is None:
-        reading = (
-            f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects at "
-            f"any fraction up to {max(settings.fractions):g}"
-        )
-        reading = f"{caveat}: {reading}" if caveat else f"{reading}: a high-complexity binding function"
         return {
             "simplest_generalising": None,
             "f_star": None,
             "reliable": not doubtful,
             "unconverged": doubtful,
-            "reading": reading,
+            "decisive_fractions": decisive,
+            "undetermined": undetermined or {},
+            "reading": _no_family_reading(settings, caveat, undetermined or {}, decisive),
         }
     reading = f"{best} generalises to scenes of unseen objects from a fraction of {fs:g} of the objects"
+    if best in (undetermined or {}):
+        reading += f" (but {(undetermined or {})[best]}: this f* reflects the optimiser, not the family's form)"
     return {
         "simplest_generalising": best,
         "f_star": fs,
         "generalising": generalising,
         "reliable": not doubtful,
         "unconverged": doubtful,
+        "decisive_fractions": decisive,
+        "undetermined": undetermined or {},
         "reading": f"{caveat}: {reading}" if caveat else reading,
     }
