@@ -68,9 +68,11 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert "values all fitted" in result.stdout and "capacity: mult_within_object's table width 24" in result.stdout
     assert set(summary["coverage"]) == {"0.5", "0.9"} and "mult_within_object" in summary["capacity"]
     assert summary["settings"]["second_fit"] is True
-    for name in ("mult", "mult_within_object", "sum_mult"):
+    for name in ("mult", "sum_mult"):
         assert set(summary["approximators"][name]["second_fit_disagreement"]) == {"0.5", "0.9"}
-    assert "second_fit_disagreement" not in summary["approximators"]["additive"]
+    for name in ("additive", "mult_within_object"):  # convex, or able to memorise: no second fit
+        assert "second_fit_disagreement" not in summary["approximators"][name]
+    assert "mult_within_object" in summary["verdict"]["undetermined"]
     table = pd.read_parquet(out / "results.parquet")
     assert list(table.columns) == [
         "analysis",

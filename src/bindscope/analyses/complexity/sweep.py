@@ -622,6 +622,8 @@ def complexity_sweep(
         rows += baseline_block_rows(plans, ys)
     history, seconds, parameters = [], {}, {}
     work = {family: stacks(plans, family, width, ys.shape[1], layout) for family in settings.families()}
+    distinct = len(np.unique(sc.scenes.reshape(len(sc), -1), axis=0))
+    capacity = memorising_families(settings.families(), layout, width, distinct)
     schedule = settings.schedule()
     total, done = sum(len(w) for w in work.values()), 0
     if progress is not None:
@@ -649,7 +651,8 @@ def complexity_sweep(
                 settings.description_length,
                 centre,
             )
-            if settings.second_fit and exact and family.name in PRODUCTS:
+            if settings.second_fit and exact and family.name in PRODUCTS and family.label not in capacity:
+                # (a family that can memorise is undetermined already: no need to show it twice)
                 rows += second_fit_rows(settings, family, layout, data, chosen, fit, width, ys, centre)
             unit = "sweep" if exact else "epoch"
             history += [
@@ -673,7 +676,7 @@ def complexity_sweep(
         len(scenes) - len(keep),
         seconds,
         parameters,
-        memorising_families(settings.families(), layout, width, len(np.unique(sc.scenes.reshape(len(sc), -1), axis=0))),
+        capacity,
     )
 
 
