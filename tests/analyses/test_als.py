@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bindscope.analyses.complexity import als
-from bindscope.analyses.complexity.approxfit import SceneIndex, predict_stack
+from bindscope.analyses.complexity.approxfit import SceneIndex, StackFit, pick_fits, predict_stack
 from bindscope.analyses.complexity.approximators import Family, Layout, init_params, scene_rows
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import ConceptSpace, SceneSet
@@ -119,3 +119,28 @@ def test_a_model_without_validation_scenes_is_refused(scenes: SceneSet) -> None:
     data = SceneIndex.of(scenes, y.numpy())
     with pytest.raises(BindscopeError, match="at least one scene to fit and one to validate on"):
         als.fit_stack_exact(Family("mult"), layout, data, [np.arange(10)], [np.arange(0)], [0], als.Solver(), width=8)
+
+
+def test_pick_fits_takes_each_model_from_the_fit_asked_for() -> None:
+    def stack(value: float, epochs: list[int]) -> StackFit:
+        params = {"table": torch.full((3, 2, 4), value), "W": torch.full((3, 4), value)}
+        g = len(epochs)
+        return StackFit(
+            params,
+            {k: v + 1 for k, v in params.items()},
+            np.array(epochs),
+            np.array(epochs),
+            np.full(g, value),
+            [(m, 1, value, value) for m in range(g)],
+            np.full(g, value > 0),
+            np.zeros(g),
+            np.zeros(g, bool),
+        )
+
+    a, b = stack(0.0, [1, 2, 3]), stack(5.0, [7, 8, 9])
+    mixed = pick_fits(a, b, np.array([False, True, False]))
+    assert mixed.selected["table"][:, 0, 0].tolist() == [0.0, 5.0, 0.0]
+    assert mixed.final["W"][:, 0].tolist() == [1.0, 6.0, 1.0]
+    assert mixed.epochs_run.tolist() == [1, 8, 3] and mixed.best_val_mse.tolist() == [0.0, 5.0, 0.0]
+    assert mixed.converged.tolist() == [False, True, False]
+    assert sorted(mixed.history) == [(0, 1, 0.0, 0.0), (1, 1, 5.0, 5.0), (2, 1, 0.0, 0.0)]

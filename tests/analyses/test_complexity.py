@@ -66,6 +66,32 @@ def test_plans_keep_test_objects_out_of_fitting_and_selection(scenes: SceneSet) 
     assert last.block_size + last.group_sizes["train_only"] + last.group_sizes["validation"] == len(scenes)
 
 
+def test_the_probes_training_scenes_are_not_scored_unless_kept(scenes: SceneSet) -> None:
+    probe_train = np.random.default_rng(0).permutation(len(scenes))[: int(0.4 * len(scenes))]
+    settings = _settings(budget=resolve_budget("cpu", max_eval_scenes=0))
+    plain = plan_sweep(scenes, settings)
+    left_out = plan_sweep(scenes, settings, probe_train)
+    for a, b in zip(plain, left_out):
+        for group in ("test_only", "mixed"):  # exactly the probe scenes go, nothing else
+            assert np.array_equal(b.groups[group], np.setdiff1d(a.groups[group], probe_train))
+        for group in ("train_only", "validation"):  # fitting and selection are untouched
+            assert np.array_equal(a.groups[group], b.groups[group])
+        assert np.array_equal(a.train, b.train)
+
+
+def test_a_sweep_leaves_out_the_probe_scenes_it_is_given(scenes: SceneSet) -> None:
+    y = planted_embeddings(scenes, "additive_concepts_objects", dim=16, noise=0.02, seed=0)
+    probe_train = np.arange(0, len(scenes), 3)
+    probes = ProbeSet("lbfgs").fit(y[probe_train], {k: v[probe_train] for k, v in soft_targets(scenes).items()})
+    settings = _settings(approximators=("additive",), description_length=False)
+    out = complexity_sweep(y, scenes, probes, settings, probe_fitted=probe_train)
+    kept = complexity_sweep(y, scenes, probes, settings.replace(probe_scenes="keep"), probe_fitted=probe_train)
+    assert out.probe_scenes_unscored == len(probe_train) and kept.probe_scenes_unscored is None
+    sizes = out.table[(out.table.metric == "group_scenes") & (out.table.group == "test_only")].value.sum()
+    assert 0 < sizes < kept.table[(kept.table.metric == "group_scenes") & (kept.table.group == "test_only")].value.sum()
+    assert ComplexitySettings(parity="paper").probe_scenes == "keep" and ComplexitySettings().probe_scenes == "exclude"
+
+
 def test_a_capped_training_set_still_holds_every_train_object_in_every_slot(scenes: SceneSet) -> None:
     ids = scenes.object_ids()
     pool = np.flatnonzero((ids < 20).all(axis=1))  # 400 scenes over 20 objects

@@ -67,7 +67,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     # 24-dimensional tables hold one product term per clevr object: the verdict must say so
     assert "values all fitted" in result.stdout and "capacity: mult_within_object's table width 24" in result.stdout
     assert set(summary["coverage"]) == {"0.5", "0.9"} and "mult_within_object" in summary["capacity"]
-    assert summary["settings"]["second_fit"] is True
+    assert summary["settings"]["second_fit"] is True and summary["settings"]["object_order"] == "covering"
     for name in ("mult", "sum_mult"):
         assert set(summary["approximators"][name]["second_fit_disagreement"]) == {"0.5", "0.9"}
     for name in ("additive", "mult_within_object"):  # convex, or able to memorise: no second fit
@@ -102,7 +102,13 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert (out / "probes" / "seed0" / "object.npy").is_file()  # fitted here, kept for reuse
     assert summary["settings"]["budget"]["epochs"] == 40 and summary["analysis"] == "complexity"
-    assert summary["probes"] == {"fitted_here": True, "folder": "probes/seed0", "seed": 0}
+    assert summary["probes"] == {
+        "fitted_here": True,
+        "folder": "probes/seed0",
+        "seed": 0,
+        "scored_scenes": "the 230 scenes the probes were fitted on are not scored in test_only or mixed",
+    }
+    assert summary["probe_scenes_unscored"] == 230 and "probe scenes: the 230 scenes" in result.stdout
     assert summary["inputs"]["probes"] is None and summary["inputs"]["embeddings"]["name"] == "planted-additive"
 
 
@@ -113,12 +119,22 @@ def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tm
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["inputs"]["probes"]["path"].endswith("seed1") and not (tmp_path / "a" / "probes").exists()
     assert summary["probes"]["fitted_here"] is False and summary["settings"]["second_fit"] is False
+    assert summary["probe_scenes_unscored"] is None and "training scenes are unknown" in by_run.stdout
     assert "description_length_bits" not in summary["approximators"]["additive"]
     by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
     assert by_folder.returncode == 0, by_folder.stderr
     a = pd.read_parquet(tmp_path / "a" / "results.parquet")
     b = pd.read_parquet(tmp_path / "b" / "results.parquet")
     pd.testing.assert_frame_equal(a, b)  # same probes, same seeds: the same numbers
+    # the research code's random object order: at 0.5 some clevr test scenes hold unseen values
+    by_random = run_cli(
+        "complexity", emb, "--out", tmp_path / "r", "--probes", probe_run, "--object-order", "random", *args
+    )
+    assert by_random.returncode == 0, by_random.stderr
+    random = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert random["settings"]["object_order"] == "random"
+    covering = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert covering["coverage"]["0.5"]["mean"] == 1.0 > random["coverage"]["0.5"]["mean"]
 
 
 @pytest.mark.parametrize(
@@ -133,6 +149,7 @@ def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tm
         (["--patience", "-1"], "patience must be >= 0 (0 switches it off), got -1", 1),
         (["--max-train-scenes", "1"], "max_train_scenes: must be at least 2, got 1", 1),
         (["--budget", "huge"], "Invalid value for '--budget'", 2),
+        (["--object-order", "sorted"], "Invalid value for '--object-order'", 2),
         (["--hidden", "0"], "give MLP hidden widths of at least 1", 1),
         (["--device", "cuda"], "no CUDA device is available", 1),
         (["--fractions", "0.02"], "leaves no train objects", 1),

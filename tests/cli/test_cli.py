@@ -54,6 +54,17 @@ def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
     saved = json.loads((ds / "splits" / "object_seed3_f0.5.json").read_text())
     assert saved["seed"] == 3 and saved["fraction"] == 0.5 and len(saved["train_objects"]) == 12
     assert saved["validation"] and not set(saved["validation"]) & set(saved["train_only"])
+    assert saved["order"] == "random"
+    covering = run_cli(
+        "dataset", "split", ds, "--fractions", "0.4", "--object-order", "covering", "--out", tmp_path / "c"
+    )
+    assert covering.returncode == 0, covering.stderr
+    saved = json.loads((tmp_path / "c" / "object_seed0_f0.4.json").read_text())
+    assert saved["order"] == "covering" and len(saved["train_objects"]) == 9
+    from bindscope.data.datasets import load_dataset
+
+    values = load_dataset(ds).scenes.space.object_values(saved["train_objects"])
+    assert [len(set(v)) for v in values.T] == [8, 3]  # every colour and shape seen
 
     np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(576, 8)))
     imp = run_cli(

@@ -18,6 +18,7 @@ from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.space.splits import (
     ObjectSplit,
     SceneSplit,
+    covering_order,
     load_split,
     object_order,
     object_split,
@@ -429,3 +430,42 @@ def test_the_split_source_is_saved_and_checked(tmp_path) -> None:
     assert again.source == "paper" and np.array_equal(again.train, split.train)
     with pytest.raises(BindscopeError, match="unknown split source 'torch'; choose bindscope or paper"):
         scene_split(100, 0.5, 0, source="torch")
+
+
+@pytest.mark.parametrize("sizes", [(8, 3), (20, 20), (3, 4, 5), (2, 2)])
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_the_covering_order_fronts_the_fewest_objects_holding_every_value(sizes: tuple[int, ...], seed: int) -> None:
+    space = ConceptSpace.from_dict({f"c{i}": [f"v{j}" for j in range(n)] for i, n in enumerate(sizes)})
+    order = covering_order(space, seed)
+    assert sorted(order.tolist()) == list(range(space.num_objects))  # a permutation
+    front = space.object_values(order[: max(sizes)])
+    for c, n in enumerate(sizes):  # on a full grid the first max(sizes) objects hold every value
+        assert set(front[:, c].tolist()) == set(range(n))
+    # after the cover, the other objects keep the seed's random order
+    rest = [o for o in object_order(space.num_objects, seed) if o not in set(order[: max(sizes)].tolist())]
+    assert order[max(sizes) :].tolist() == rest
+
+
+def test_a_covering_split_leaves_no_test_scene_with_an_unseen_value():
+    space = ConceptSpace.from_dict({"color": [f"c{i}" for i in range(8)], "shape": ["a", "b", "c"]})
+    scenes = SceneSet.enumerate(space, 2)
+    for seed in range(5):
+        random, covering = (object_splits(scenes, [0.4, 0.9], seed, order=o) for o in ("random", "covering"))
+        for split in covering:  # 9 and 21 train objects: every colour and shape seen
+            assert split.order == "covering"
+            seen = space.object_values(split.train_objects)
+            assert {len(set(seen[:, 0])), len(set(seen[:, 1]))} == {8, 3}
+            check_object_split(split, scenes, split.fraction, space.num_objects, len(split.train_objects))
+        assert [len(s.train_objects) for s in random] == [len(s.train_objects) for s in covering]
+    with pytest.raises(BindscopeError, match="unknown object order 'sorted'; choose random or covering"):
+        object_splits(scenes, [0.5], 0, order="sorted")  # type: ignore[arg-type]
+
+
+def test_a_covering_split_round_trips_and_carves_validation_objects_in_its_order(tmp_path):
+    scenes = clevr_with_singles()
+    split = object_split(scenes, 0.5, seed=3, order="covering")
+    loaded = load_split(save_split(split, tmp_path / "s.json"))
+    assert loaded.order == "covering" and np.array_equal(loaded.train_objects, split.train_objects)
+    carved = split.with_validation(scenes, 0.25, by="objects")
+    order = covering_order(scenes.space, 3)[: len(split.train_objects)]
+    assert as_set(carved.validation_objects) == as_set(order[-len(carved.validation_objects) :])

@@ -16,6 +16,13 @@ from bindscope.core.errors import BindscopeError
 T = TypeVar("T")
 
 
+class ObjectOrderChoice(str, Enum):
+    """How object splits order the objects (``bindscope.space.splits.OBJECT_ORDERS``)."""
+
+    covering = "covering"
+    random = "random"
+
+
 class Modality(str, Enum):
     image = "image"
     text = "text"

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from bindscope.cli.app import app, dataset_app
-from bindscope.cli.common import parse_fractions
+from bindscope.cli.common import ObjectOrderChoice, parse_fractions
 from bindscope.core.errors import BindscopeError
 
 
@@ -153,6 +153,13 @@ def dataset_split(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the permutation.")] = 0,
+    object_order: Annotated[
+        ObjectOrderChoice,
+        typer.Option(
+            help="Object level: a plain seeded permutation (random), or one that first takes a cover of every "
+            "concept value (covering, as `bindscope complexity` does by default)."
+        ),
+    ] = ObjectOrderChoice.random,
     validation: Annotated[
         Optional[float], typer.Option(help="Carve this share of the training side out as validation.")
     ] = None,
@@ -190,7 +197,10 @@ def dataset_split(
         sizes = f"train {len(by_scene.train):,}, validation {len(by_scene.validation):,}, test {len(by_scene.test):,}"
         typer.echo(f"{path}: {sizes}")
         return
-    for split in object_splits(ds.scenes, chosen or DEFAULT_FRACTIONS, seed, dataset_hash=ds.hash):
+    ordered = object_splits(
+        ds.scenes, chosen or DEFAULT_FRACTIONS, seed, dataset_hash=ds.hash, order=object_order.value
+    )
+    for split in ordered:
         if validation is not None:
             split = split.with_validation(ds.scenes, validation, by=validation_by.value)
         path = save_split(split, out / split_file_name(split))

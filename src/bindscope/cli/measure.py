@@ -11,6 +11,7 @@ import typer
 from bindscope.cli.app import app
 from bindscope.cli.common import (
     DeviceOpt,
+    ObjectOrderChoice,
     OutDir,
     OverwriteOpt,
     QuietOpt,
@@ -56,6 +57,11 @@ class Origin(str, Enum):
 class R2Centre(str, Enum):
     scenes = "scenes"
     group = "group"
+
+
+class ProbeScenes(str, Enum):
+    exclude = "exclude"
+    keep = "keep"
 
 
 class LrDecay(str, Enum):
@@ -288,7 +294,8 @@ def complexity(
         Optional[Origin],
         typer.Option(
             help="paper: the research code's choices where not given: the paper budget (Adam at a constant lr 1e-2, "
-            "4,000 epochs, raw targets, every scene; for a GPU) and R² around the mean of all scenes. "
+            "4,000 epochs, raw targets, every scene; for a GPU), R² around the mean of all scenes, the random "
+            "object order and scored probe-training scenes. "
             "Checkpoints are still selected on validation (see --selection)."
         ),
     ] = None,
@@ -297,6 +304,22 @@ def complexity(
         typer.Option(
             help="R²'s SST around the mean of all the sweep's scenes (scenes, default, as the research code) "
             "or around the scored group's own mean (group)."
+        ),
+    ] = None,
+    object_order: Annotated[
+        Optional[ObjectOrderChoice],
+        typer.Option(
+            help="Which objects are seen first: a seeded order that covers every concept value first (covering, "
+            "default: every test scene is then a new combination of seen values), or a plain permutation "
+            "(random, the research code: at low fractions some test scenes hold values never fitted)."
+        ),
+    ] = None,
+    probe_scenes: Annotated[
+        Optional[ProbeScenes],
+        typer.Option(
+            help="The scenes the probes were fitted on (known when they are fitted here): left out of the scored "
+            "test_only and mixed groups (exclude, default: probes read their own training scenes' noise, which no "
+            "prediction can) or scored (keep, the research code)."
         ),
     ] = None,
     lr_decay: Annotated[
@@ -398,6 +421,8 @@ def complexity(
         **given(
             parity=parity.value if parity else None,
             r2_centre=r2_centre.value if r2_centre else None,
+            object_order=object_order.value if object_order else None,
+            probe_scenes=probe_scenes.value if probe_scenes else None,
             selection=selection.value if selection else None,
             approximators=parse_list(approximators, str, "--approximators", "additive,mult_within_object"),
             hidden=parse_list(hidden, int, "--hidden", "128,1024"),

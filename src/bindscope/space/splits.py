@@ -5,7 +5,10 @@
   draws it, from ``torch.randperm`` (``source="paper"``).
 - object level: permute the U objects; the first ``floor(f * U)`` are train objects. Scenes are
   ``train_only`` (every object train), ``test_only`` (every object test) or ``mixed``. For one
-  seed the train objects are nested across fractions.
+  seed the train objects are nested across fractions. The ``covering`` order moves to the front
+  the fewest objects (greedily) that hold every concept value, so from that many train objects on
+  every test scene is made of values seen in training; ``random`` is the plain permutation (the
+  research code's).
 - validation: carved out of the training side only, by scenes or by a slice of train objects.
 """
 
@@ -22,7 +25,7 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, read_json
-from bindscope.space.concepts import PAD, SceneSet
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
 SPLIT_FORMAT = "bindscope-split-v1"
 
@@ -33,6 +36,9 @@ DEFAULT_SEEDS = (0, 1, 2)
 #: Where a scene split's permutation comes from: numpy's ``default_rng(seed)`` (every bindscope
 #: split) or ``torch.randperm`` under ``torch.Generator().manual_seed(seed)`` (the research code).
 SPLIT_SOURCES = ("bindscope", "paper")
+#: How objects are ordered before the first ``floor(f * U)`` become train objects (see the module doc).
+OBJECT_ORDERS = ("random", "covering")
+ObjectOrder = Literal["random", "covering"]
 
 
 def check_fraction(value: float, name: str = "fraction") -> float:
@@ -89,6 +95,7 @@ class ObjectSplit:
     validation_objects: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     dataset_hash: str | None = None
     kind: Literal["object"] = "object"
+    order: ObjectOrder = "random"
 
     def groups(self) -> dict[str, np.ndarray]:
         """Scene indices per group: train_only, validation, test_only, mixed."""
@@ -135,8 +142,7 @@ class ObjectSplit:
                 f"a validation fraction of {fraction} leaves no fitting objects out of "
                 f"{len(self.train_objects)} train objects; lower it or raise the split fraction"
             )
-        num_objects = len(self.train_objects) + len(self.test_objects)
-        in_order = object_order(num_objects, self.seed)[: len(self.train_objects)]
+        in_order = ordered_objects(scenes.space, self.seed, self.order)[: len(self.train_objects)]
         val_objects = in_order[-n_val:]  # the last train objects of the seeded order
         ids = scenes.object_ids()[self.train_only]
         has_val = np.isin(ids, val_objects).any(axis=1)
@@ -218,23 +224,67 @@ def object_order(num_objects: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(num_objects)
 
 
-def object_split(scenes: SceneSet, fraction: float, seed: int = 0, *, dataset_hash: str | None = None) -> ObjectSplit:
+def covering_order(space: ConceptSpace, seed: int) -> np.ndarray:
+    """The seeded object order with a cover of every concept value moved to the front.
+
+    Greedy set cover: again and again the first object in the seeded order that holds the most
+    values not yet held, until every value is held (``max(sizes)`` objects on a full grid); then
+    the other objects in the seeded order.
+    """
+    order = object_order(space.num_objects, seed)
+    offsets = np.concatenate([[0], np.cumsum(space.sizes)[:-1]]).astype(np.int64)
+    codes = space.object_values(order) + offsets  # [U, C] one id per (concept, value)
+    held = np.zeros(int(sum(space.sizes)), dtype=bool)
+    taken = np.zeros(len(order), dtype=bool)
+    front: list[int] = []
+    while not held[np.unique(codes)].all():
+        gain = np.where(taken, -1, (~held[codes]).sum(axis=1))
+        first = int(np.argmax(gain))  # the first of the most gaining, in the seeded order
+        front.append(first)
+        taken[first] = True
+        held[codes[first]] = True
+    return np.concatenate([order[front], order[~taken]])
+
+
+def ordered_objects(space: ConceptSpace, seed: int, order: str = "random") -> np.ndarray:
+    """Object ids in the order their splits take them as train objects (see :data:`OBJECT_ORDERS`)."""
+    if order == "random":
+        return object_order(space.num_objects, seed)
+    if order == "covering":
+        return covering_order(space, seed)
+    raise BindscopeError(f"unknown object order {order!r}; choose {' or '.join(OBJECT_ORDERS)}")
+
+
+def object_split(
+    scenes: SceneSet,
+    fraction: float,
+    seed: int = 0,
+    *,
+    dataset_hash: str | None = None,
+    order: ObjectOrder = "random",
+) -> ObjectSplit:
     """Object-level split at one fraction; nested with every other fraction of the same seed."""
-    return object_splits(scenes, [fraction], seed, dataset_hash=dataset_hash)[0]
+    return object_splits(scenes, [fraction], seed, dataset_hash=dataset_hash, order=order)[0]
 
 
 def object_splits(
-    scenes: SceneSet, fractions: Sequence[float], seed: int = 0, *, dataset_hash: str | None = None
+    scenes: SceneSet,
+    fractions: Sequence[float],
+    seed: int = 0,
+    *,
+    dataset_hash: str | None = None,
+    order: ObjectOrder = "random",
 ) -> list[ObjectSplit]:
-    """Object-level splits at several fractions sharing one object order (train sets nested)."""
+    """Object-level splits at several fractions sharing one object order (train sets nested);
+    ``order`` is ``random`` or ``covering`` (see the module doc)."""
     if len(fractions) == 0:
         raise BindscopeError("give at least one fraction")
     u = scenes.space.num_objects
-    order = object_order(u, seed)
+    ranked = ordered_objects(scenes.space, seed, order)
     ids = scenes.object_ids()
     present = ids != PAD
     rank = np.full(ids.shape, -1, dtype=np.int64)
-    rank[present] = np.argsort(order)[ids[present]]  # position of each object in the order
+    rank[present] = np.argsort(ranked)[ids[present]]  # position of each object in the order
     worst = np.where(present, rank, -1).max(axis=1)  # a scene is train_only iff all ranks < n
     best = np.where(present, rank, u).min(axis=1)  # ... and test_only iff all ranks >= n
     out = []
@@ -250,12 +300,13 @@ def object_splits(
             ObjectSplit(
                 seed=int(seed),
                 fraction=f,
-                train_objects=np.sort(order[:n_train]),
-                test_objects=np.sort(order[n_train:]),
+                train_objects=np.sort(ranked[:n_train]),
+                test_objects=np.sort(ranked[n_train:]),
                 train_only=np.flatnonzero(worst < n_train),
                 test_only=np.flatnonzero(best >= n_train),
                 mixed=np.flatnonzero((worst >= n_train) & (best < n_train)),
                 dataset_hash=dataset_hash,
+                order=order,
             )
         )
     return out

@@ -22,22 +22,39 @@ from bindscope.analyses.metrics import format_spread
 from bindscope.analyses.probe import ProbeRun, ProbeSettings, approximate_warnings, probe_variant, save_fitted_probes
 from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import ResultFiles
+from bindscope.space.splits import scene_split
 
 
-def fit_probes_for(y: np.ndarray, inputs: AnalysisInputs, settings: ComplexitySettings) -> tuple[ProbeSet, ProbeRun]:
-    """Probes fitted on a scene-level split (seed ``probe_seed``) when none were given."""
+def fit_probes_for(
+    y: np.ndarray, inputs: AnalysisInputs, settings: ComplexitySettings
+) -> tuple[ProbeSet, ProbeRun, np.ndarray]:
+    """Probes fitted on a scene-level split (seed ``probe_seed``) when none were given, and the
+    indices of the scenes they were fitted on."""
     probe_settings = fitting_settings(settings)
     run = probe_variant(y, inputs.scenes, probe_settings)
     seed = settings.probe_seed
     probes = ProbeSet.from_weights(
         run.weights[seed], run.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
     )
-    return probes, run
+    split = scene_split(len(y), probe_settings.train_fraction, seed, source=probe_settings.split_source)
+    return probes, run, split.train
 
 
 def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:
     """The probe settings used when the complexity run fits its own probes."""
     return ProbeSettings(seeds=(settings.probe_seed,), device=settings.device)
+
+
+def probe_scenes_note(unscored: int | None, settings: ComplexitySettings) -> str:
+    """Whether the probes' training scenes were scored (``probe_scenes``), in one line."""
+    if unscored is not None:
+        return f"the {unscored:,} scenes the probes were fitted on are not scored in test_only or mixed"
+    if settings.probe_scenes == "keep":
+        return "scored (--probe-scenes keep, the research code): the in-distribution line includes the probes' own"
+    return (
+        "scored: the frozen probes' training scenes are unknown, so the in-distribution line may include scenes they "
+        "fitted (fit the probes here to leave them out)"
+    )
 
 
 #: Every output of a sweep that selected checkpoints on test accuracy says so.
@@ -58,11 +75,11 @@ class ComplexityAnalysis(Analysis):
 
     def compute(self, inputs: AnalysisInputs, settings: ComplexitySettings, progress: Progress | None = None) -> Result:
         y = np.asarray(inputs.embeddings)
-        fitted = None
+        fitted, probe_fitted = None, None
         probes = inputs.probes
         if probes is None:
-            probes, fitted = fit_probes_for(y, inputs, settings)
-        sweep = complexity_sweep(y, inputs.scenes, probes, settings, progress=progress)
+            probes, fitted, probe_fitted = fit_probes_for(y, inputs, settings)
+        sweep = complexity_sweep(y, inputs.scenes, probes, settings, progress=progress, probe_fitted=probe_fitted)
         warnings = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []
         unconverged = unconverged_fits(sweep.table)
         if unconverged:
@@ -79,6 +96,7 @@ class ComplexityAnalysis(Analysis):
             "fitted_here": fitted,
             "folder": f"probes/seed{settings.probe_seed}" if fitted else None,
             "seed": settings.probe_seed,
+            "scored_scenes": probe_scenes_note(sweep.probe_scenes_unscored, settings),
         }
         return summary
 
@@ -115,6 +133,7 @@ class ComplexityAnalysis(Analysis):
             f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'}); "
             f"checkpoints selected on {summary['selection']}",
             *(f"capacity: {label}'s {why}" for label, why in summary["capacity"].items()),
+            f"probe scenes: {summary['probes']['scored_scenes']}",
         ]
 
     def files(self, result: Result, settings: ComplexitySettings, context: RunContext) -> ResultFiles:

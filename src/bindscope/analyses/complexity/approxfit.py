@@ -106,6 +106,30 @@ class StackFit:
     stopped_early: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [G] on a validation plateau
 
 
+def pick_fits(first: StackFit, second: StackFit, take_second: np.ndarray) -> StackFit:
+    """Per model, ``second``'s fit where ``take_second`` holds, else ``first``'s (same stack)."""
+    take = np.asarray(take_second, dtype=bool)
+
+    def params(a: Params, b: Params) -> Params:
+        mask = torch.as_tensor(take, device=next(iter(a.values())).device)
+        return {k: torch.where(mask.view(-1, *([1] * (v.dim() - 1))), b[k], v) for k, v in a.items()}
+
+    def arrays(name: str) -> np.ndarray:
+        return np.where(take, getattr(second, name), getattr(first, name))
+
+    return StackFit(
+        params(first.selected, second.selected),
+        params(first.final, second.final),
+        arrays("best_epoch"),
+        arrays("epochs_run"),
+        arrays("best_val_mse"),
+        [h for h in first.history if not take[h[0]]] + [h for h in second.history if take[h[0]]],
+        arrays("converged"),
+        arrays("unfinished_r2"),
+        arrays("stopped_early"),
+    )
+
+
 @dataclass(frozen=True)
 class SceneIndex:
     """Per-scene inputs of the approximators, as tensors on one device."""
