@@ -300,3 +300,18 @@ def test_a_verdict_from_converged_fits_is_reliable() -> None:
     shaky = verdict(approximators, settings, {"additive": [0.6], "mult": [0.2]})
     assert shaky["reliable"] is False and shaky["unconverged"] == {"additive": [0.6], "mult": [0.2]}
     assert shaky["simplest_generalising"] == "mult" and shaky["reading"].startswith("unreliable")
+
+
+def test_the_scenes_loaded_probes_were_fitted_on_are_rebuilt_from_their_record(scenes: SceneSet) -> None:
+    from bindscope.analyses.probe import recorded_training_scenes, used_scenes
+    from bindscope.space.splits import scene_split
+
+    mixed = scenes.concat(SceneSet.singles(SPACE))  # pairs, then single objects
+    split = {"kind": "scene", "train_fraction": 0.4, "seed": 3, "scenes": "full", "source": "bindscope"}
+    got = recorded_training_scenes({"split": split, "dataset_hash": "h"}, mixed)
+    full = used_scenes(mixed, "full")  # the probes saw only the pairs, split among themselves
+    assert np.array_equal(got, full[scene_split(len(full), 0.4, 3).train])
+    every = recorded_training_scenes({"split": {**split, "scenes": "all"}, "dataset_hash": "h"}, mixed)
+    assert np.array_equal(every, scene_split(len(mixed), 0.4, 3).train)
+    assert recorded_training_scenes({"split": split}, mixed) is None  # no dataset to tie it to
+    assert recorded_training_scenes({"dataset_hash": "h"}, mixed) is None

@@ -119,13 +119,24 @@ def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tm
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["inputs"]["probes"]["path"].endswith("seed1") and not (tmp_path / "a" / "probes").exists()
     assert summary["probes"]["fitted_here"] is False and summary["settings"]["second_fit"] is False
-    assert summary["probe_scenes_unscored"] is None and "training scenes are unknown" in by_run.stdout
+    # their probe.json records the split: the 230 scenes of seed 1's probes are not scored
+    assert summary["probe_scenes_unscored"] == 230 and "the 230 scenes the probes were fitted on" in by_run.stdout
     assert "description_length_bits" not in summary["approximators"]["additive"]
     by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
     assert by_folder.returncode == 0, by_folder.stderr
     a = pd.read_parquet(tmp_path / "a" / "results.parquet")
     b = pd.read_parquet(tmp_path / "b" / "results.parquet")
     pd.testing.assert_frame_equal(a, b)  # same probes, same seeds: the same numbers
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in (probe_run / "probes" / "seed1").iterdir():
+        (bare / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((bare / "probe.json").read_text())
+    (bare / "probe.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "split"}))
+    unknown = run_cli("complexity", emb, "--out", tmp_path / "u", "--probes", bare, *args)
+    assert unknown.returncode == 0, unknown.stderr
+    assert "record no training split" in unknown.stdout
+    assert json.loads((tmp_path / "u" / "summary.json").read_text())["probe_scenes_unscored"] is None
     # the research code's random object order: at 0.5 some clevr test scenes hold unseen values
     by_random = run_cli(
         "complexity", emb, "--out", tmp_path / "r", "--probes", probe_run, "--object-order", "random", *args

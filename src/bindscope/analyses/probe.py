@@ -258,6 +258,23 @@ def probe_labels(scenes: SceneSet) -> dict[str, Any]:
     return {"object": "object ids (mixed radix)", **scenes.space.to_dict()}
 
 
+def recorded_training_scenes(meta: dict[str, Any], scenes: SceneSet) -> np.ndarray | None:
+    """Indices into ``scenes`` of the scenes loaded probes were fitted on, rebuilt from the scene
+    split their ``probe.json`` records (see :func:`save_fitted_probes`); None when it records none
+    or no dataset to tie it to."""
+    split = meta.get("split") or {}
+    if split.get("kind") != "scene" or meta.get("dataset_hash") is None:
+        return None
+    try:
+        used = used_scenes(scenes, str(split.get("scenes", "all")))
+        part = scene_split(
+            len(used), float(split["train_fraction"]), int(split["seed"]), source=str(split.get("source", "bindscope"))
+        )
+    except (KeyError, TypeError, ValueError, BindscopeError):
+        return None
+    return used[part.train]
+
+
 def save_fitted_probes(
     stage: Path, run: ProbeRun, scenes: SceneSet, settings: ProbeSettings, context: RunContext
 ) -> None:

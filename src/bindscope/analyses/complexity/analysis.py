@@ -19,7 +19,14 @@ from bindscope.analyses.complexity.sweep import (
     unconverged_fits,
 )
 from bindscope.analyses.metrics import format_spread
-from bindscope.analyses.probe import ProbeRun, ProbeSettings, approximate_warnings, probe_variant, save_fitted_probes
+from bindscope.analyses.probe import (
+    ProbeRun,
+    ProbeSettings,
+    approximate_warnings,
+    probe_variant,
+    recorded_training_scenes,
+    save_fitted_probes,
+)
 from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import ResultFiles
 from bindscope.space.splits import scene_split
@@ -52,8 +59,8 @@ def probe_scenes_note(unscored: int | None, settings: ComplexitySettings) -> str
     if settings.probe_scenes == "keep":
         return "scored (--probe-scenes keep, the research code): the in-distribution line includes the probes' own"
     return (
-        "scored: the frozen probes' training scenes are unknown, so the in-distribution line may include scenes they "
-        "fitted (fit the probes here to leave them out)"
+        "scored: the frozen probes record no training split, so the in-distribution line may include scenes they "
+        "fitted (use probes from `bindscope probe`, or fit them here, to leave them out)"
     )
 
 
@@ -79,6 +86,8 @@ class ComplexityAnalysis(Analysis):
         probes = inputs.probes
         if probes is None:
             probes, fitted, probe_fitted = fit_probes_for(y, inputs, settings)
+        else:  # frozen probes: their scenes are known when their probe.json records the split
+            probe_fitted = recorded_training_scenes(probes.meta_, inputs.scenes)
         sweep = complexity_sweep(y, inputs.scenes, probes, settings, progress=progress, probe_fitted=probe_fitted)
         warnings = approximate_warnings({"probes": fitted.solver}) if fitted is not None else []
         unconverged = unconverged_fits(sweep.table)
