@@ -76,6 +76,7 @@ class ProbeRun:
     means: dict[int, np.ndarray | None] = field(default_factory=dict)
     solver: dict[int, dict[str, str]] = field(default_factory=dict)
     per_scene: list[pd.DataFrame] = field(default_factory=list)
+    train_scenes: dict[int, np.ndarray] = field(default_factory=dict)  # seed -> scene indices fitted on
 
 
 def row(analysis: str, variant: str, control: str, group: str, metric: str, seed: int, value: float) -> dict:
@@ -137,6 +138,7 @@ def probe_variant(
         coef = w[i].cpu().numpy()
         run.weights[seed] = {n: coef[b] for n, b in zip(names, blocks)}
         run.means[seed] = means[seed]
+        run.train_scenes[seed] = sp.train
         run.solver[seed] = {n: str(e) for n, e in zip(names, solver[i])}
         for group, idx in (("train", sp.train), ("test", sp.test)):
             xs = prep.apply(y[idx], means[seed]).astype(np.float32)

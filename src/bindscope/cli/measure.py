@@ -317,7 +317,8 @@ def complexity(
     probe_scenes: Annotated[
         Optional[ProbeScenes],
         typer.Option(
-            help="The scenes the probes were fitted on (known when they are fitted here): left out of the scored "
+            help="The scenes the probes were fitted on (known when they are fitted here or recorded in their "
+            "probe.json): left out of the scored "
             "test_only and mixed groups (exclude, default: probes read their own training scenes' noise, which no "
             "prediction can) or scored (keep, the research code)."
         ),

@@ -29,7 +29,6 @@ from bindscope.analyses.probe import (
 )
 from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import ResultFiles
-from bindscope.space.splits import scene_split
 
 
 def fit_probes_for(
@@ -43,8 +42,7 @@ def fit_probes_for(
     probes = ProbeSet.from_weights(
         run.weights[seed], run.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
     )
-    split = scene_split(len(y), probe_settings.train_fraction, seed, source=probe_settings.split_source)
-    return probes, run, split.train
+    return probes, run, run.train_scenes[seed]
 
 
 def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:

@@ -799,8 +799,8 @@ def second_fit_rows(
         gap = float(((ours[j].astype(np.float64) - theirs[j]) ** 2).sum()) / max(sst, 1e-300)
         train_r2 = {name: r2_score(y[train[j]], pred[j]) for name, pred in fitted.items()}
         held = y[plan.groups["validation"]].astype(np.float64)
-        spread_ = float(((held - (y[train[j]].mean(axis=0) if centre is None else centre)) ** 2).mean())
-        val_gap = float(other.best_val_mse[j] - kept.best_val_mse[j]) / max(spread_, 1e-300)
+        scale = float(((held - (y[train[j]].mean(axis=0) if centre is None else centre)) ** 2).mean())
+        val_gap = float(other.best_val_mse[j] - kept.best_val_mse[j]) / max(scale, 1e-300)
         undetermined = two_fits_undetermined(val_gap, gap, list(train_r2.values()))
         metrics = {
             "second_fit_disagreement": gap,
