@@ -315,3 +315,15 @@ def test_the_scenes_loaded_probes_were_fitted_on_are_rebuilt_from_their_record(s
     assert np.array_equal(every, scene_split(len(mixed), 0.4, 3).train)
     assert recorded_training_scenes({"split": split}, mixed) is None  # no dataset to tie it to
     assert recorded_training_scenes({"dataset_hash": "h"}, mixed) is None
+
+
+def test_probes_fitted_by_complexity_record_the_split_they_were_fitted_on(scenes: SceneSet) -> None:
+    from bindscope.analyses.complexity.analysis import fitting_settings
+    from bindscope.analyses.probe import probe_variant, recorded_training_scenes, split_record
+
+    mixed = scenes.concat(SceneSet.singles(SPACE))  # like `text`: pairs, then single objects
+    y = planted_embeddings(mixed, "concept_additive", dim=8, seed=0)
+    settings = fitting_settings(ComplexitySettings(probe_seed=2))
+    run = probe_variant(y, mixed, settings)  # complexity fits its probes on every scene
+    meta = {"split": split_record(settings, 2), "dataset_hash": "h"}
+    assert np.array_equal(recorded_training_scenes(meta, mixed), run.train_scenes[2])

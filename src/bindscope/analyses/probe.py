@@ -277,6 +277,18 @@ def recorded_training_scenes(meta: dict[str, Any], scenes: SceneSet) -> np.ndarr
     return used[part.train]
 
 
+def split_record(settings: ProbeSettings, seed: int) -> dict[str, Any]:
+    """The scene split one seed's probes were fitted on, as ``probe.json`` records it (read back
+    by :func:`recorded_training_scenes`)."""
+    return {
+        "kind": "scene",
+        "train_fraction": settings.train_fraction,
+        "seed": seed,
+        "scenes": settings.scenes,
+        "source": settings.split_source,
+    }
+
+
 def save_fitted_probes(
     stage: Path, run: ProbeRun, scenes: SceneSet, settings: ProbeSettings, context: RunContext
 ) -> None:
@@ -286,13 +298,7 @@ def save_fitted_probes(
         meta = {
             "labels": probe_labels(scenes),
             "seed": seed,
-            "split": {
-                "kind": "scene",
-                "train_fraction": settings.train_fraction,
-                "seed": seed,
-                "scenes": settings.scenes,
-                "source": settings.split_source,
-            },
+            "split": split_record(settings, seed),
             "optimizer": settings.optimizer,
             "solver": run.solver[seed],
             "embeddings": str(inputs.embeddings.root.resolve()) if inputs is not None else None,

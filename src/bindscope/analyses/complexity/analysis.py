@@ -46,8 +46,9 @@ def fit_probes_for(
 
 
 def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:
-    """The probe settings used when the complexity run fits its own probes."""
-    return ProbeSettings(seeds=(settings.probe_seed,), device=settings.device)
+    """The probe settings used when the complexity run fits its own probes: on every scene
+    (``scenes="all"``), so that the split a saved ``probe.json`` records is the one fitted."""
+    return ProbeSettings(seeds=(settings.probe_seed,), device=settings.device, scenes="all")
 
 
 def probe_scenes_note(unscored: int | None, settings: ComplexitySettings) -> str:
