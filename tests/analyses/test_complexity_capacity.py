@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bindscope.analyses.complexity.approximators import Family, Layout
@@ -11,6 +12,7 @@ from bindscope.analyses.complexity.sweep import (
     complexity_summary,
     complexity_sweep,
     covered_share,
+    f_star,
     memorising_families,
     scenes_needed,
     two_fits_undetermined,
@@ -200,3 +202,29 @@ def test_additive_data_at_clevr_size_is_additive_once_the_probe_scenes_are_left_
     assert summary["probe_scenes_unscored"] == (len(fitted) if probe_scenes == "exclude" else None)
     if f_star is not None:
         assert summary["verdict"]["simplest_generalising"] == "additive"
+
+
+def test_f_star_needs_enough_scenes_from_it_upwards() -> None:
+    line = pd.Series([0.57, 0.57, 0.57], index=[0.4, 0.5, 0.9])
+    # measured: planted sum_mult data at clevr size, one seed: additive crossed the line at 0.9 on
+    # about 55 scored scenes (a fluke: with 6 seeds it reads 29% there against 57%)
+    fluke = pd.Series([0.10, 0.20, 0.52], index=line.index)
+    assert f_star(fluke, line) == 0.9  # the paper's definition: the first crossing
+    assert f_star(fluke, line, scenes=pd.Series([300.0, 200.0, 55.0], index=line.index)) is None
+    assert f_star(fluke, line, scenes=pd.Series([300.0, 200.0, 400.0], index=line.index)) == 0.9
+    # a crossing the larger fractions contradict is no f*; pooled with agreeing ones it is
+    early = pd.Series([0.55, 0.20, 0.20], index=line.index)
+    many = pd.Series([300.0, 300.0, 300.0], index=line.index)
+    assert f_star(early, line) == 0.4 and f_star(early, line, scenes=many) is None
+    steady = pd.Series([0.30, 0.53, 0.50], index=line.index)  # 0.9 alone is below, 0.5-0.9 pooled is not
+    assert f_star(steady, line, scenes=many) == 0.5
+
+
+def test_a_crossing_without_the_evidence_is_named_in_the_reading() -> None:
+    settings = ComplexitySettings(approximators=("additive", "mult"), fractions=(0.4, 0.9))
+    approximators = {"additive": {"f_star": None, "f_star_any": 0.9}, "mult": {"f_star": None, "f_star_any": None}}
+    v = verdict(approximators, settings, {}, {}, [0.4])
+    assert v["simplest_generalising"] is None and v["reading"].startswith("cannot tell")
+    assert "on enough scenes" in v["reading"] and "(additive at f = 0.9 crosses it on too few scenes" in v["reading"]
+    plain = verdict({k: {"f_star": None, "f_star_any": None} for k in approximators}, settings, {}, {}, [0.4, 0.9])
+    assert plain["reading"].endswith("a high-complexity binding function") and "enough scenes" not in plain["reading"]

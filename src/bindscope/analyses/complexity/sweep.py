@@ -877,10 +877,40 @@ def area(curve: pd.DataFrame) -> np.ndarray:
     return np.trapezoid(values, f, axis=1) / (f[-1] - f[0])
 
 
-def f_star(mean_acc: pd.Series, in_distribution: pd.Series, share: float = GENERALISES_AT) -> float | None:
-    """The smallest fraction whose accuracy reaches ``share`` of the in-distribution accuracy."""
-    ok = mean_acc.to_numpy() >= share * in_distribution.reindex(mean_acc.index).to_numpy()
+def f_star(
+    mean_acc: pd.Series,
+    in_distribution: pd.Series,
+    share: float = GENERALISES_AT,
+    scenes: pd.Series | None = None,
+) -> float | None:
+    """The smallest fraction whose accuracy reaches ``share`` of the in-distribution accuracy.
+
+    With ``scenes`` (covered scored test scenes per fraction, summed over seeds), a fraction counts
+    only where the evidence from it upwards is enough: the scene-weighted accuracy of it and every
+    larger fraction reaches ``share`` of the scene-weighted line, on at least :func:`scenes_needed`
+    scenes. A crossing on a handful of scenes, or one the larger fractions contradict, is no f*.
+    """
+    line = in_distribution.reindex(mean_acc.index).to_numpy(dtype=float)
+    acc = mean_acc.to_numpy(dtype=float)
+    ok = acc >= share * line
+    if scenes is not None:
+        n = scenes.reindex(mean_acc.index).fillna(0.0).to_numpy(dtype=float)
+        for i in np.flatnonzero(ok):
+            total = n[i:].sum()
+            pooled_line = float((n[i:] * line[i:]).sum() / total) if total > 0 else 0.0
+            pooled_acc = float((n[i:] * acc[i:]).sum() / total) if total > 0 else 0.0
+            ok[i] = pooled_acc >= share * pooled_line and total >= scenes_needed(pooled_line, share)
     return float(mean_acc.index[int(np.argmax(ok))]) if ok.any() else None
+
+
+def covered_scenes(table: pd.DataFrame) -> pd.Series | None:
+    """Per fraction, the scored test_only scenes whose every value was fitted, summed over seeds;
+    None when the table has no coverage rows."""
+    cover = _curve(table, "scenes", "test_only", "covered_share", "")
+    if cover.empty:
+        return None
+    scored = _curve(table, "scenes", "test_only", "scored_scenes", "").reindex_like(cover)
+    return (cover * scored).sum(axis=0)
 
 
 def _by_fraction(curve: pd.DataFrame) -> dict[str, dict[str, float | int | None]]:
@@ -898,12 +928,14 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
         "in_distribution": _by_fraction(ceiling_curve),
         "chance": _by_fraction(_curve(table, "chance", "test_only", "object_acc", "")),
     }
+    support = covered_scenes(table)
     for family in settings.families():
         label = family.label
         acc = _curve(table, label, "test_only", "object_acc", "selected")
         entry: dict[str, Any] = {
             "auc": spread(area(acc)),
-            "f_star": f_star(acc.mean(axis=0), ceiling),
+            "f_star": f_star(acc.mean(axis=0), ceiling, scenes=support),
+            "f_star_any": f_star(acc.mean(axis=0), ceiling),
             "object_acc": _by_fraction(acc),
             "concept_acc": _by_fraction(_curve(table, label, "test_only", "concept_acc", "selected")),
             "mixed_object_acc": _by_fraction(_curve(table, label, "mixed", "object_acc", "selected")),
@@ -994,10 +1026,9 @@ def decisive_fractions(table: pd.DataFrame, ceiling: pd.Series) -> list[float] |
     the table has no coverage rows.
     """
     cover = _curve(table, "scenes", "test_only", "covered_share", "")
-    if cover.empty:
+    covered = covered_scenes(table)
+    if covered is None:
         return None
-    scored = _curve(table, "scenes", "test_only", "scored_scenes", "").reindex_like(cover)
-    covered = (cover * scored).sum(axis=0)
     return [
         float(f)
         for f in cover.columns
@@ -1031,16 +1062,25 @@ def undetermined_families(
 
 
 def _no_family_reading(
-    settings: ComplexitySettings, caveat: str, undetermined: dict[str, str], decisive: list[float] | None
+    settings: ComplexitySettings,
+    caveat: str,
+    undetermined: dict[str, str],
+    decisive: list[float] | None,
+    too_few: dict[str, float] | None = None,
 ) -> str:
     """The reading when no family generalises: high complexity only from converged, decisive evidence,
     which must include the sweep's largest fraction (failing from fewer objects is allowed to any
-    family: f* may lie anywhere up to it)."""
+    family: f* may lie anywhere up to it). ``too_few``: families whose accuracy crosses the line
+    (first at the fraction given) without the evidence :func:`f_star` asks for."""
     top = max(settings.fractions)
+    enough = " on enough scenes" if too_few else ""
     reading = (
-        f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects at "
-        f"any fraction up to {top:g}"
+        f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects{enough} "
+        f"at any fraction up to {top:g}"
     )
+    if too_few:
+        named = ", ".join(f"{label} at f = {f:g}" for label, f in too_few.items())
+        reading += f" ({named} crosses it on too few scenes, or the larger fractions fall back below it)"
     if caveat:
         return f"{caveat}: {reading}"
     if decisive is not None and top not in decisive:
@@ -1057,6 +1097,15 @@ def _no_family_reading(
             f"predictions for unseen objects the data do not determine at this size ({why})"
         )
     return f"{reading}: a high-complexity binding function"
+
+
+def _too_few(approximators: dict[str, dict]) -> dict[str, float]:
+    """Families whose accuracy crosses the line (``f_star_any``) without the evidence for an f*."""
+    return {
+        label: entry["f_star_any"]
+        for label, entry in approximators.items()
+        if entry.get("f_star") is None and entry.get("f_star_any") is not None
+    }
 
 
 def verdict(
@@ -1107,7 +1156,7 @@ def verdict(
             "unconverged": doubtful,
             "decisive_fractions": decisive,
             "undetermined": undetermined or {},
-            "reading": _no_family_reading(settings, caveat, undetermined or {}, decisive),
+            "reading": _no_family_reading(settings, caveat, undetermined or {}, decisive, _too_few(approximators)),
         }
     reading = f"{best} generalises to scenes of unseen objects from a fraction of {fs:g} of the objects"
     if best in (undetermined or {}):
