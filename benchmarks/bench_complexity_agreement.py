@@ -29,14 +29,13 @@ import time
 
 import numpy as np
 
-from bindscope.analyses.complexity.analysis import fitting_settings
+from bindscope.analyses.complexity.analysis import fit_probes_for
 from bindscope.analyses.complexity.sweep import (
     ComplexitySettings,
     complexity_summary,
     complexity_sweep,
     resolve_budget,
 )
-from bindscope.analyses.probe import probe_variant
 from bindscope.analyses.probes import ProbeSet
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -44,15 +43,9 @@ from bindscope.space.planted import planted_embeddings
 KINDS = ("additive_concepts_objects", "mult_within_object", "mult_all_slots", "sum_mult", "object_lookup")
 
 
-def frozen_probes(y: np.ndarray, scenes: SceneSet) -> tuple[ProbeSet, np.ndarray]:
-    """Probes fitted the way ``bindscope complexity`` fits its own, and the scenes they saw."""
-    settings = fitting_settings(ComplexitySettings())
-    run = probe_variant(y, scenes, settings)
-    probes = ProbeSet.from_weights(run.weights[0], run.means[0], center=settings.center, normalize=settings.normalize)
-    return probes, run.train_scenes[0]
-
-
-def sweep(y: np.ndarray, scenes: SceneSet, probed: tuple, protocol: str, seeds: int, hidden: int) -> tuple:
+def sweep(
+    y: np.ndarray, scenes: SceneSet, probes: ProbeSet, fitted: np.ndarray, protocol: str, seeds: int, hidden: int
+) -> tuple:
     settings = ComplexitySettings(
         hidden=(hidden,),
         seeds=tuple(range(seeds)),
@@ -60,7 +53,6 @@ def sweep(y: np.ndarray, scenes: SceneSet, probed: tuple, protocol: str, seeds: 
         budget=resolve_budget("paper" if protocol == "paper" else "full"),
     )
     start = time.perf_counter()
-    probes, fitted = probed
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings, probe_fitted=fitted), settings)
     return time.perf_counter() - start, summary
 
@@ -81,8 +73,8 @@ def main() -> None:
     worst = 0.0
     for kind in args.kinds.split(","):
         y = planted_embeddings(scenes, kind, dim=args.dim, noise=0.02, seed=0)
-        probed = frozen_probes(y, scenes)
-        runs = {p: sweep(y, scenes, probed, p, args.seeds, args.hidden) for p in ("exact", "paper")}
+        probes, _, fitted = fit_probes_for(y, scenes, ComplexitySettings())  # as `bindscope complexity` does
+        runs = {p: sweep(y, scenes, probes, fitted, p, args.seeds, args.hidden) for p in ("exact", "paper")}
         print(f"\n{kind}")
         for p, (seconds, summary) in runs.items():
             v = summary["verdict"]

@@ -29,15 +29,16 @@ from bindscope.analyses.probe import (
 )
 from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import ResultFiles
+from bindscope.space.concepts import SceneSet
 
 
 def fit_probes_for(
-    y: np.ndarray, inputs: AnalysisInputs, settings: ComplexitySettings
+    y: np.ndarray, scenes: SceneSet, settings: ComplexitySettings
 ) -> tuple[ProbeSet, ProbeRun, np.ndarray]:
     """Probes fitted on a scene-level split (seed ``probe_seed``) when none were given, and the
     indices of the scenes they were fitted on."""
     probe_settings = fitting_settings(settings)
-    run = probe_variant(y, inputs.scenes, probe_settings)
+    run = probe_variant(y, scenes, probe_settings)
     seed = settings.probe_seed
     probes = ProbeSet.from_weights(
         run.weights[seed], run.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
@@ -84,7 +85,7 @@ class ComplexityAnalysis(Analysis):
         fitted, probe_fitted = None, None
         probes = inputs.probes
         if probes is None:
-            probes, fitted, probe_fitted = fit_probes_for(y, inputs, settings)
+            probes, fitted, probe_fitted = fit_probes_for(y, inputs.scenes, settings)
         else:  # frozen probes: their scenes are known when their probe.json records the split
             probe_fitted = recorded_training_scenes(probes.meta_, inputs.scenes)
         sweep = complexity_sweep(y, inputs.scenes, probes, settings, progress=progress, probe_fitted=probe_fitted)

@@ -897,16 +897,18 @@ def f_star(
         n = scenes.reindex(mean_acc.index).fillna(0.0).to_numpy(dtype=float)
         for i in np.flatnonzero(ok):
             total = n[i:].sum()
-            pooled_line = float((n[i:] * line[i:]).sum() / total) if total > 0 else 0.0
-            pooled_acc = float((n[i:] * acc[i:]).sum() / total) if total > 0 else 0.0
+            if total <= 0:
+                ok[i] = False
+                continue
+            pooled_line = float((n[i:] * line[i:]).sum() / total)
+            pooled_acc = float((n[i:] * acc[i:]).sum() / total)
             ok[i] = pooled_acc >= share * pooled_line and total >= scenes_needed(pooled_line, share)
     return float(mean_acc.index[int(np.argmax(ok))]) if ok.any() else None
 
 
-def covered_scenes(table: pd.DataFrame) -> pd.Series | None:
-    """Per fraction, the scored test_only scenes whose every value was fitted, summed over seeds;
-    None when the table has no coverage rows."""
-    cover = _curve(table, "scenes", "test_only", "covered_share", "")
+def covered_scenes(table: pd.DataFrame, cover: pd.DataFrame) -> pd.Series | None:
+    """Per fraction, the scored test_only scenes whose every value was fitted, summed over seeds,
+    from the ``[seed x fraction]`` ``covered_share`` curve; None when the table has no coverage rows."""
     if cover.empty:
         return None
     scored = _curve(table, "scenes", "test_only", "scored_scenes", "").reindex_like(cover)
@@ -928,7 +930,8 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
         "in_distribution": _by_fraction(ceiling_curve),
         "chance": _by_fraction(_curve(table, "chance", "test_only", "object_acc", "")),
     }
-    support = covered_scenes(table)
+    cover = _curve(table, "scenes", "test_only", "covered_share", "")
+    support = covered_scenes(table, cover)
     for family in settings.families():
         label = family.label
         acc = _curve(table, label, "test_only", "object_acc", "selected")
@@ -956,9 +959,9 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
         out["approximators"][label] = entry
     if settings.description_length:
         out["description_length_baseline_bits"] = _code_length(table, "mean")
-    out["coverage"] = _by_fraction(_curve(table, "scenes", "test_only", "covered_share", ""))
+    out["coverage"] = _by_fraction(cover)
     out["capacity"] = result.capacity
-    decisive = decisive_fractions(table, ceiling)
+    decisive = decisive_fractions(cover, support, ceiling)
     undetermined = undetermined_families(out["approximators"], result.capacity, decisive)
     out["verdict"] = verdict(out["approximators"], settings, unconverged_fits(table), undetermined, decisive)
     out["budget"] = settings.budget.to_dict()
@@ -1017,16 +1020,15 @@ def scenes_needed(ceiling: float, share: float = GENERALISES_AT, z: float = POWE
     return (z * math.sqrt(ceiling * (1 - ceiling)) / ((1 - share) * ceiling)) ** 2
 
 
-def decisive_fractions(table: pd.DataFrame, ceiling: pd.Series) -> list[float] | None:
+def decisive_fractions(cover: pd.DataFrame, covered: pd.Series | None, ceiling: pd.Series) -> list[float] | None:
     """Fractions at which no family generalising is evidence of high complexity.
 
-    There, at least :data:`COVERED_AT` of the scored test_only scenes hold only concept values that
-    were fitted (else no table family could predict them), and those scenes, summed over seeds,
-    number at least :func:`scenes_needed` for that fraction's in-distribution accuracy. None when
-    the table has no coverage rows.
+    There, at least :data:`COVERED_AT` of the scored test_only scenes (``cover``, the
+    ``[seed x fraction]`` ``covered_share`` curve) hold only concept values that were fitted (else
+    no table family could predict them), and those scenes, summed over seeds (``covered``, see
+    :func:`covered_scenes`), number at least :func:`scenes_needed` for that fraction's
+    in-distribution accuracy. None when the table has no coverage rows.
     """
-    cover = _curve(table, "scenes", "test_only", "covered_share", "")
-    covered = covered_scenes(table)
     if covered is None:
         return None
     return [
