@@ -310,3 +310,96 @@ def test_bad_model_folders(run_cli, exported, tmp_path: Path) -> None:
         "is not a bindscope scratch model folder",
     )
     assert not (tmp_path / "e").exists() and not (tmp_path / "x").exists()
+
+
+# -- complexity against coverage ---------------------------------------------------------------------
+SWEEP_COMPLEXITY = ("--approximators", "additive,mult", "--fractions", "0.5,0.9", "--seeds", "0", "--budget", "cpu")
+
+
+@pytest.fixture(scope="module")
+def swept(cli, workdir: Path, tiny_yaml: Path) -> Path:
+    out = workdir / "sweep"
+    result = cli(
+        "scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "0,1", "--out", out, "-q"
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_complexity_against_coverage(run_cli, swept: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cc"
+    args = ("scratch", "complexity", swept, "--out", out, *SWEEP_COMPLEXITY, "--no-description-length")
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert "[4/4] fraction 0.6 seed 1:" in result.stdout and "AUC mult" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["analysis"] == "scratch-complexity" and summary["seeds"] == [0, 1]
+    assert set(summary["per_fraction"]) == {"0.3", "0.6"} and summary["families"] == ["additive", "mult"]
+    assert set(summary["verdicts"]) == {"f0.3-s0", "f0.3-s1", "f0.6-s0", "f0.6-s1"}
+    for fraction, entry in summary["per_fraction"].items():
+        for family in ("additive", "mult"):
+            auc = entry[family]["auc"]
+            assert auc["n"] == 2 and auc["min"] <= auc["mean"] <= auc["max"], (fraction, family)
+            assert set(entry[family]["f_star"]) == {"0", "1"}
+            runs = [json.loads((out / "runs" / f"f{fraction}-s{s}" / "summary.json").read_text()) for s in (0, 1)]
+            assert all(r["analysis"] == "complexity" for r in runs)
+            per_run = [r["approximators"][family]["auc"]["mean"] for r in runs]
+            assert auc["mean"] == pytest.approx(sum(per_run) / 2) and auc["min"] == pytest.approx(min(per_run))
+            assert [entry[family]["f_star"][str(s)] for s in (0, 1)] == [
+                r["approximators"][family]["f_star"] for r in runs
+            ]
+    assert summary["per_fraction"]["0.3"]["coverage"] == 0.25
+    table = load_result(out, "scratch-complexity").table
+    assert set(table.metric) == {"auc", "f_star", "in_distribution"} and set(table.seed) == {0, 1}
+    assert (out / "plots" / "complexity_coverage.png").stat().st_size > 1000
+    assert not (tmp_path / ".cc.complexity").exists()
+    stamp = (out / "summary.json").stat().st_mtime_ns
+    again = run_cli(*args)
+    assert again.returncode == 0 and "[1/4]" not in again.stdout
+    assert (out / "summary.json").stat().st_mtime_ns == stamp
+
+
+def test_complexity_against_coverage_resumes_after_an_interruption(
+    swept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bindscope.analyses import ComplexitySettings, resolve_budget
+    from bindscope.scratch import coverage_complexity
+
+    calls = []
+    real = coverage_complexity.run_analysis
+    monkeypatch.setattr(coverage_complexity, "run_analysis", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    settings = ComplexitySettings(
+        budget=resolve_budget("cpu"),
+        approximators=("additive",),
+        fractions=(0.5,),
+        seeds=(0,),
+        description_length=False,
+    )
+
+    def stop(line: str) -> None:
+        raise KeyboardInterrupt(line)
+
+    out = tmp_path / "cc"
+    with pytest.raises(KeyboardInterrupt):
+        coverage_complexity.complexity_by_coverage(swept, out, settings, say=stop)
+    assert len(calls) == 1 and not out.exists() and (tmp_path / ".cc.complexity" / "f0.3-s0" / "complexity").is_dir()
+    summary = coverage_complexity.complexity_by_coverage(swept, out, settings)
+    assert len(calls) == 4 and len(summary["verdicts"]) == 4  # the finished run was not computed again
+    assert not (tmp_path / ".cc.complexity").exists()
+
+
+def test_complexity_against_coverage_bad_inputs(run_cli, swept: Path, exported, tmp_path: Path) -> None:
+    exp, _ = exported
+    assert_one_line_error(
+        run_cli("scratch", "complexity", exp, "--out", tmp_path / "a", "-q"),
+        f"{exp} is not a finished `bindscope scratch sweep` folder; run the sweep first and pass its --out",
+    )
+    assert_one_line_error(
+        run_cli("scratch", "complexity", swept, "--out", tmp_path / "b", "--budget", "huge", "-q"),
+        "unknown budget 'huge'; choose auto, ",
+    )
+    assert_one_line_error(
+        run_cli("scratch", "complexity", swept, "--out", tmp_path / "c", "--approximators", "cubic", "-q"),
+        "cubic",
+    )
+    assert not any((tmp_path / name).exists() for name in ("a", "b", "c", ".c.complexity"))

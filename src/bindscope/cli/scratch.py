@@ -1,4 +1,4 @@
-"""Controlled models trained from scratch: configs, train, sweep, export."""
+"""Controlled models trained from scratch: configs, train, sweep, export, complexity against coverage."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from bindscope.cli.common import (
     SeedsOpt,
     given,
     parse_fractions,
+    parse_list,
     parse_seeds,
     print_table,
 )
@@ -274,3 +275,56 @@ def scratch_export(
         f"bindscope decompose {r.embeddings} --out RUN/decompose; "
         f"bindscope complexity {r.embeddings} --probes {r.probes} --out RUN/complexity"
     )
+
+
+@scratch_app.command("complexity")
+def scratch_complexity(
+    sweep_dir: Annotated[Path, typer.Argument(help="A finished `bindscope scratch sweep` folder.")],
+    out: OutDir,
+    approximators: Annotated[
+        Optional[str],
+        typer.Option(help="Families to fit, comma-separated (default: all five, as `bindscope complexity`)."),
+    ] = None,
+    fractions: Annotated[
+        Optional[str],
+        typer.Option(help="Complexity fractions of objects seen by the fits, comma-separated (0.1,...,0.9)."),
+    ] = None,
+    seeds: SeedsOpt = None,
+    budget: Annotated[
+        str, typer.Option(help="The complexity budget: cpu, full, paper or auto (as `bindscope complexity`).")
+    ] = "auto",
+    description_length: Annotated[
+        Optional[bool],
+        typer.Option("--description-length/--no-description-length", help="Also compute description lengths."),
+    ] = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """The binding function's complexity against coverage: `complexity` on every model of a sweep."""
+    from bindscope.analyses import ComplexitySettings, resolve_budget
+    from bindscope.scratch.coverage_complexity import complexity_by_coverage
+
+    settings = ComplexitySettings(
+        budget=resolve_budget(budget, device),
+        device=device,
+        **given(
+            approximators=parse_list(approximators, str, "--approximators", "additive,mult_within_object"),
+            fractions=parse_fractions(fractions),
+            seeds=parse_seeds(seeds),
+            description_length=description_length,
+        ),
+    )
+    s = complexity_by_coverage(
+        sweep_dir, out, settings, device=device, overwrite=overwrite, say=None if quiet else typer.echo
+    )
+    families = s["families"]
+    rows = [("fraction", "coverage %", "in-distribution %") + tuple(f"AUC {f}" for f in families)]
+    for f, entry in s["per_fraction"].items():
+        line = entry["in_distribution"]["mean"]
+        rows.append(
+            (f, f"{100 * entry['coverage']:.0f}", _percent(line))
+            + tuple(f"{entry[label]['auc']['mean']:.3f}" for label in families)
+        )
+    print_table(rows)
+    typer.echo(f"\nwrote {out}")
