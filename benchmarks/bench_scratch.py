@@ -20,15 +20,20 @@ training
     Steps per second of ``bindscope scratch train --config cpu-small`` (``Trainer.train_step``,
     no evaluation), and the wall time of the whole built-in config: the config must finish in
     at most 5 minutes on this machine.
+    Baseline (same run, same initial weights, same batches): the previous trainer, whose encoders
+    run the last block on every position and then read the EOS row (ours computes that block at
+    the EOS token only; the first losses of both are printed to show the maths is the same).
+    ``--compile`` also times ``torch.compile`` of the scoring function (warm-up excluded).
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_scratch.py [--batch 512] [--batches 20] [--train-steps 200]
+    .venv/bin/python benchmarks/bench_scratch.py [--batch 512] [--batches 20] [--train-steps 300] [--compile]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import time
 
@@ -38,6 +43,7 @@ import torch
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
 from bindscope.scratch.config import load_config
 from bindscope.scratch.data import SceneSampler, Vocabulary
+from bindscope.scratch.model import SequenceEncoder
 from bindscope.scratch.train import Trainer
 from bindscope.space.concepts import ConceptSpace
 
@@ -194,23 +200,58 @@ def bench_sampler(args: argparse.Namespace) -> None:
     print(f"  published research sampler: about 500 ms/batch (quoted, not run): {0.5 / best_ours:.0f}x")
 
 
+def every_position_hidden(encoder: SequenceEncoder, tokens: torch.Tensor, layer: int | None = None) -> torch.Tensor:
+    """The previous encoder: every block on every position, the final norm, then the EOS row."""
+    x = encoder.embed(tokens) + encoder.positions[: tokens.shape[1]]
+    padding = tokens == encoder.vocab.pad
+    for block in encoder.blocks.layers[: len(encoder.blocks.layers) if layer is None else layer]:
+        x = block(x, src_key_padding_mask=padding)
+    if layer is None and encoder.blocks.norm is not None:
+        x = encoder.blocks.norm(x)
+    return x[torch.arange(len(tokens)), (tokens == encoder.vocab.eos).float().argmax(1)]
+
+
+def steps_per_second(trainer: Trainer, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        trainer.train_step()
+    return steps / (time.perf_counter() - start)
+
+
 def bench_training(args: argparse.Namespace) -> None:
-    cfg = load_config("cpu-small")
-    trainer = Trainer(cfg)
-    for _ in range(5):  # warm-up
-        trainer.train_step()
-    t = time.perf_counter()
-    for _ in range(args.train_steps):
-        trainer.train_step()
-    rate = args.train_steps / (time.perf_counter() - t)
+    cfg = load_config("cpu-small", eval_every=10**6)
+    trainers = {"ours (last block at EOS only)": Trainer(cfg), "previous (last block on every position)": Trainer(cfg)}
+    previous = trainers["previous (last block on every position)"]
+    for encoder in (previous.model.scene, previous.model.query):
+        encoder.hidden = functools.partial(every_position_hidden, encoder)  # type: ignore[method-assign]
+    if args.compile:
+        compiled = Trainer(cfg)
+        compiled.model.scores = torch.compile(compiled.model.scores, dynamic=True)  # type: ignore[method-assign]
+        trainers["ours + torch.compile"] = compiled
+    first_losses = {}
+    for name, trainer in trainers.items():
+        start = time.perf_counter()
+        for _ in range(5):  # warm-up (and compilation)
+            trainer.train_step()
+        first_losses[name] = float(trainer._window[0][0])  # the first step's loss (logged every 25 steps)
+        if args.compile and name == "ours + torch.compile":
+            print(f"  torch.compile warm-up: {time.perf_counter() - start:.1f} s")
+    rates: dict[str, list[float]] = {name: [] for name in trainers}
+    for _ in range(args.repeats):  # interleaved rounds: other load on the machine hits each alike
+        for name, trainer in trainers.items():
+            rates[name].append(steps_per_second(trainer, args.train_steps // args.repeats))
     print(
         f"training, cpu-small ({cfg.layers} layers, d_model {cfg.d_model}, batch {cfg.batch_size}, "
-        f"{cfg.steps:,} steps, evaluation every {cfg.eval_every}):"
+        f"{cfg.steps:,} steps), torch threads {torch.get_num_threads()}, best of {args.repeats} rounds:"
     )
-    print(
-        f"  {rate:.1f} steps/s  -> about {cfg.steps / rate:.0f} s of training steps for the whole config "
-        f"(limit 300 s incl. evaluation; measure the full run with bindscope scratch train)"
-    )
+    base = max(rates["previous (last block on every position)"])
+    for name, values in rates.items():
+        print(
+            f"  {name + ':':42s} {max(values):6.2f} steps/s  ratio {max(values) / base:.2f}x  "
+            f"(first loss {first_losses[name]:.6f})"
+        )
+    rate = max(rates["ours (last block at EOS only)"])
+    print(f"  -> about {cfg.steps / rate:.0f} s of training steps for the whole config (limit 300 s incl. evaluation)")
 
 
 def main() -> None:
@@ -219,9 +260,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kmax", type=int, default=3)
-    parser.add_argument("--train-steps", type=int, default=200)
+    parser.add_argument("--train-steps", type=int, default=300)
+    parser.add_argument("--compile", action="store_true", help="Also time torch.compile of the scoring function.")
+    parser.add_argument("--skip-sampler", action="store_true", help="Time training only.")
     args = parser.parse_args()
-    bench_sampler(args)
+    if not args.skip_sampler:
+        bench_sampler(args)
     bench_training(args)
 
 

@@ -54,16 +54,37 @@ class SequenceEncoder(nn.Module):
         final LayerNorm if there is one)."""
         x = self.embed(tokens) + self.positions[: tokens.shape[1]]
         padding = tokens == self.vocab.pad
-        stop = len(self.blocks.layers) if layer is None else layer
-        for block in self.blocks.layers[:stop]:
-            x = block(x, src_key_padding_mask=padding)
-        if layer is None and self.blocks.norm is not None:
-            x = self.blocks.norm(x)
         eos = (tokens == self.vocab.eos).float().argmax(1)
-        return x[torch.arange(len(tokens), device=tokens.device), eos]
+        rows = torch.arange(len(tokens), device=tokens.device)
+        blocks = list(self.blocks.layers)[: len(self.blocks.layers) if layer is None else layer]
+        if not blocks:
+            return x[rows, eos]
+        for block in blocks[:-1]:
+            x = block(x, src_key_padding_mask=padding)
+        out = eos_block(blocks[-1], x, rows, eos, padding)
+        if layer is None and self.blocks.norm is not None:
+            out = self.blocks.norm(out)
+        return out
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.head(self.hidden(tokens))
+
+
+def eos_block(
+    block: nn.TransformerEncoderLayer, x: torch.Tensor, rows: torch.Tensor, eos: torch.Tensor, padding: torch.Tensor
+) -> torch.Tensor:
+    """``block(x, src_key_padding_mask=padding)[rows, eos]`` computed at the EOS token only.
+
+    The same maths as the full pre-LN block (no dropout): every token is normalised and projected to
+    keys and values, but only the EOS token queries them and goes through the feed-forward layer,
+    since no other position of the last block reaches the output.
+    """
+    if not block.norm_first:
+        raise ValueError("eos_block needs a pre-LN block (norm_first=True)")
+    h = block.norm1(x)
+    attended = block.self_attn(h[rows, eos][:, None], h, h, key_padding_mask=padding, need_weights=False)[0][:, 0]
+    y = x[rows, eos] + attended
+    return y + block.linear2(block.activation(block.linear1(block.norm2(y))))
 
 
 def xavier_init(module: nn.Module) -> None:
