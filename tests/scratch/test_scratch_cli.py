@@ -165,7 +165,16 @@ def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
     table = pd.read_csv(out / "results.csv")
     assert set(table.fraction) == {0.3, 0.6} and set(table.seed) == {0, 1}
     assert list(table.columns)[:7] == ["analysis", "variant", "control", "group", "metric", "seed", "value"]
-    assert set(table.variant) == {"model", "chance"} and set(table.group) == {"train", "validation", "test"}
+    assert set(table.variant) == {"model", "chance", "bag of concepts"}
+    assert set(table.group) == {"train", "validation", "test"}
+    bag = table[table.variant == "bag of concepts"].set_index(["fraction", "seed"])["value"]
+    for (fraction, seed), value in bag.items():  # each run's own held-out scenes decide it
+        run = json.loads((out / "runs" / f"f{fraction:g}-s{seed}" / "summary.json").read_text())
+        assert value == run["bag_of_concepts_test_object_acc"] and 0 < value < 1
+    for f, entry in summary["per_fraction"].items():
+        assert entry["test_bag_of_concepts_object_acc"]["mean"] == pytest.approx(bag.loc[float(f)].mean())
+        assert entry["test_binding_object_acc"]["n"] == 2
+    assert "bag of concepts %" in result.stdout and "needing binding %" in result.stdout
     assert (out / "plots" / "coverage.png").stat().st_size > 1000
     for run in ("f0.3-s0", "f0.3-s1", "f0.6-s0", "f0.6-s1"):
         assert (out / "runs" / run / "model.safetensors").is_file(), run

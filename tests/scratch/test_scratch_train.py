@@ -236,10 +236,47 @@ def test_a_short_run_learns(learned) -> None:
     assert metrics.concept_loss.iloc[0] > metrics.concept_loss.iloc[-1]
     chance = summary["chance_test_object_acc"]
     assert 0 < chance < 0.05
+    test_scenes = SceneSet(config_space(), evaluation_scenes_of_learn()["test"])
+    assert summary["bag_of_concepts_test_object_acc"] == 1 - test_scenes.binding_ambiguous().mean()
+    assert 0 <= summary["final"]["test_binding_object_acc"] <= 1
     assert summary["final"]["train_object_acc"] > max(5 * chance, 0.1)
     assert summary["final"]["train_concept_acc"] > 0.3
     assert summary["objects"] == {"fit": 15, "validation": 1, "test": 4} and summary["coverage"] == 0.75
     assert summary["steps"] == 150 and summary["seconds"] > 0
+
+
+def config_space():
+    return load_config("cpu-small", **LEARN).preset().space
+
+
+def evaluation_scenes_of_learn() -> dict[str, np.ndarray]:
+    config = load_config("cpu-small", **LEARN)
+    return evaluation_scenes(config, config_space(), object_roles(config, config_space()))
+
+
+def test_accuracy_on_scenes_needing_binding_known_answers() -> None:
+    """A bag of concepts scores exactly the scenes that need no binding; an object lookup scores all."""
+    space = load_config("cpu-small", **LEARN).preset().space
+    pairs = [[[0, 0], [1, 1]], [[0, 0], [0, 1]], [[0, 0], [1, 0]], [[2, 3], [2, 3]], [[3, 4], [1, 2]]]
+    scenes = SceneSet(space, np.array(pairs))  # swap, shared attribute, shared noun, one object twice, swap
+    ambiguous = scenes.binding_ambiguous()
+    assert ambiguous.tolist() == [True, False, False, False, True]
+    counts = scenes.value_counts()
+    bag = torch.from_numpy(np.concatenate(counts, axis=1).astype(np.float32))  # [N, sum V]: the values present
+    values = torch.from_numpy(space.all_objects())
+    offsets = torch.tensor([0, space.sizes[0]])
+    object_probes = torch.zeros(space.num_objects, bag.shape[1]).scatter_(1, values + offsets, 1.0)
+    concept_probes = dict(zip(space.concepts, torch.split(torch.eye(bag.shape[1]), list(space.sizes))))
+    bag_acc = accuracies(bag, {**concept_probes, "object": object_probes}, scenes)
+    assert bag_acc["object_acc"] == pytest.approx(1 - ambiguous.mean()) and bag_acc["binding_object_acc"] == 0.0
+    assert bag_acc["concept_acc"] == 1.0
+    lookup = torch.from_numpy(soft_targets(scenes)["object"])  # one dimension per object
+    by_object = {c: torch.nn.functional.one_hot(values[:, i]).T.float() for i, c in enumerate(space.concepts)}
+    lookup_probes = {**by_object, "object": torch.eye(space.num_objects)}
+    lookup_acc = accuracies(lookup, lookup_probes, scenes)
+    assert lookup_acc["object_acc"] == 1.0 and lookup_acc["binding_object_acc"] == 1.0
+    assert lookup_acc["concept_acc"] == 1.0
+    assert "binding_object_acc" not in accuracies(lookup[~ambiguous], lookup_probes, scenes.subset(~ambiguous))
 
 
 def test_selection_is_on_validation(learned) -> None:

@@ -547,3 +547,39 @@ def test_too_many_objects_is_refused():
     values = tuple(tuple(f"v{j}" for j in range(1000)) for _ in range(5))  # 10^15 objects
     with pytest.raises(BindscopeError, match="distinct objects; object ids would overflow"):
         ConceptSpace(tuple(f"c{i}" for i in range(5)), values)
+
+
+# -- SceneSet: binding ambiguity ----------------------------------------------------------------
+
+PAD_ROW = [PAD, PAD]
+
+
+def test_binding_ambiguous_known_answers():
+    space = ConceptSpace(("color", "shape"), (("red", "blue", "green"), ("cube", "ball", "cone")))
+    scenes = np.array(
+        [
+            [[0, 0], [1, 1], PAD_ROW],  # red cube, blue ball: the swap "blue cube, red ball" has the same values
+            [[0, 0], [0, 1], PAD_ROW],  # red cube, red ball: shared color, decided by its values
+            [[0, 0], [1, 0], PAD_ROW],  # shared shape
+            [[0, 0], [0, 0], PAD_ROW],  # the same object twice
+            [[0, 0], PAD_ROW, PAD_ROW],  # one object
+            [[0, 0], [1, 1], [0, 1]],  # three of the four formable objects: blue cube is missing
+            [[0, 0], [1, 1], [1, 0]],  # red cube, blue ball, blue cube: red ball is missing
+            [[0, 0], [0, 1], [0, 2]],  # one color, three shapes: nothing else is formable
+        ]
+    )
+    got = SceneSet(space, scenes).binding_ambiguous()
+    assert got.tolist() == [True, False, False, False, False, True, True, False]
+
+
+@PROPERTY
+@given(scenes=scene_sets())
+def test_binding_ambiguous_means_an_absent_object_has_only_present_values(scenes):
+    """Brute force: some object outside the scene has, per concept, a value the scene holds."""
+    expected = []
+    for row in scenes.scenes:
+        present = [tuple(o) for o in row if o[0] != PAD]
+        held = [{o[c] for o in present} for c in range(scenes.space.num_concepts)]
+        formable = {tuple(o) for o in scenes.space.all_objects() if all(o[c] in held[c] for c in range(len(held)))}
+        expected.append(bool(formable - set(present)))
+    assert scenes.binding_ambiguous().tolist() == expected

@@ -167,6 +167,7 @@ def scratch_train(
     print_table(accuracy_rows(sel))
     typer.echo(
         f"selected step {s['selected_step']} ({s['selected_on']}); chance {100 * s['chance_test_object_acc']:.2f} %; "
+        f"a bag of concepts scores {_percent(s.get('bag_of_concepts_test_object_acc'))} % on the held-out scenes; "
         f"{s['steps']:,} steps in {s['seconds']:.0f} s"
     )
     typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out}")
@@ -175,12 +176,13 @@ def scratch_train(
 def accuracy_rows(selected: dict[str, float]) -> list[tuple[str, ...]]:
     """The train command's table: strict accuracies per split, then the batch-query ones where reported."""
     batch = any(k.endswith("_batch_object_acc") for k in selected)
-    header = ("objects", "object acc %", "concept acc %")
+    header = ("objects", "object acc %", "needing binding %", "concept acc %")
     rows = [header + (("batch-query object acc %", "batch-query concept acc %") if batch else ())]
     for split, label in (("train", "trained on"), ("validation", "validation"), ("test", "held out")):
         if f"{split}_object_acc" not in selected:
             continue
-        keys = ["object_acc", "concept_acc"] + (["batch_object_acc", "batch_concept_acc"] if batch else [])
+        keys = ["object_acc", "binding_object_acc", "concept_acc"]
+        keys += ["batch_object_acc", "batch_concept_acc"] if batch else []
         rows.append((label, *(_percent(selected.get(f"{split}_{k}")) for k in keys)))
     return rows
 
@@ -226,7 +228,8 @@ def scratch_sweep(
     )
     batch = any("test_batch_object_acc" in entry for entry in s["per_fraction"].values())
     rows = [
-        ("fraction", "held-out object acc %", "std", "min", "max", "trained-on object acc %")
+        ("fraction", "held-out object acc %", "std", "min", "max", "bag of concepts %", "needing binding %")
+        + ("trained-on object acc %",)
         + (("batch-query held-out object acc %",) if batch else ())
     ]
     for f, entry in s["per_fraction"].items():
@@ -238,11 +241,16 @@ def scratch_sweep(
             std,
             f"{100 * h['min']:.1f}",
             f"{100 * h['max']:.1f}",
+            _percent(entry.get("test_bag_of_concepts_object_acc", {}).get("mean")),
+            _percent(entry.get("test_binding_object_acc", {}).get("mean")),
             f"{100 * t['mean']:.1f}",
         )
         rows.append(row + ((_percent(entry.get("test_batch_object_acc", {}).get("mean")),) if batch else ()))
     print_table(rows)
-    typer.echo(f"chance {100 * s['chance_object_acc']:.2f} %")
+    typer.echo(
+        f"chance {100 * s['chance_object_acc']:.2f} %; bag of concepts: what a model that does not bind scores on the "
+        "held-out scenes; needing binding: held-out object acc on the scenes a bag of concepts cannot decide"
+    )
     typer.echo(f"\nseeds {', '.join(map(str, s['seeds']))}; wrote {out}")
 
 

@@ -2,7 +2,9 @@
 
 The probes of a controlled model are its query encoder's L2-normalised embeddings: one per
 concept value and one per object. A scene is scored by cosine against them, and set separation
-(docs/method.md §3) decides whether it is correct.
+(docs/method.md §3) decides whether it is correct. Object accuracy is also reported on the scenes
+that need binding (a bag of concepts cannot decide them), beside the share a bag of concepts gets
+right (:func:`bag_of_concepts_accuracy`).
 
 The research code's batch-query evaluation (``batch_eval``) is reported next to it: fresh batches
 of 1..Kmax objects, each scene scored only against the queries sampled for its batch
@@ -107,14 +109,26 @@ def _encode(encoder: torch.nn.Module, tokens: torch.Tensor, device: str) -> torc
 
 def accuracies(z: torch.Tensor, probes: dict[str, torch.Tensor], scenes: SceneSet) -> dict[str, float]:
     """Set-separation accuracy of scene embeddings under the probes: ``object_acc``, ``concept_acc``
-    (mean over concepts) and ``acc_<concept>``."""
+    (mean over concepts), ``acc_<concept>`` and, where some scene needs binding,
+    ``binding_object_acc``: the object accuracy on the scenes a bag of concepts cannot decide
+    (:meth:`SceneSet.binding_ambiguous`)."""
     targets = soft_targets(scenes)
+    ambiguous = scenes.binding_ambiguous()
     out: dict[str, float] = {}
     for name, w in probes.items():
         ok = set_separation_correct(z @ w.T, torch.from_numpy(targets[name]).to(z.device))
         out["object_acc" if name == OBJECT else f"acc_{name}"] = float(ok.mean())
+        if name == OBJECT and ambiguous.any():
+            out["binding_object_acc"] = float(ok[ambiguous].mean())
     out["concept_acc"] = float(np.mean([out[f"acc_{c}"] for c in scenes.space.concepts]))
     return out
+
+
+def bag_of_concepts_accuracy(scenes: SceneSet) -> float:
+    """Object accuracy of an ideal bag of concepts: it scores each object by whether all its values are
+    in the scene, so it ties a binding swap with the scene's objects and is right exactly on the scenes
+    that need no binding (the baseline a model must beat to show that it binds)."""
+    return float(1.0 - scenes.binding_ambiguous().mean()) if len(scenes) else float("nan")
 
 
 def evaluate(model: DualEncoder, space: ConceptSpace, sets: dict[str, np.ndarray], device: str) -> dict[str, float]:

@@ -8,6 +8,8 @@ import pandas as pd
 
 from bindscope.core.figures import pyplot, save_figure
 
+#: The variant of a sweep's rows holding what an ideal bag of concepts scores on each run's held-out scenes.
+BAG_OF_CONCEPTS = "bag of concepts"
 SPLIT_LABELS = (("test", "held-out objects"), ("validation", "validation objects"), ("train", "training objects"))
 
 
@@ -15,7 +17,8 @@ def coverage_plot(table: pd.DataFrame, path: str | Path, title: str = "") -> Pat
     """Left: object accuracy, right: concept accuracy, against the fraction of objects trained on.
 
     A line per evaluation split (``group``: held-out, validation and training objects) with a
-    min-max band over seeds, and chance.
+    min-max band over seeds, chance, and what an ideal bag of concepts scores on the held-out scenes
+    (a model that does not bind gets at most that).
     """
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2), sharey=True)
@@ -32,6 +35,12 @@ def coverage_plot(table: pd.DataFrame, path: str | Path, title: str = "") -> Pat
             chance_rows = table[(table.variant == "chance") & (table.metric == "object_acc")]
             chance = chance_rows.groupby("fraction")["value"].mean()
             ax.plot(chance.index.to_numpy(dtype=float), chance.to_numpy(), "k:", lw=1, label="chance")
+            bag_rows = table[(table.variant == BAG_OF_CONCEPTS) & (table.metric == "object_acc")]
+            bag = bag_rows.groupby("fraction")["value"].mean()
+            if len(bag):
+                ax.plot(
+                    bag.index.to_numpy(dtype=float), bag.to_numpy(), "k--", lw=1, label="bag of concepts (held out)"
+                )
         ax.set_title(metric.replace("_acc", " accuracy (set separation)"), fontsize=10)
         ax.set_xlabel("fraction of objects in training (coverage)")
         ax.set_ylim(-0.02, 1.02)

@@ -4,11 +4,13 @@
 in the common format (:mod:`bindscope.analyses.results`, analysis ``scratch-sweep``)::
 
     OUT/summary.json     the common header, then per fraction: mean, std, n, min, max of
-                         held-out-object accuracy (and concept and in-distribution accuracy, and
-                         the batch-query accuracies of configs with ``batch_eval``) over seeds, at
-                         each run's selected step
-    OUT/results.parquet  tidy rows: the key columns (variant "model" or "chance", group = the
-                         objects scored: test, validation, train) plus fraction, coverage, selected_step
+                         held-out-object accuracy (and on the scenes that need binding, concept
+                         and in-distribution accuracy, and the batch-query accuracies of configs
+                         with ``batch_eval``) over seeds, at each run's selected step, beside what a
+                         bag of concepts scores on the same held-out scenes
+    OUT/results.parquet  tidy rows: the key columns (variant "model", "chance" or "bag of concepts",
+                         group = the objects scored: test, validation, train) plus fraction,
+                         coverage, selected_step
     OUT/results.csv
     OUT/plots/coverage.png
     OUT/runs/f0.2-s0/    every run's model folder (a ``scratch:`` model each)
@@ -43,7 +45,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.validation import Settings
 from bindscope.scratch.config import ScratchConfig
-from bindscope.scratch.plot import coverage_plot
+from bindscope.scratch.plot import BAG_OF_CONCEPTS, coverage_plot
 from bindscope.scratch.train import train_model
 from bindscope.space.splits import DEFAULT_SEEDS, check_fraction
 
@@ -51,7 +53,7 @@ ANALYSIS = "scratch-sweep"
 EXTRA_COLUMNS = ("fraction", "coverage", "selected_step")
 SPLITS = {"test": "held-out objects", "validation": "validation objects", "train": "training objects"}
 #: Metrics summarised per fraction (the batch-query ones exist only for configs with ``batch_eval``).
-SUMMARY_METRICS = ("object_acc", "concept_acc", "batch_object_acc", "batch_concept_acc")
+SUMMARY_METRICS = ("object_acc", "binding_object_acc", "concept_acc", "batch_object_acc", "batch_concept_acc")
 
 
 def run_name(fraction: float, seed: int) -> str:
@@ -206,6 +208,9 @@ def _rows(summary: dict, fraction: float, seed: int) -> list[dict]:
         split, metric = key.split("_", 1)
         rows.append(_row("model", split, metric, seed, value, extra))
     rows.append(_row("chance", "test", "object_acc", seed, summary["chance_test_object_acc"], extra))
+    bag = summary.get("bag_of_concepts_test_object_acc")  # absent from models trained before it was recorded
+    if bag is not None:
+        rows.append(_row(BAG_OF_CONCEPTS, "test", "object_acc", seed, bag, extra))
     return rows
 
 
@@ -240,6 +245,9 @@ def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[fl
                 values = at[(at.group == split) & (at.metric == metric)]["value"]
                 if len(values):
                     entry[f"{split}_{metric}"] = _spread(values)
+        bag = table[(table.variant == BAG_OF_CONCEPTS) & (table.fraction == fraction)]["value"]
+        if len(bag):
+            entry["test_bag_of_concepts_object_acc"] = _spread(bag)
         entry["coverage"] = round(float(at["coverage"].mean()), 6)
         per[f"{fraction:g}"] = entry
     headline = {f: per[f].get("test_object_acc", {}).get("mean") for f in per}

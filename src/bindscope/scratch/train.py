@@ -50,6 +50,7 @@ from bindscope.scratch.config import ScratchConfig, warmup_steps
 from bindscope.scratch.data import SceneSampler, Vocabulary
 from bindscope.scratch.evaluate import (
     ObjectRoles,
+    bag_of_concepts_accuracy,
     batch_eval_samplers,
     batch_query_evaluation,
     evaluate,
@@ -337,6 +338,7 @@ def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
         "selected": _at(trainer.eval_rows, selected),
         "final": _at(trainer.eval_rows, trainer.step),
         "chance_test_object_acc": chance["object"],
+        "bag_of_concepts_test_object_acc": bag_of_concepts_accuracy(SceneSet(trainer.space, trainer.sets["test"])),
         "steps": cfg.steps,
         "seconds": trainer.seconds,
         "steps_per_second": cfg.steps / trainer.seconds if trainer.seconds > 0 else None,

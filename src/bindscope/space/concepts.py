@@ -326,6 +326,21 @@ class SceneSet:
         """Number of objects in each scene ``[N]``."""
         return (self.scenes[..., 0] != PAD).sum(axis=1)
 
+    def binding_ambiguous(self) -> np.ndarray:
+        """Per scene ``[N]``: does an object outside the scene carry only values the scene holds?
+
+        Such a scene has the same concept values as a scene holding that object instead (a binding
+        swap: "a red cube and a blue sphere" against "a blue cube and a red sphere"). A bag of concepts
+        cannot tell them apart; every other scene is decided by its concept values alone. The scene
+        can form ``prod_c (distinct values of concept c)`` objects from its values; it is ambiguous when
+        it holds fewer distinct objects than that.
+        """
+        formable = np.prod([(counts > 0).sum(axis=1) for counts in self.value_counts()], axis=0)
+        ids = np.sort(self.object_ids(), axis=1)
+        first = np.ones_like(ids, dtype=bool)
+        first[:, 1:] = ids[:, 1:] != ids[:, :-1]  # the first slot of each distinct id, after sorting
+        return formable > (first & (ids != PAD)).sum(axis=1)
+
     def full(self) -> np.ndarray:
         """Indices of the scenes that hold all K objects."""
         return np.flatnonzero(self.num_objects() == self.max_objects)
