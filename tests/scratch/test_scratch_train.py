@@ -251,12 +251,13 @@ def config_space():
 
 def evaluation_scenes_of_learn() -> dict[str, np.ndarray]:
     config = load_config("cpu-small", **LEARN)
-    return evaluation_scenes(config, config_space(), object_roles(config, config_space()))
+    space = config.preset().space
+    return evaluation_scenes(config, space, object_roles(config, space))
 
 
 def test_accuracy_on_scenes_needing_binding_known_answers() -> None:
     """A bag of concepts scores exactly the scenes that need no binding; an object lookup scores all."""
-    space = load_config("cpu-small", **LEARN).preset().space
+    space = config_space()
     pairs = [[[0, 0], [1, 1]], [[0, 0], [0, 1]], [[0, 0], [1, 0]], [[2, 3], [2, 3]], [[3, 4], [1, 2]]]
     scenes = SceneSet(space, np.array(pairs))  # swap, shared attribute, shared noun, one object twice, swap
     ambiguous = scenes.binding_ambiguous()

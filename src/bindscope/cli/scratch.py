@@ -228,8 +228,16 @@ def scratch_sweep(
     )
     batch = any("test_batch_object_acc" in entry for entry in s["per_fraction"].values())
     rows = [
-        ("fraction", "held-out object acc %", "std", "min", "max", "bag of concepts %", "needing binding %")
-        + ("trained-on object acc %",)
+        (
+            "fraction",
+            "held-out object acc %",
+            "std",
+            "min",
+            "max",
+            "bag of concepts %",
+            "needing binding %",
+            "trained-on object acc %",
+        )
         + (("batch-query held-out object acc %",) if batch else ())
     ]
     for f, entry in s["per_fraction"].items():
