@@ -5,7 +5,8 @@ Each variant is a built-in config plus overrides (JSON), trained at one fraction
 accuracy (set separation over all objects), held-out object accuracy on the scenes that need binding
 and held-out concept accuracy, and at the end one JSON
 line with the numbers at the step selected on validation objects (appended to ``--record``), and
-where the held-out scenes fail at those weights (:func:`error_breakdown`; ``--save`` keeps them).
+where the held-out scenes fail at those weights (:func:`error_breakdown`; ``--save DIR`` writes the model
+folder, as ``bindscope scratch train`` does, for ``scratch export`` and the analyses).
 ``budget_s`` in the overrides stops a variant after that many seconds (its last evaluation counts).
 
 Run from the repository root, e.g. (the README's search table)::
@@ -26,7 +27,7 @@ import torch
 
 from bindscope.scratch.config import load_config
 from bindscope.scratch.evaluate import ObjectRoles, bag_of_concepts_accuracy, query_probes, scene_embeddings
-from bindscope.scratch.train import Trainer
+from bindscope.scratch.train import Trainer, load_model, roles_of, write_model
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 SPLITS = ("train", "validation", "test")
@@ -94,11 +95,28 @@ def _wrong_kinds(space: ConceptSpace, roles: ObjectRoles, scenes: np.ndarray, wr
     }
 
 
-def search(name: str, overrides: dict, base: str, fraction: float, seed: int, save: Path | None = None) -> dict:
-    """Train one variant, printing every evaluation; returns its numbers at the selected step."""
+def search(
+    name: str,
+    overrides: dict,
+    base: str,
+    fraction: float,
+    seed: int,
+    save: Path | None = None,
+    start_from: Path | None = None,
+) -> dict:
+    """Train one variant, printing every evaluation; returns its numbers at the selected step.
+
+    ``start_from``: a model folder whose selected weights the run starts from (with a fresh
+    optimizer and schedule); it must have the variant's architecture and object roles.
+    """
     budget = float(overrides.pop("budget_s", float("inf")))
     config = load_config(base, fraction=fraction, seed=seed, **overrides)
     trainer = Trainer(config)
+    if start_from is not None:
+        model, record = load_model(start_from)
+        if roles_of(record).to_dict() != trainer.roles.to_dict():
+            raise SystemExit(f"{start_from} was trained on other object roles; give its --fraction and --seed")
+        trainer.model.load_state_dict(model.state_dict())
     start = time.perf_counter()
     best: tuple[int, dict] | None = None
     while trainer.step < config.steps:
@@ -121,15 +139,17 @@ def search(name: str, overrides: dict, base: str, fraction: float, seed: int, sa
     assert best is not None
     step, metrics = best
     assert trainer.best_weights is not None
-    trainer.model.load_state_dict(trainer.best_weights)
+    trainer.seconds = time.perf_counter() - start
     if save is not None:
-        torch.save({"config": config.to_dict(), "weights": trainer.best_weights}, save)
+        write_model(trainer, save, overwrite=True, command="benchmarks/scratch_emergence_search.py")
+    trainer.model.load_state_dict(trainer.best_weights)
     return {
         "name": name,
         "base": base,
         "overrides": overrides,
         "fraction": fraction,
         "seed": seed,
+        "start_from": None if start_from is None else str(start_from),
         "steps_done": trainer.step,
         "seconds": round(time.perf_counter() - start),
         "threads": torch.get_num_threads(),
@@ -151,10 +171,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--record", type=Path, default=None, help="append the result's JSON line to this file")
-    parser.add_argument("--save", type=Path, default=None, help="save the selected weights and config (torch.save)")
+    parser.add_argument(
+        "--save", type=Path, default=None, help="write a model folder (as `scratch train` does) to this path"
+    )
+    parser.add_argument(
+        "--start-from", type=Path, default=None, help="start from a model folder's selected weights (fresh optimizer)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    row = search(args.name, json.loads(args.overrides), args.base, args.fraction, args.seed, args.save)
+    overrides = json.loads(args.overrides)
+    row = search(args.name, overrides, args.base, args.fraction, args.seed, args.save, args.start_from)
     print(json.dumps(row), flush=True)
     if args.record is not None:
         with args.record.open("a") as f:

@@ -55,3 +55,14 @@ def test_the_eos_only_last_block_has_the_same_gradients() -> None:
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
     for name in grads[0]:
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_shared_encoder_reads_queries_as_one_object_scenes() -> None:
+    model, _, queries = tiny_model(shared_encoder=True)  # object queries of the first 30 objects
+    assert model.query is model.scene
+    assert not any(name.startswith("query.") for name in model.state_dict())
+    separate, _, _ = tiny_model()
+    assert sum(p.numel() for p in separate.parameters()) > 1.9 * sum(p.numel() for p in model.parameters())
+    values = torch.from_numpy(load_config("cpu-small").preset().space.all_objects()[:30])
+    with torch.no_grad():
+        torch.testing.assert_close(model.query(queries), model.scene(model.vocab.scene_tokens(values[:, None, :])))

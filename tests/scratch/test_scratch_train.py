@@ -25,7 +25,7 @@ from bindscope.scratch.evaluate import (
     query_probes,
     scene_embeddings,
 )
-from bindscope.scratch.train import load_model, train_model
+from bindscope.scratch.train import learning_rate, load_model, train_model
 from bindscope.space.concepts import SceneSet
 
 #: Tiny model settings: 40 steps, evaluations and checkpoints every 20.
@@ -557,3 +557,22 @@ def test_load_encoder_and_layers(learned) -> None:
         final.encode("text", ["a red circle and a blue square"])
     with pytest.raises(BindscopeError, match="do not fit"):
         final.encode("text", np.zeros((2, 3, 2), dtype=np.int64))
+
+
+def test_a_shared_encoder_model_saves_and_loads(tmp_path: Path) -> None:
+    out = tmp_path / "shared"
+    result = train_model(tiny(shared_encoder=True, steps=20), out)
+    assert result.summary["parameters"]["scene"] == result.summary["parameters"]["query"]
+    model, record = load_model(out)
+    assert record["config"]["shared_encoder"] is True and model.query is model.scene
+    assert train_model(tiny(shared_encoder=True, steps=20), out).status == "existing"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [("linear", [0.1, 1.0, 1.0, 0.5, 1 / 90]), ("constant", [0.1, 1.0, 1.0, 1.0, 1.0])],
+)
+def test_learning_rate_schedules(schedule: str, expected: list[float]) -> None:
+    config = tiny(steps=100, lr=1.0, warmup_fraction=0.1, schedule=schedule)
+    rates = [learning_rate(config, step) for step in (0, 9, 10, 55, 99)]
+    assert rates == pytest.approx(expected)

@@ -46,12 +46,19 @@ class ScratchConfig(BaseModel):
     ff: int = Field(default=2048, ge=8)
     d_out: int = Field(default=64, ge=2)
     embedding_std: float = Field(default=0.02, gt=0.0)
+    shared_encoder: bool = False
+    """One encoder for scenes and queries (a siamese model; an object query is the one-object scene)
+    instead of two of the same shape (docs/method.md §9, the paper's). A search variant, off in every
+    built-in config."""
     # optimisation
     steps: int = Field(default=50_000, ge=1)
     batch_size: int = Field(default=512, ge=2)
     lr: float = Field(default=3e-5, gt=0.0)
     weight_decay: float = Field(default=0.1, ge=0.0)
     warmup_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    schedule: Literal["linear", "constant"] = "linear"
+    """The learning rate after the warm-up: ``linear`` decay to 0 at the last step (the paper's), or
+    ``constant`` at ``lr``."""
     tau_init: float = 1.15
     max_logit_scale: float = Field(default=10.0, gt=0.0)
     # evaluation and checkpoints

@@ -96,15 +96,26 @@ def xavier_init(module: nn.Module) -> None:
 
 
 class DualEncoder(nn.Module):
-    """Scene and query encoders plus the learnable temperature ``tau``."""
+    """Scene and query encoders plus the learnable temperature ``tau``.
+
+    With ``shared_encoder`` one encoder reads scenes and queries (an object query is then the
+    one-object scene), and only ``scene.*`` weights exist.
+    """
 
     def __init__(self, vocab: Vocabulary, config: ScratchConfig) -> None:
         super().__init__()
         self.vocab = vocab
         self.max_logit_scale = config.max_logit_scale
         self.scene = SequenceEncoder(vocab, config)
-        self.query = SequenceEncoder(vocab, config)
+        if not config.shared_encoder:
+            self._modules["query"] = SequenceEncoder(vocab, config)  # weights named query.*, read by the property
         self.tau = nn.Parameter(torch.tensor(float(config.tau_init)))
+
+    @property
+    def query(self) -> SequenceEncoder:
+        """The query encoder: its own weights, or the scene encoder itself with ``shared_encoder``."""
+        own = self._modules.get("query")
+        return self.scene if own is None else own  # type: ignore[return-value]
 
     def logit_scale(self) -> torch.Tensor:
         return self.tau.exp().clamp(max=self.max_logit_scale)

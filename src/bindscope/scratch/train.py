@@ -95,10 +95,12 @@ def training_sampler(config: ScratchConfig, space: ConceptSpace, roles: ObjectRo
 
 
 def learning_rate(config: ScratchConfig, step: int) -> float:
-    """Linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0."""
+    """Linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0 (or constant)."""
     warm = warmup_steps(config)
     if step < warm:
         return config.lr * (step + 1) / warm
+    if config.schedule == "constant":
+        return config.lr
     return config.lr * max(0.0, (config.steps - step) / max(1, config.steps - warm))
 
 
@@ -252,7 +254,7 @@ def train_model(
         trainer.restore(resumed)
         log.info("resuming %s at step %d", out, trainer.step)
     _run(trainer, work, progress, on_step)
-    summary = _finish(trainer, out, overwrite)
+    summary = write_model(trainer, out, overwrite=overwrite)
     shutil.rmtree(work, ignore_errors=True)
     return TrainResult(out, summary, "resumed" if resumed is not None else "trained")
 
@@ -320,7 +322,9 @@ def _at(rows: list[dict], step: int | None) -> dict[str, float]:
     return {f"{r['split']}_{r['metric']}": r["value"] for r in rows if r["step"] == step}
 
 
-def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
+def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command: str = "scratch train") -> dict:
+    """Write ``trainer``'s model folder (best weights on validation, else the current ones) to ``out``;
+    returns its summary. ``command`` is recorded in the manifest."""
     cfg = trainer.config
     selected = trainer.best["step"] if trainer.best_weights is not None else trainer.step
     weights = trainer.best_weights if trainer.best_weights is not None else trainer.model.state_dict()
@@ -353,7 +357,7 @@ def _finish(trainer: Trainer, out: Path, overwrite: bool) -> dict:
         "selected_step": selected,
     }
     manifest = {
-        "command": "scratch train",
+        "command": command,
         "device": trainer.device,
         "seconds": trainer.seconds,
         "versions": versions(),
