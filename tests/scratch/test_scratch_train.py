@@ -25,7 +25,7 @@ from bindscope.scratch.evaluate import (
     query_probes,
     scene_embeddings,
 )
-from bindscope.scratch.train import learning_rate, load_model, train_model
+from bindscope.scratch.train import Trainer, learning_rate, load_model, train_model
 from bindscope.space.concepts import SceneSet
 
 #: Tiny model settings: 40 steps, evaluations and checkpoints every 20.
@@ -576,3 +576,13 @@ def test_learning_rate_schedules(schedule: str, expected: list[float]) -> None:
     config = tiny(steps=100, lr=1.0, warmup_fraction=0.1, schedule=schedule)
     rates = [learning_rate(config, step) for step in (0, 9, 10, 55, 99)]
     assert rates == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_the_concept_weight_scales_the_concept_loss(weight: float) -> None:
+    trainer = Trainer(tiny(concept_weight=weight))
+    for _ in range(20):
+        trainer.train_step()
+    row = trainer.log_rows[-1]
+    assert row["concept_loss"] > 0.1
+    assert row["loss"] == pytest.approx(weight * row["concept_loss"] + row["object_loss"], rel=1e-5)

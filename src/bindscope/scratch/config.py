@@ -59,6 +59,9 @@ class ScratchConfig(BaseModel):
     schedule: Literal["linear", "constant"] = "linear"
     """The learning rate after the warm-up: ``linear`` decay to 0 at the last step (the paper's), or
     ``constant`` at ``lr``."""
+    concept_weight: float = Field(default=1.0, ge=0.0)
+    """Weight of the concept task's loss next to the object task's (weight 1): 1 is the paper's sum;
+    0 trains on objects only (the concept queries are still evaluated)."""
     tau_init: float = 1.15
     max_logit_scale: float = Field(default=10.0, gt=0.0)
     # evaluation and checkpoints

@@ -151,7 +151,7 @@ class Trainer:
         task_loss = soft_cross_entropy if cfg.queries == "all" else active_soft_cross_entropy
         concept_loss = task_loss(scores[:, :n_values], batch.concept_labels.to(self.device))
         object_loss = task_loss(scores[:, n_values:], batch.object_labels.to(self.device))
-        loss = concept_loss + object_loss
+        loss = cfg.concept_weight * concept_loss + object_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
