@@ -34,7 +34,9 @@ def tiny_model(**overrides) -> tuple[DualEncoder, torch.Tensor, torch.Tensor]:
     return model, vocab.scene_tokens(batch.scenes), vocab.object_queries(torch.from_numpy(space.all_objects())[:30])
 
 
-@pytest.mark.parametrize("overrides", [{}, {"final_norm": False, "init": "xavier"}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"final_norm": False, "init": "xavier"}, {"ff_activation": "swiglu"}, {"shared_encoder": True}]
+)
 @pytest.mark.parametrize("layer", [None, 0, 1, 2, 3])
 def test_the_eos_only_last_block_matches_every_position(overrides: dict, layer: int | None) -> None:
     torch.manual_seed(0)
@@ -66,3 +68,12 @@ def test_a_shared_encoder_reads_queries_as_one_object_scenes() -> None:
     values = torch.from_numpy(load_config("cpu-small").preset().space.all_objects()[:30])
     with torch.no_grad():
         torch.testing.assert_close(model.query(queries), model.scene(model.vocab.scene_tokens(values[:, None, :])))
+
+
+def test_swiglu_gates_the_feed_forward_layer() -> None:
+    model, _, _ = tiny_model(ff_activation="swiglu")
+    block = model.scene.blocks.layers[0]
+    assert (block.linear1.out_features, block.linear2.in_features) == (2 * TINY["ff"], TINY["ff"])
+    x = torch.randn(5, 2 * TINY["ff"])
+    torch.testing.assert_close(block.activation(x), torch.nn.functional.silu(x[:, : TINY["ff"]]) * x[:, TINY["ff"] :])
+    assert not block.activation_relu_or_gelu  # PyTorch's fused inference path (ReLU or GELU only) stays off

@@ -46,6 +46,10 @@ class ScratchConfig(BaseModel):
     ff: int = Field(default=2048, ge=8)
     d_out: int = Field(default=64, ge=2)
     embedding_std: float = Field(default=0.02, gt=0.0)
+    ff_activation: Literal["gelu", "swiglu"] = "gelu"
+    """The feed-forward layers' activation: ``gelu`` (the paper's) or ``swiglu``, a gated layer
+    ``W2 (silu(W_g x) * (W_v x))`` of width ``ff`` (its input projection is ``2 * ff`` wide). A search
+    variant, off in every built-in config."""
     shared_encoder: bool = False
     """One encoder for scenes and queries (a siamese model; an object query is the one-object scene)
     instead of two of the same shape (docs/method.md §9, the paper's). A search variant, off in every

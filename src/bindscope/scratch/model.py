@@ -1,8 +1,9 @@
 """The controlled model of docs/method.md §9: a scene encoder and a query encoder of the same shape.
 
-Each encoder: token embedding, sinusoidal positions, a pre-LN transformer encoder (GELU, no
-dropout) with a final LayerNorm (``final_norm``), the hidden state at the EOS token, a linear head
-to ``d_out``. ``init`` chooses bindscope's initialisation or the research code's xavier one.
+Each encoder: token embedding, sinusoidal positions, a pre-LN transformer encoder (GELU, or
+SwiGLU with ``ff_activation``; no dropout) with a final LayerNorm (``final_norm``), the hidden
+state at the EOS token, a linear head to ``d_out``. ``init`` chooses bindscope's initialisation
+or the research code's xavier one.
 Scores are ``min(exp(tau), max_logit_scale) * cos(z_scene, w_query)`` with a learnable ``tau``.
 """
 
@@ -40,9 +41,18 @@ class SequenceEncoder(nn.Module):
             nn.init.normal_(self.embed.weight, std=config.embedding_std)  # small: attention starts positional
         length = max(vocab.scene_length, vocab.query_length)
         self.register_buffer("positions", sinusoidal_positions(length, config.d_model), persistent=False)
+        gated = config.ff_activation == "swiglu"
         layer = nn.TransformerEncoderLayer(
-            config.d_model, config.heads, config.ff, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+            config.d_model,
+            config.heads,
+            config.ff,
+            dropout=0.0,
+            activation=SwiGLU() if gated else "gelu",
+            batch_first=True,
+            norm_first=True,
         )
+        if gated:
+            layer.linear1 = nn.Linear(config.d_model, 2 * config.ff)  # the gate and the value
         norm = nn.LayerNorm(config.d_model) if config.final_norm else None
         self.blocks = nn.TransformerEncoder(layer, config.layers, norm=norm, enable_nested_tensor=False)
         self.head = nn.Linear(config.d_model, config.d_out)
@@ -68,6 +78,16 @@ class SequenceEncoder(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.head(self.hidden(tokens))
+
+
+class SwiGLU(nn.Module):
+    """The gated feed-forward activation ``silu(gate) * value`` of a ``[..., 2 * ff]`` input split in halves
+    (Shazeer 2020): a product of two projections of the token, so a token that mixes two values can
+    carry their product."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, value = x.chunk(2, dim=-1)
+        return nn.functional.silu(gate) * value
 
 
 def eos_block(
