@@ -4,7 +4,8 @@ Each variant is a built-in config plus overrides (JSON), trained at one fraction
 ``Trainer``; every ``eval_every`` steps it prints trained-on, validation-object and held-out object
 accuracy (set separation over all objects), held-out object accuracy on the scenes that need binding
 and held-out concept accuracy, and at the end one JSON
-line with the numbers at the step selected on validation objects (appended to ``--record``), and
+line with the numbers at the step selected on validation objects (appended to ``--record``), how
+much an object's match leaks to objects sharing one concept (:func:`concept_leakage`), and
 where the held-out scenes fail at those weights (:func:`error_breakdown`; ``--save DIR`` writes the model
 folder, as ``bindscope scratch train`` does, for ``scratch export`` and the analyses).
 ``budget_s`` in the overrides stops a variant after that many seconds (its last evaluation counts).
@@ -59,6 +60,37 @@ def error_breakdown(trainer: Trainer) -> dict[str, float]:
         **_wrong_kinds(space, roles, values[failing.numpy()], worst_negative.indices[failing].numpy()),
         **_failure_by_trained_swaps(space, roles, values, failing.numpy()),
     }
+
+
+@torch.no_grad()
+def concept_leakage(trainer: Trainer) -> dict[str, float]:
+    """How much of an object's match leaks to the objects that share one concept with it, by role.
+
+    Per object o, a one-object scene of o is compared (cosine) with the query of every object o' that
+    shares exactly one concept value with o, relative to its own query: ``cos(z_o, w_o') / cos(z_o,
+    w_o)``. ``leak_fit`` averages it over trained-on o and o', ``leak_test`` over held-out o and o'.
+    In a two-object scene a binding swap collects one such share from each object while a true object
+    gets its own match, so a share near 0.5 lets the swaps win. ``additivity``: the mean cosine of a
+    two-object scene with the normalised sum of its two one-object scenes.
+    """
+    model, space, roles = trainer.model, trainer.space, trainer.roles
+    values = space.object_values(np.arange(space.num_objects))
+    probes = query_probes(model, space, trainer.device)["object"]
+    singles = torch.nn.functional.normalize(scene_embeddings(model, values[:, None, :], trainer.device), dim=-1)
+    ratio = (singles @ probes.T).numpy()
+    ratio /= np.diag(ratio)[:, None]
+    one_shared = (values[:, None, :] == values[None, :, :]).sum(-1) == 1
+    out = {}
+    for name in ("fit", "test"):
+        ids = getattr(roles, name)
+        out[f"leak_{name}"] = round(float(ratio[np.ix_(ids, ids)][one_shared[np.ix_(ids, ids)]].mean()), 3)
+    pairs = trainer.sets["test"]
+    if pairs.shape[1] == 2:
+        both = scene_embeddings(model, pairs, trainer.device)
+        ids = space.object_ids(pairs.reshape(-1, space.num_concepts)).reshape(len(pairs), 2)
+        summed = singles[ids[:, 0]] + singles[ids[:, 1]]
+        out["additivity"] = round(float(torch.nn.functional.cosine_similarity(both, summed).mean()), 3)
+    return out
 
 
 def _failure_by_trained_swaps(
@@ -159,6 +191,7 @@ def search(
         "test_binding_object_acc": round(metrics.get("test_binding_object_acc", float("nan")), 4),
         "bag_of_concepts_acc": round(bag_of_concepts_accuracy(SceneSet(trainer.space, trainer.sets["test"])), 4),
         **error_breakdown(trainer),
+        **concept_leakage(trainer),
     }
 
 
