@@ -509,6 +509,11 @@ def test_cpu_small_is_unchanged() -> None:
         "batch_eval": False,
         "batch_eval_batches": 10,
         "heldout_negatives": False,
+        # the emergence search's fields, at the values that keep the paper's model and training
+        "ff_activation": "gelu",
+        "shared_encoder": False,
+        "schedule": "linear",
+        "concept_weight": 1.0,
     }
     assert cfg == {**CPU_SMALL_BEFORE, **defaults}
 
