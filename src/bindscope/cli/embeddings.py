@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,6 +10,13 @@ import typer
 
 from bindscope.cli.app import app, embeddings_app
 from bindscope.cli.common import DeviceOpt, Modality, OverwriteOpt, QuietOpt, print_table, quiet_model_libraries
+
+
+class SingleCaptions(str, Enum):
+    """Wording of single-object captions (``bindscope.data.datasets.SINGLE_CAPTION_FORMS``)."""
+
+    template = "template"
+    bare = "bare"
 
 
 @embeddings_app.command("import")
@@ -71,6 +79,13 @@ def embed(
             help="Embed every object alone (its single-object image or caption): the interventions' single bank.",
         ),
     ] = False,
+    single_captions: Annotated[
+        SingleCaptions,
+        typer.Option(
+            help="Wording of single-object captions: template (the dataset's caption template, e.g. 'a red "
+            "circle') or bare (no article, 'red circle', as the paper's research code)."
+        ),
+    ] = SingleCaptions.template,
     batch_size: Annotated[
         Optional[int], typer.Option(help="Rows per forward pass (default 32 images, 256 texts).")
     ] = None,
@@ -99,6 +114,7 @@ def embed(
         dtype=dtype,
         batch_size=batch_size,
         single_objects=single_objects,
+        single_captions=single_captions.value,
         name=name,
         chunk_rows=chunk_rows,
         overwrite=overwrite,

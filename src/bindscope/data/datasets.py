@@ -33,6 +33,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, read_json, read_manifest, staged_dir, write_json
 from bindscope.core.version import stamp
 from bindscope.data.presets import Preset, load_preset, preset_from_dict
+from bindscope.space.captions import bare_phrase
 from bindscope.space.captions import captions as make_captions
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
@@ -43,6 +44,9 @@ SCENES_CSV = "scenes.csv"
 SINGLES_PARQUET = "singles.parquet"
 SINGLES_CSV = "singles.csv"
 IMAGES_DIR = "images"
+#: Wordings of single-object captions (:func:`single_object_captions`): the caption template, or
+#: the same without a leading article.
+SINGLE_CAPTION_FORMS = ("template", "bare")
 REQUIRED_MANIFEST_KEYS = (
     "format",
     "preset",
@@ -270,9 +274,28 @@ def single_object_scenes(ds: Dataset) -> SceneSet:
     return SceneSet.singles(ds.space, 1)
 
 
-def single_object_captions(ds: Dataset) -> np.ndarray:
-    """The caption of every object alone, in object-id order (e.g. "a red cube")."""
-    return make_captions(single_object_scenes(ds), ds.preset.template)
+def single_object_captions(ds: Dataset, form: str = "template") -> np.ndarray:
+    """The caption of every object alone, in object-id order.
+
+    Parameters
+    ----------
+    ds : Dataset
+        The dataset whose concept space and caption template name the objects.
+    form : {"template", "bare"}
+        ``template``: the dataset's caption template ("a red cube"); ``bare``: the same without a
+        leading article ("red cube", as the paper's research code words single objects).
+
+    Returns
+    -------
+    np.ndarray
+        Object array ``[U]``: row o is the caption of object id o.
+    """
+    if form not in SINGLE_CAPTION_FORMS:
+        raise BindscopeError(
+            f"single-object caption form must be one of {', '.join(SINGLE_CAPTION_FORMS)}, got {form!r}"
+        )
+    out = make_captions(single_object_scenes(ds), ds.preset.template)
+    return np.array([bare_phrase(str(c)) for c in out], dtype=object) if form == "bare" else out
 
 
 def attach_images(

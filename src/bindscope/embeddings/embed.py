@@ -4,7 +4,8 @@ Rows are embedded in fixed chunks. Each finished chunk is saved atomically in a 
 beside the output (``.<out>.embedding-<key>``), so an interrupted run continues at the first
 missing chunk and the final array equals an uninterrupted run's. The output folder appears only
 when every row is done. A content key (dataset, model identity, layer, pooling, preprocessing,
-image bytes) makes asking again for the same embeddings a no-op.
+image bytes, a single-object caption wording other than the template's) makes asking again for
+the same embeddings a no-op.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
-from bindscope.data.datasets import Dataset, load_dataset, single_object_captions
+from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
 from bindscope.embeddings.encoders.base import DTYPES, Items
 from bindscope.embeddings.store import (
@@ -70,6 +71,7 @@ def embed_dataset(
     dtype: str = "float32",
     batch_size: int | None = None,
     single_objects: bool = False,
+    single_captions: str = "template",
     name: str | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     overwrite: bool = False,
@@ -95,6 +97,9 @@ def embed_dataset(
     single_objects : bool
         Embed every object alone: its caption (row o = object id o) or its image at each of
         the S slot positions (row o * S + s): the interventions' ``single`` bank.
+    single_captions : {"template", "bare"}
+        Wording of a text single-object bank: the dataset's caption template ("a red cube") or
+        bare, without the article ("red cube"). ``bare`` applies to captions only.
     chunk_rows : int
         Rows per saved chunk: the most work an interruption can lose.
     overwrite : bool
@@ -113,10 +118,11 @@ def embed_dataset(
     if dtype not in DTYPES:
         raise BindscopeError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     rows = "single_objects" if single_objects else "scenes"
-    items: Items = embed_items(ds, modality, single_objects)
+    items: Items = embed_items(ds, modality, single_objects, single_captions)
     spec = model.spec if isinstance(model, Encoder) else parse_spec(model)
+    wording = single_captions if modality == "text" and single_objects else None
     _refuse_other_contents(
-        out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite
+        out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite, wording
     )
     if isinstance(model, Encoder):
         encoder = model
@@ -126,10 +132,15 @@ def embed_dataset(
     encoder.check_modality(modality)
     own_items = encoder.dataset_items(ds, modality, single_objects)
     if own_items is not None:
-        items = own_items
+        if single_captions != "template":
+            raise BindscopeError(
+                f"{spec} embeds the dataset's scenes in its own form (e.g. value indices), not captions, "
+                f"so --single-captions {single_captions} does not apply to it; drop --single-captions"
+            )
+        items, wording = own_items, None
     info = encoder.describe()
     images_sha256 = _files_sha256(items) if modality == "image" else None
-    key = content_key(ds.hash, modality, rows, info, images_sha256)
+    key = content_key(ds.hash, modality, rows, info, images_sha256, single_captions)
     existing = _existing(out, key, ds, rows, overwrite)
     if existing is not None:
         return EmbedResult(existing, "existing", 0, 0, time.perf_counter() - start)
@@ -162,6 +173,7 @@ def embed_dataset(
         key,
         name,
         images_sha256,
+        wording,
         {
             "device": str(encoder.device),
             "batch_size": batch_size,
@@ -176,18 +188,26 @@ def embed_dataset(
     return EmbedResult(emb, status, len(items) - reused, reused, time.perf_counter() - start)
 
 
-def embed_items(ds: Dataset, modality: str, single_objects: bool = False) -> list[str]:
-    """What to embed, in row order: captions, or absolute image paths."""
+def embed_items(
+    ds: Dataset, modality: str, single_objects: bool = False, single_captions: str = "template"
+) -> list[str]:
+    """What to embed, in row order: captions, or absolute image paths.
+
+    ``single_captions`` (``template`` or ``bare``) words the captions of a text single-object
+    bank (see :func:`~bindscope.data.datasets.single_object_captions`); ``bare`` anywhere else
+    is refused.
+    """
     available = ds.manifest.get("modalities", ["image", "text"])
     if modality not in ("image", "text"):
         raise BindscopeError(f"--modality must be image or text, got {modality!r}")
+    check_single_captions(single_captions, modality, single_objects)
     if modality not in available:
         raise BindscopeError(
             f"dataset {ds.name} ({ds.root}) has no {modality} modality (it has "
             f"{', '.join(available)}); use --modality {available[0]}"
         )
     if modality == "text":
-        return list(single_object_captions(ds) if single_objects else ds.captions)
+        return list(single_object_captions(ds, single_captions) if single_objects else ds.captions)
     paths = (ds.single_images.ravel() if ds.single_images is not None else None) if single_objects else ds.images
     what = "single-object images" if single_objects else "images"
     if paths is None or not all(paths):
@@ -199,17 +219,38 @@ def embed_items(ds: Dataset, modality: str, single_objects: bool = False) -> lis
     return [str(ds.root / p) for p in paths]
 
 
+def check_single_captions(form: str, modality: str, single_objects: bool) -> None:
+    """Refuse an unknown single-object caption wording, or ``bare`` where no such captions are embedded."""
+    if form not in SINGLE_CAPTION_FORMS:
+        raise BindscopeError(f"--single-captions must be one of {', '.join(SINGLE_CAPTION_FORMS)}, got {form!r}")
+    if form != "template" and not (modality == "text" and single_objects):
+        what = "images" if modality == "image" else "scene captions"
+        raise BindscopeError(
+            f"--single-captions {form} applies to text single-object banks (--modality text --single-objects), "
+            f"not to {what}; drop --single-captions"
+        )
+
+
 def single_positions(ds: Dataset, modality: str) -> int:
     """Rows per object in a single-object bank: its slot positions (images) or 1 (captions)."""
     return int(ds.single_images.shape[1]) if modality == "image" and ds.single_images is not None else 1
 
 
-def content_key(dataset_hash: str, modality: str, rows: str, info: dict[str, Any], images_sha256: str | None) -> str:
+def content_key(
+    dataset_hash: str,
+    modality: str,
+    rows: str,
+    info: dict[str, Any],
+    images_sha256: str | None,
+    single_captions: str = "template",
+) -> str:
     """The hash that names one embedding job's result.
 
     It covers the dataset, what is embedded, the model's identity (weights hash or hub id and
-    revision, random-init seed), layer, pooling, preprocessing, dtype and the image bytes; not
-    the device, batch size or paths.
+    revision, random-init seed), layer, pooling, preprocessing, dtype, the image bytes and a
+    single-object caption wording other than the template's; not the device, batch size or paths.
+    The wording enters the hash only when it is not ``template``, so that keys made before it
+    existed still name the same embeddings.
     """
     identity = {
         k: info.get(k)
@@ -228,6 +269,8 @@ def content_key(dataset_hash: str, modality: str, rows: str, info: dict[str, Any
         "preprocessing": info["preprocessing"][modality],
         "images_sha256": images_sha256,
     }
+    if single_captions != "template":
+        payload["single_captions"] = single_captions
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -360,9 +403,20 @@ class PartialEmbedding:
 
 
 def _refuse_other_contents(
-    out: Path, ds: Dataset, spec: ModelSpec, modality: str, rows: str, layer: int | None, overwrite: bool
+    out: Path,
+    ds: Dataset,
+    spec: ModelSpec,
+    modality: str,
+    rows: str,
+    layer: int | None,
+    overwrite: bool,
+    single_captions: str | None = None,
 ) -> None:
-    """Fail before loading a model when ``out`` plainly holds something else."""
+    """Fail before loading a model when ``out`` plainly holds something else.
+
+    ``single_captions`` is the wording asked for a text single-object bank (None otherwise); a
+    folder without the field was embedded before it existed, with the template's wording.
+    """
     if overwrite or not (out / MANIFEST).is_file():
         check_output_dir(out, overwrite=overwrite)
         return
@@ -372,9 +426,12 @@ def _refuse_other_contents(
             f"{out} holds embeddings of another dataset (hash {str(m.get('dataset_hash'))[:12]}, "
             f"this one {ds.hash[:12]}); choose another --out or pass --overwrite"
         )
-    asked = {"model_spec": str(spec), "modality": modality, "rows": rows, "layer": layer}
+    asked: dict[str, Any] = {"model_spec": str(spec), "modality": modality, "rows": rows, "layer": layer}
+    defaults: dict[str, Any] = {"rows": "scenes"}
+    if single_captions is not None and (m.get("rows"), m.get("modality")) == (rows, modality):
+        asked["single_captions"], defaults["single_captions"] = single_captions, "template"
     differs = [
-        f"{k} {m.get(k)!r} (asked {v!r})" for k, v in asked.items() if m.get(k, "scenes" if k == "rows" else None) != v
+        f"{k} {m.get(k, defaults.get(k))!r} (asked {v!r})" for k, v in asked.items() if m.get(k, defaults.get(k)) != v
     ]
     if differs:
         raise BindscopeError(
@@ -388,8 +445,8 @@ def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> E
     m = read_json(out / MANIFEST, "embedding manifest")
     if m.get("content_key") != key:
         raise BindscopeError(
-            f"{out} holds embeddings of the same spec made differently (other weights, "
-            "preprocessing or images: content key differs); choose another --out or pass --overwrite"
+            f"{out} holds embeddings of the same spec made differently (other weights, preprocessing, "
+            "images or single-object caption wording: content key differs); choose another --out or pass --overwrite"
         )
     try:
         return load_embeddings(out, ds, rows=rows)
@@ -427,6 +484,7 @@ def _manifest(
     key: str,
     name: str | None,
     images_sha256: str | None,
+    single_captions: str | None,
     run: dict,
 ) -> dict[str, Any]:
     return {
@@ -439,6 +497,7 @@ def _manifest(
         "model_spec": str(spec),
         "layer": encoder.layer,
         **({"single_positions": single_positions(ds, modality)} if rows == "single_objects" else {}),
+        **({"single_captions": single_captions} if single_captions is not None else {}),
         "content_key": key,
         "model": info,
         "source": {"kind": "embed", "images_sha256": images_sha256, **run},

@@ -99,6 +99,28 @@ def object_phrases(space: ConceptSpace, template: CaptionTemplate) -> np.ndarray
     return phrases
 
 
+#: The English articles :func:`bare_phrase` removes from the start of a phrase.
+ARTICLES = ("a", "an", "the")
+
+
+def bare_phrase(phrase: str) -> str:
+    """The phrase without a leading English article: "a red circle" -> "red circle".
+
+    Parameters
+    ----------
+    phrase : str
+        An object phrase, e.g. from :func:`object_phrases`.
+
+    Returns
+    -------
+    str
+        ``phrase`` without its first word when that word is "a", "an" or "the" (any case) followed
+        by a space; otherwise ``phrase`` unchanged. Only the very start is looked at.
+    """
+    first, sep, rest = phrase.partition(" ")
+    return rest if sep and first.lower() in ARTICLES else phrase
+
+
 def captions(scenes: SceneSet, template: CaptionTemplate, *, reverse: bool = False) -> np.ndarray:
     """One caption per scene (object array ``[N]``), objects named in slot order.
 
