@@ -32,23 +32,40 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point every cache a library might write (HOME, XDG, HF, torch, TMPDIR) into a temp folder."""
-    home = tmp_path_factory.mktemp("home")
-    for var, sub in [
-        ("HOME", ""),
-        ("XDG_CACHE_HOME", ".cache"),
-        ("HF_HOME", ".cache/huggingface"),
-        ("TORCH_HOME", ".cache/torch"),
-        ("MPLCONFIGDIR", ".config/matplotlib"),
-        ("TMPDIR", "tmp"),
-    ]:
+CACHE_VARS = [
+    ("HOME", ""),
+    ("XDG_CACHE_HOME", ".cache"),
+    ("HF_HOME", ".cache/huggingface"),
+    ("TORCH_HOME", ".cache/torch"),
+    ("MPLCONFIGDIR", ".config/matplotlib"),
+    ("TMPDIR", "tmp"),
+]
+
+
+def isolated_env(home: Path) -> dict[str, str]:
+    """Every cache a library might write (HOME, XDG, HF, torch, TMPDIR), pointed into ``home``."""
+    env = {}
+    for var, sub in CACHE_VARS:
         path = home / sub
         path.mkdir(parents=True, exist_ok=True)
-        monkeypatch.setenv(var, str(path))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        env[var] = str(path)
+    return {**env, "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point every cache a library might write into a temp folder."""
+    home = tmp_path_factory.mktemp("home")
+    for var, value in isolated_env(home).items():
+        monkeypatch.setenv(var, value)
     return home
+
+
+def _run_bindscope(env: dict[str, str], args: tuple, cwd: Path | None) -> subprocess.CompletedProcess:
+    env = {**env, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
+    return subprocess.run(
+        [str(BINDSCOPE), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
 
 
 @pytest.fixture
@@ -56,15 +73,18 @@ def run_cli():
     """Run the installed ``bindscope`` command; returns the CompletedProcess."""
 
     def run(*args: str | os.PathLike, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
-        return subprocess.run(
-            [str(BINDSCOPE), *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=cwd,
-            timeout=300,
-        )
+        return _run_bindscope(dict(os.environ), args, cwd)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def run_cli_module(tmp_path_factory: pytest.TempPathFactory):
+    """``run_cli`` for module-scoped fixtures, with its own isolated caches."""
+    env = {**os.environ, **isolated_env(tmp_path_factory.mktemp("home"))}
+
+    def run(*args: str | os.PathLike, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return _run_bindscope(env, args, cwd)
 
     return run
 

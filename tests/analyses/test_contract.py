@@ -15,6 +15,7 @@ from bindscope.analyses import (
     AnalysisInputs,
     ComplexitySettings,
     DecomposeSettings,
+    InterveneSettings,
     ProbeSettings,
     get_analysis,
     list_analyses,
@@ -40,6 +41,7 @@ QUICK = {
         budget=resolve_budget("cpu", epochs=5, eval_every=5),
         description_length=False,
     ),
+    "intervene": InterveneSettings(k=(0.0, 1.0)),
 }
 
 
@@ -58,16 +60,17 @@ def folders(tmp_path_factory: pytest.TempPathFactory, arrays: AnalysisInputs) ->
 
 
 def test_the_registry_lists_every_analysis_with_its_contract() -> None:
-    assert list_analyses() == ["complexity", "decompose", "probe"]
+    assert list_analyses() == ["complexity", "decompose", "intervene", "probe"]
     for name in list_analyses():
         analysis = get_analysis(name)
         assert analysis.name == name and analysis.title
         assert "embeddings" in analysis.needs
         assert isinstance(analysis.Settings(), analysis.Settings)  # defaults are valid
     assert get_analysis("probe").uses == {"control"} and get_analysis("complexity").uses == {"probes"}
+    assert get_analysis("intervene").uses == {"probes", "singles"}
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity"])
+@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene"])
 def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name: str) -> None:
     summary = json.loads((folders[name] / "summary.json").read_text())
     assert list(summary)[: len(HEADER_KEYS)] == list(HEADER_KEYS)  # the header comes first
@@ -84,7 +87,7 @@ def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name:
     assert len(pd.read_csv(folders[name] / "results.csv")) == len(table)
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity"])
+@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene"])
 def test_load_result_round_trips(folders: dict[str, Path], name: str) -> None:
     loaded = load_result(folders[name], name)
     assert loaded.analysis == name and loaded.path == folders[name]

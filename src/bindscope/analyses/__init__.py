@@ -2,7 +2,7 @@
 
 >>> from bindscope.analyses import list_analyses, get_analysis, run_analysis, load_inputs, load_result
 >>> list_analyses()
-['complexity', 'decompose', 'probe']
+['complexity', 'decompose', 'intervene', 'probe']
 >>> settings = get_analysis("probe").Settings(seeds=(0,))          # doctest: +SKIP
 >>> run_analysis("probe", load_inputs("emb/clip"), "results/probe", settings)   # doctest: +SKIP
 """
@@ -16,6 +16,7 @@ from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Resul
 from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, resolve_budget
 from bindscope.analyses.decompose import DecomposeSettings
 from bindscope.analyses.inputs import Inputs, load_frozen_probes, load_inputs
+from bindscope.analyses.intervene.analysis import InterveneSettings
 from bindscope.analyses.probe import ProbeSettings
 from bindscope.analyses.registry import get_analysis, list_analyses, register, run_analysis
 from bindscope.analyses.results import KEY_COLUMNS, LoadedResult, load_result, spread, write_result
@@ -67,6 +68,46 @@ def run_complexity(
     return run_analysis("complexity", inputs, out, settings, overwrite=overwrite).summary
 
 
+def intervene_inputs(
+    emb_dir: str | Path,
+    settings: InterveneSettings,
+    *,
+    probes: str | Path | None = None,
+    singles: str | Path | None = None,
+    dataset: str | Path | None = None,
+) -> Inputs:
+    """The inputs of ``intervene``: the embeddings, their frozen probes (``settings.probe_seed``)
+    and the single-object bank (default: a sibling folder of the same model holding one)."""
+    return load_inputs(
+        emb_dir,
+        dataset,
+        find_control=False,
+        probes=probes,
+        probe_seed=settings.probe_seed,
+        singles=singles,
+        find_singles=True,
+    )
+
+
+def run_intervene(
+    emb_dir: str | Path,
+    out: str | Path,
+    settings: InterveneSettings | None = None,
+    *,
+    probes: str | Path | None = None,
+    singles: str | Path | None = None,
+    dataset: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """``bindscope intervene``, folder in and folder out; returns the written summary.
+
+    Without ``probes`` they are fitted first (see :class:`InterveneSettings`).
+    """
+    settings = settings or InterveneSettings()
+    inputs = intervene_inputs(emb_dir, settings, probes=probes, singles=singles, dataset=dataset)
+    return run_analysis("intervene", inputs, out, settings, overwrite=overwrite).summary
+
+
 __all__ = [
     "INPUT_KINDS",
     "KEY_COLUMNS",
@@ -76,10 +117,12 @@ __all__ = [
     "ComplexitySettings",
     "DecomposeSettings",
     "Inputs",
+    "InterveneSettings",
     "LoadedResult",
     "ProbeSettings",
     "Result",
     "get_analysis",
+    "intervene_inputs",
     "list_analyses",
     "load_frozen_probes",
     "load_inputs",
@@ -89,6 +132,7 @@ __all__ = [
     "run_analysis",
     "run_complexity",
     "run_decompose",
+    "run_intervene",
     "run_probe",
     "spread",
     "write_result",

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from bindscope.analyses.probes import ProbeSet
 
 #: What an analysis can take: scene embeddings (always), the ``+rand`` control's embeddings, frozen
-#: probes, the single-object bank and a second modality of the same model.
+#: probes, the single-object bank (rows object-major: row ``o * S + s`` is object ``o`` alone at
+#: position ``s`` of ``S``) and a second modality of the same model.
 INPUT_KINDS = ("embeddings", "control", "probes", "singles", "other")
 Progress = Callable[[int, int], object]
 Rows = list[tuple[str, ...]]  # a header row, then rows of cells
@@ -49,6 +50,7 @@ class AnalysisInputs:
     probes: ProbeSet | None = None
     singles: np.ndarray | None = None
     other: np.ndarray | None = None
+    noun: str | None = None  # the dataset's noun concept (its preset's), when known
 
     def __post_init__(self) -> None:
         y = np.asarray(self.embeddings)

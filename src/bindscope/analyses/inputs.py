@@ -17,25 +17,35 @@ from bindscope.analyses.base import AnalysisInputs
 from bindscope.analyses.probes import ProbeSet
 from bindscope.core.errors import BindscopeError
 from bindscope.data.datasets import Dataset, load_dataset
-from bindscope.embeddings.store import EmbeddingSet, find_rand_control, load_embeddings
+from bindscope.embeddings.store import EmbeddingSet, find_rand_control, find_single_objects, load_embeddings
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """An embedding folder, its dataset, and the optional ``+rand`` control and frozen probes."""
+    """An embedding folder, its dataset, and the optional ``+rand`` control, frozen probes and
+    single-object bank."""
 
     embeddings: EmbeddingSet
     dataset: Dataset
     control: EmbeddingSet | None = None
     probes: ProbeSet | None = None
     probes_path: Path | None = None
+    singles: EmbeddingSet | None = None
 
     def arrays(self) -> AnalysisInputs:
         """The arrays the analyses compute on."""
         ctrl = np.asarray(self.control.array) if self.control is not None else None
-        return AnalysisInputs(np.asarray(self.embeddings.array), self.dataset.scenes, control=ctrl, probes=self.probes)
+        singles = np.asarray(self.singles.array) if self.singles is not None else None
+        return AnalysisInputs(
+            np.asarray(self.embeddings.array),
+            self.dataset.scenes,
+            control=ctrl,
+            probes=self.probes,
+            singles=singles,
+            noun=self.dataset.preset.noun,
+        )
 
     def describe(self) -> dict[str, Any]:
         """Provenance for the result header; each input carries a ``key`` (what its content is)."""
@@ -49,7 +59,15 @@ class Inputs:
             },
             "control": describe_embeddings(self.control) if self.control is not None else None,
             "probes": None,
+            "singles": None,
         }
+        if self.singles is not None:
+            manifest = self.singles.manifest
+            out["singles"] = {
+                **describe_embeddings(self.singles),
+                "positions": int(manifest.get("single_positions", 1)),
+                "captions": manifest.get("single_captions", "template") if self.singles.modality == "text" else None,
+            }
         if self.probes is not None:
             out["probes"] = {
                 "path": str(self.probes_path.resolve()) if self.probes_path else None,
@@ -99,7 +117,10 @@ def describe_arrays(arrays: AnalysisInputs) -> dict[str, Any]:
         "dataset": {"in_memory": True, "scene_set_hash": scene_hash, "key": scene_hash},
         "control": None,
         "probes": None,
+        "singles": None,
     }
+    if arrays.singles is not None:
+        out["singles"] = {"in_memory": True, "key": array_key(np.asarray(arrays.singles))}
     if arrays.control is not None:
         out["control"] = {"in_memory": True, "key": array_key(np.asarray(arrays.control))}
     if arrays.probes is not None:
@@ -115,12 +136,17 @@ def load_inputs(
     find_control: bool = True,
     probes: str | Path | None = None,
     probe_seed: int = 0,
+    singles: str | Path | None = None,
+    find_singles: bool = False,
 ) -> Inputs:
-    """Load an embedding folder with its dataset (from the manifest unless given), control and probes.
+    """Load an embedding folder with its dataset (from the manifest unless given), control, probes
+    and single-object bank.
 
     Without ``control``, a sibling ``+rand`` folder is used when ``find_control`` is set.
     ``probes`` is a probe folder (``probe.json``) or a ``bindscope probe`` output folder, whose
-    ``probes/seed{probe_seed}/`` is taken.
+    ``probes/seed{probe_seed}/`` is taken. ``singles`` is a single-object embedding folder
+    (``bindscope embed --single-objects``) of the same model and modality; without it, a sibling
+    folder holding one is used when ``find_singles`` is set.
     """
     emb_dir = Path(emb_dir)
     raw = load_embeddings(emb_dir)
@@ -134,7 +160,25 @@ def load_inputs(
     if ctrl is not None:
         log.info("using %s as the +rand control", control_dir)
     frozen, folder = load_frozen_probes(probes, ds, probe_seed) if probes is not None else (None, None)
-    return Inputs(emb, ds, ctrl, frozen, folder)
+    singles_dir = Path(singles) if singles is not None else (find_single_objects(emb) if find_singles else None)
+    bank = load_single_objects(singles_dir, emb, ds) if singles_dir is not None else None
+    return Inputs(emb, ds, ctrl, frozen, folder, bank)
+
+
+def load_single_objects(path: str | Path, scenes: EmbeddingSet, dataset: Dataset) -> EmbeddingSet:
+    """A single-object bank for ``scenes``: same dataset, model, layer and modality."""
+    bank = load_embeddings(path, dataset, rows="single_objects")
+    for key, what in (("modality", "modality"), ("model_spec", "model"), ("layer", "layer")):
+        mine, theirs = scenes.manifest.get(key), bank.manifest.get(key)
+        if mine != theirs:
+            raise BindscopeError(
+                f"the single-object embeddings in {path} are of {what} {theirs!r}, the scene embeddings of "
+                f"{mine!r}; embed the single objects with the scenes' model, layer and modality"
+            )
+    if bank.dim != scenes.dim:
+        raise BindscopeError(f"the single-object embeddings in {path} have width {bank.dim}, the scenes {scenes.dim}")
+    log.info("using %s as the single-object bank", path)
+    return bank
 
 
 def load_frozen_probes(path: str | Path, dataset: Dataset, seed: int = 0) -> tuple[ProbeSet, Path]:

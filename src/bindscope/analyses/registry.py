@@ -2,7 +2,7 @@
 
 >>> from bindscope.analyses.registry import list_analyses
 >>> list_analyses()
-['complexity', 'decompose', 'probe']
+['complexity', 'decompose', 'intervene', 'probe']
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Progr
 from bindscope.analyses.complexity.analysis import ComplexityAnalysis
 from bindscope.analyses.decompose import DecomposeAnalysis
 from bindscope.analyses.inputs import Inputs, describe_arrays
+from bindscope.analyses.intervene.analysis import InterveneAnalysis
 from bindscope.analyses.probe import ProbeAnalysis
 from bindscope.analyses.results import LoadedResult, header, load_result, write_result
 from bindscope.core.errors import BindscopeError
@@ -34,7 +35,7 @@ def register(cls: type[Analysis]) -> type[Analysis]:
     return cls
 
 
-for _builtin in (ProbeAnalysis, DecomposeAnalysis, ComplexityAnalysis):
+for _builtin in (ProbeAnalysis, DecomposeAnalysis, ComplexityAnalysis, InterveneAnalysis):
     register(_builtin)
 
 

@@ -451,3 +451,108 @@ def list_analyses_command() -> None:
         a = get_analysis(name)
         rows.append((name, ", ".join(sorted(a.needs)), ", ".join(sorted(a.uses)) or "-", a.title))
     print_table(rows)
+
+
+class EditChoice(str, Enum):
+    attribute = "attribute"
+    noun = "noun"
+    both = "both"
+
+
+@app.command()
+def intervene(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="An embedding folder (embeddings.npy + manifest.json); with --table, the intervene result "
+            "folders to tabulate.",
+            show_default=False,
+        ),
+    ],
+    out: OutDir,
+    table: Annotated[
+        bool,
+        typer.Option(
+            "--table",
+            help="Write the paper's table (table.md, table.tex: dataset x model x shared/different x bank x "
+            "probe/retrieval at k = 1) from the result folders given, instead of running edits.",
+        ),
+    ] = False,
+    edit: Annotated[
+        Optional[EditChoice],
+        typer.Option(help="Which concept to edit: attribute (default, as the paper), noun, or both."),
+    ] = None,
+    banks: Annotated[
+        Optional[str],
+        typer.Option(help="Object-vector banks, comma-separated: obj-avg, pos-avg, single (default: all three)."),
+    ] = None,
+    k: Annotated[
+        Optional[str],
+        typer.Option(
+            "--k",
+            help="Edit strengths, comma-separated (default 1, as the paper); e.g. 0,0.5,1,1.5,2 sweeps them and "
+            "plots the curve.",
+        ),
+    ] = None,
+    seeds: Annotated[
+        Optional[str], typer.Option(help="Seeds of the target draw, comma-separated (default 42, as the paper).")
+    ] = None,
+    attribute: Annotated[
+        Optional[str],
+        typer.Option(help="The attribute concept (default: the concept that is not the noun, in a 2-concept space)."),
+    ] = None,
+    noun: Annotated[Optional[str], typer.Option(help="The noun concept (default: the dataset's noun).")] = None,
+    singles: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="The single-object bank: the folder of `bindscope embed --single-objects` for this model. "
+            "Default: a sibling folder of the embeddings holding it; without one the single bank is reported "
+            "absent."
+        ),
+    ] = None,
+    probes: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Frozen concept probes: a probe folder or a `bindscope probe` output folder. "
+            "Default: fit them here (scene split 0.4, --probe-seed)."
+        ),
+    ] = None,
+    probe_seed: Annotated[Optional[int], typer.Option(help="Which seed's probes to use (or to fit); 0.")] = None,
+    cases: Annotated[
+        bool, typer.Option("--cases/--no-cases", help="Write every edit's outcome to cases.parquet (on by default).")
+    ] = True,
+    dataset: DatasetOpt = None,
+    device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Can one object in a scene embedding be edited? Vector-arithmetic edits, scored by retrieval and probes."""
+    if table:
+        from bindscope.analyses.intervene.table import write_tables
+
+        written = write_tables(paths, out, overwrite=overwrite)
+        for path in written:
+            typer.echo(f"wrote {path}")
+        return
+    from bindscope.analyses import InterveneSettings, intervene_inputs
+    from bindscope.core.errors import BindscopeError
+
+    if len(paths) != 1:
+        raise BindscopeError(
+            f"give one embedding folder (got {len(paths)} paths); to tabulate result folders, add --table"
+        )
+    settings = InterveneSettings(
+        device=device,
+        cases=cases,
+        **given(
+            edit=edit.value if edit else None,
+            banks=parse_list(banks, str, "--banks", "obj-avg,pos-avg,single"),
+            k=parse_list(k, float, "--k", "0,0.5,1,1.5,2"),
+            seeds=parse_seeds(seeds),
+            attribute=attribute,
+            noun=noun,
+            probe_seed=probe_seed,
+        ),
+    )
+    inputs = intervene_inputs(paths[0], settings, probes=probes, singles=singles, dataset=dataset)
+    report("intervene", inputs, out, settings, overwrite, quiet)

@@ -218,7 +218,21 @@ def find_rand_control(emb: EmbeddingSet) -> Path | None:
     dataset, modality and layer.
     """
     spec = emb.manifest.get("model_spec")
-    if not spec or str(spec).endswith("+rand") or not emb.root.parent.is_dir():
+    if not spec or str(spec).endswith("+rand"):
+        return None
+    return find_sibling(emb, f"{spec}+rand", emb.rows)
+
+
+def find_single_objects(emb: EmbeddingSet) -> Path | None:
+    """A sibling folder holding the single-object bank of the same model, dataset, modality and layer."""
+    spec = emb.manifest.get("model_spec")
+    return find_sibling(emb, spec, "single_objects") if spec else None
+
+
+def find_sibling(emb: EmbeddingSet, spec: str, rows: str) -> Path | None:
+    """The first sibling folder (by name) of ``emb`` with model ``spec``, ``rows`` and the same
+    dataset, modality and layer."""
+    if not emb.root.parent.is_dir():
         return None
     for candidate in sorted(emb.root.parent.iterdir()):
         path = candidate / MANIFEST
@@ -229,7 +243,7 @@ def find_rand_control(emb: EmbeddingSet) -> Path | None:
         except BindscopeError:
             continue
         same = all(other.get(k) == emb.manifest.get(k) for k in ("dataset_hash", "modality", "layer"))
-        same = same and other.get("rows", "scenes") == emb.rows
-        if same and other.get("model_spec") == f"{spec}+rand":
+        same = same and other.get("rows", "scenes") == rows
+        if same and other.get("model_spec") == spec:
             return candidate
     return None

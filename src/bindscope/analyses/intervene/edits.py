@@ -1,0 +1,151 @@
+"""Which edits an intervention run makes (docs/method.md §5): targets, sides and expected scenes.
+
+For every 2-object scene whose objects differ in the kept concept (the noun, for attribute edits),
+one target value of the edited concept outside the scene's two values is drawn (Python's
+``random.Random(seed).sample``, one stream in dataset order: the research code's draw, so its
+targets are reproduced exactly). Each scene then gives two cases: the left edit (slot 1 takes the
+target) and the right edit (slot 2 does). A case whose edited scene is not in the dataset is skipped
+and counted.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bindscope.core.errors import BindscopeError
+from bindscope.space.concepts import SceneSet
+
+EDITS = ("attribute", "noun")
+SIDES = ("left", "right")
+
+
+@dataclass(frozen=True)
+class EditPlan:
+    """The cases of one edit kind and target seed, sorted by scene then side (left first).
+
+    Scene indices are rows of the 2-object scenes the run uses; objects are object ids of the space.
+    """
+
+    edit: str
+    concept: str
+    seed: int
+    scene: np.ndarray
+    side: np.ndarray
+    source_object: np.ndarray
+    target_object: np.ndarray
+    source_value: np.ndarray
+    target_value: np.ndarray
+    expected: np.ndarray
+    shared: np.ndarray
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(len(self.scene))
+
+
+def check_two_object_scenes(scenes: SceneSet) -> None:
+    """Refuse scene sets that are not all 2-object scenes."""
+    if scenes.max_objects != 2 or len(scenes) == 0 or (scenes.num_objects() != 2).any():
+        raise BindscopeError(
+            f"interventions edit 2-object scenes; these scenes have up to {scenes.max_objects} objects per scene "
+            "(select the scenes holding exactly two objects, or use a 2-object dataset)"
+        )
+
+
+def scene_lookup(scenes: SceneSet) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted scene keys (``id1 * U + id2``) and the scene row of each; refuses duplicate scenes."""
+    ids = scenes.object_ids().astype(np.int64)
+    keys = ids[:, 0] * scenes.space.num_objects + ids[:, 1]
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
+    if len(dup):
+        a, b = sorted(order[dup[0] : dup[0] + 2])
+        raise BindscopeError(
+            f"scenes {a} and {b} hold the same two objects; interventions need one row per scene "
+            f"({len(dup):,} duplicate(s) in all)"
+        )
+    return sorted_keys, order
+
+
+def find_scenes(lookup: tuple[np.ndarray, np.ndarray], keys: np.ndarray) -> np.ndarray:
+    """The row of each scene key, -1 where no scene has it."""
+    sorted_keys, order = lookup
+    pos = np.searchsorted(sorted_keys, keys)
+    pos = np.minimum(pos, len(sorted_keys) - 1)
+    return np.where(sorted_keys[pos] == keys, order[pos], -1)
+
+
+def draw_targets(values: np.ndarray, eligible: np.ndarray, choices: np.ndarray, seed: int) -> np.ndarray:
+    """One target value per eligible scene, outside its two values ``values`` ``[N, 2]``; -1 elsewhere.
+
+    The research code's draw: ``random.Random(seed)``, scenes in order; the stream advances only
+    for scenes with more than one candidate (``rng.sample(candidates, 1)``).
+    """
+    rng = random.Random(int(seed))
+    pool = [int(c) for c in np.sort(choices)]
+    out = np.full(len(values), -1, dtype=np.int64)
+    for i in np.flatnonzero(eligible):
+        a, b = int(values[i, 0]), int(values[i, 1])
+        candidates = [c for c in pool if c != a and c != b]
+        if len(candidates) > 1:
+            out[i] = rng.sample(candidates, 1)[0]
+        elif candidates:
+            out[i] = candidates[0]
+    return out
+
+
+def plan_edits(scenes: SceneSet, edited: str, kept: str, seed: int, edit: str) -> EditPlan:
+    """The left and right edits of concept ``edited`` in every scene whose ``kept`` values differ.
+
+    Parameters
+    ----------
+    scenes
+        The 2-object scenes (rows are what ``scene`` and ``expected`` index).
+    edited, kept
+        Concept names: the one edited, and the one whose equal values exclude a scene (the noun,
+        for attribute edits; the research code skips scenes whose two nouns are equal).
+    seed
+        Seed of the target draw.
+    edit
+        The edit's name in the outputs (``attribute`` or ``noun``).
+    """
+    check_two_object_scenes(scenes)
+    space = scenes.space
+    e, f = space.concept_index(edited), space.concept_index(kept)
+    values = scenes.scenes.astype(np.int64)
+    same_kept = values[:, 0, f] == values[:, 1, f]
+    targets = draw_targets(values[:, :, e], ~same_kept, np.unique(values[:, :, e]), seed)
+    kept_scenes = np.flatnonzero(targets >= 0)
+    skipped = Counter(
+        {f"same {kept}": 2 * int(same_kept.sum()), "no target value": 2 * int(((targets < 0) & ~same_kept).sum())}
+    )
+
+    scene = np.repeat(kept_scenes, 2)
+    side = np.tile(np.array([0, 1]), len(kept_scenes))
+    edited_values = values[scene].copy()
+    source_value = edited_values[np.arange(len(scene)), side, e]
+    edited_values[np.arange(len(scene)), side, e] = targets[scene]
+    ids = space.object_ids(edited_values)
+    expected = find_scenes(scene_lookup(scenes), ids[:, 0] * space.num_objects + ids[:, 1])
+    skipped["edited scene not in the dataset"] = int((expected < 0).sum())
+    keep = expected >= 0
+    source_object = space.object_ids(values[scene])[np.arange(len(scene)), side]
+    return EditPlan(
+        edit=edit,
+        concept=edited,
+        seed=int(seed),
+        scene=scene[keep],
+        side=side[keep],
+        source_object=source_object[keep],
+        target_object=ids[np.arange(len(scene)), side][keep],
+        source_value=source_value[keep],
+        target_value=targets[scene][keep],
+        expected=expected[keep],
+        shared=(values[scene, 0, e] == values[scene, 1, e])[keep],
+        skipped={k: v for k, v in skipped.items() if v},
+    )

@@ -1,0 +1,381 @@
+"""Scoring edits in batches (docs/method.md §5): cosine retrieval against every scene, and probes.
+
+An edit is ``x' = x - k (T[src] - T[tgt])`` for a base scene ``x`` and two rows of a direction
+table ``T`` (a bank's object vectors, or the bag-of-concepts value means). Its scores against the
+unit-norm scenes ``Ŷ`` are ``Ŷ x' = Ŷ x - k (Ŷ T[src] - Ŷ T[tgt])`` (the cosine up to the factor
+``1 / |x'|``, which changes neither the best match nor ranks). So every edit of every variant and
+``k`` needs only a row of the scene Gram matrix ``Ŷ Ŷᵀ`` (scaled by ``|x|``) and two rows of
+``P = T Ŷᵀ``, computed once per table: a gather and a subtraction instead of a matrix product.
+
+The Gram matrix is never held whole: it is computed one block pair ``(I, J ≥ I)`` at a time (half
+the products, by symmetry) and each block serves the cases based in ``I`` against the candidates in
+``J`` and those based in ``J`` against ``I``, keeping a running best match and a running count of
+scenes scoring above the expected one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bindscope.analyses.intervene.edits import EditPlan
+
+#: Largest Gram block held at once (float32 elements): 64 MB.
+CHUNK_ELEMENTS = 1 << 24
+#: Elements of one score buffer of a sub-chunk of cases: large enough to keep Python's overhead
+#: per numpy call small, small enough to stay near a core's cache (measured best at 2^18-2^19).
+CACHE_ELEMENTS = 1 << 18
+ProbeHits = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One variant of one plan: rows ``src`` / ``tgt`` of table ``table`` (None: no edit, x itself)."""
+
+    plan: EditPlan
+    variant: str
+    table: str | None
+    src: np.ndarray | None = None
+    tgt: np.ndarray | None = None
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Cases whose bank has both vectors."""
+        if self.src is None or self.tgt is None:
+            return np.ones(len(self.plan), dtype=bool)
+        return (self.src >= 0) & (self.tgt >= 0)
+
+
+@dataclass
+class Scores:
+    """Per-case outcomes of one job at one ``k`` (only ``valid`` cases are filled)."""
+
+    valid: np.ndarray
+    expected: np.ndarray
+    retrieved: np.ndarray
+    rank: np.ndarray
+    cos_expected: np.ndarray
+    cos_retrieved: np.ndarray
+    probe_hit: np.ndarray
+
+    @classmethod
+    def empty(cls, valid: np.ndarray, expected: np.ndarray) -> Scores:
+        n = len(valid)
+        return cls(
+            valid,
+            expected,
+            np.full(n, -1, np.int64),
+            np.zeros(n, np.int64),
+            np.full(n, np.nan, np.float32),
+            np.full(n, np.nan, np.float32),
+            np.zeros(n, bool),
+        )
+
+    @property
+    def hit(self) -> np.ndarray:
+        """Per case: the best match is the expected scene."""
+        return self.retrieved == self.expected
+
+
+def unit_rows(y: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to unit norm (all-zero rows stay zero)."""
+    return y / y.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def block_size(num_scenes: int, chunk_elements: int = CHUNK_ELEMENTS) -> int:
+    """Scenes per Gram block: a ``[B, B]`` block holds ``chunk_elements`` at most."""
+    return int(max(1, min(num_scenes, int(np.sqrt(chunk_elements)))))
+
+
+def job_ks(job: Job, ks: Sequence[float]) -> list[float]:
+    """The strengths a job is scored at: every ``k``, or only 0 for the unedited scene."""
+    return [0.0] if job.table is None else [float(k) for k in ks]
+
+
+@dataclass
+class _Running:
+    """The running best match, and the count of scenes scoring above the expected one, of one job at
+    one k (numpy arrays: the reductions run in numpy on the CPU, which is faster than torch's)."""
+
+    best: np.ndarray
+    arg: np.ndarray
+    above: np.ndarray
+    at_expected: np.ndarray
+
+    def update(
+        self, s: torch.Tensor | np.ndarray, cases: slice, offset: int, inside: np.ndarray, local_exp: np.ndarray
+    ) -> None:
+        """Fold in the scores ``s`` ``[cases, width]`` of the candidates from ``offset`` on."""
+        sn = s if isinstance(s, np.ndarray) else s.cpu().numpy()
+        rowmax = sn.max(axis=1)
+        best = self.best[cases]
+        better = np.flatnonzero(rowmax > best)
+        if len(better):
+            best[better] = rowmax[better]
+            self.arg[cases][better] = sn[better].argmax(axis=1) + offset
+        threshold = self.at_expected[cases]
+        need = np.flatnonzero(rowmax > threshold)  # rows with any scene above the expected one here
+        if len(need):
+            if 2 * len(need) > len(sn):  # most rows: compare in place rather than copy them out
+                above = np.count_nonzero(sn > threshold[:, None], axis=1)[need]
+            else:
+                above = np.count_nonzero(sn[need] > threshold[need, None], axis=1)
+            own = np.intersect1d(need, inside, assume_unique=True)
+            if len(own):  # the expected scene never counts against itself
+                pos = np.searchsorted(need, own)
+                above[pos] -= sn[own, local_exp[own]] > threshold[own]
+            self.above[cases][need] += above
+
+
+class _Engine:
+    """The block-pair loop of :func:`score_jobs` (one instance per call).
+
+    Jobs of one plan share their cases, so the Gram rows of a sub-chunk of cases are gathered once
+    for all of them; sub-chunks are sized to stay in cache (``CACHE_ELEMENTS`` per buffer).
+    """
+
+    def __init__(
+        self,
+        y: np.ndarray,
+        jobs: Sequence[Job],
+        tables: dict[str, np.ndarray],
+        ks: Sequence[float],
+        dev: torch.device,
+        block: int,
+    ) -> None:
+        self.jobs, self.ks, self.dev, self.block = jobs, ks, dev, block
+        self.y = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32)).to(dev)
+        self.unit = unit_rows(self.y)
+        self.norms = self.y.norm(dim=1)
+        self.tables = {n: self._tensor(t, torch.float32) for n, t in tables.items()}
+        self.starts = list(range(0, len(y), block))
+        # P = T Ŷᵀ, stored per scene block so that a block's columns are contiguous
+        self.proj = {
+            n: [t @ self.unit[self._span(b)].T for b in range(len(self.starts))] for n, t in self.tables.items()
+        }
+        self.plans: list[EditPlan] = []
+        self.plan_jobs: list[list[int]] = []
+        for j, job in enumerate(jobs):
+            pi = next((i for i, p in enumerate(self.plans) if p is job.plan), None)
+            if pi is None:
+                self.plans.append(job.plan)
+                self.plan_jobs.append([])
+                pi = len(self.plans) - 1
+            self.plan_jobs[pi].append(j)
+        self.scene = [self._tensor(p.scene, torch.long) for p in self.plans]
+        self.expected = [self._tensor(p.expected, torch.long) for p in self.plans]
+        self.expected_np = [p.expected for p in self.plans]
+        self.bounds = [np.searchsorted(p.scene, [*self.starts, len(y)]) for p in self.plans]
+        self.src = [self._tensor(np.maximum(job.src, 0), torch.long) if job.src is not None else None for job in jobs]
+        self.tgt = [self._tensor(np.maximum(job.tgt, 0), torch.long) if job.tgt is not None else None for job in jobs]
+        self.src_np = [np.maximum(job.src, 0) if job.src is not None else None for job in jobs]
+        self.tgt_np = [np.maximum(job.tgt, 0) if job.tgt is not None else None for job in jobs]
+        self.scene_np = [p.scene for p in self.plans]
+        self.rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, self.y.shape[1]))  # edited vectors at once
+        self.workers = max(1, torch.get_num_threads())
+        self.pool = ThreadPoolExecutor(self.workers) if dev.type == "cpu" else None
+        self.state = {(j, k): self._initial(j, k) for j, job in enumerate(jobs) for k in job_ks(job, ks)}
+
+    def _tensor(self, a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=self.dev, dtype=dtype)
+
+    def _span(self, b: int) -> slice:
+        return slice(self.starts[b], min(len(self.y), self.starts[b] + self.block))
+
+    def _plan_of(self, j: int) -> int:
+        return next(i for i, js in enumerate(self.plan_jobs) if j in js)
+
+    def edited(self, j: int, cases: torch.Tensor, k: float) -> torch.Tensor:
+        """The edited vectors ``x'`` of job ``j``'s ``cases``."""
+        x = self.y[self.scene[self._plan_of(j)][cases]]
+        table = self.jobs[j].table
+        if table is None:
+            return x
+        t = self.tables[table]
+        return torch.add(x, t[self.src[j][cases]] - t[self.tgt[j][cases]], alpha=-k)  # type: ignore[index]
+
+    def _initial(self, j: int, k: float) -> _Running:
+        """Empty running state, and the exact score of the expected scene for every case."""
+        m = len(self.jobs[j].plan)
+        exp = self.expected[self._plan_of(j)]
+        at_expected = torch.empty(m, device=self.dev)
+        for a in range(0, m, self.rows_per_chunk):
+            cases = torch.arange(a, min(m, a + self.rows_per_chunk), device=self.dev)
+            at_expected[cases] = (self.edited(j, cases, k) * self.unit[exp[cases]]).sum(dim=1)
+        return _Running(
+            np.full(m, -np.inf, np.float32), np.full(m, -1, np.int64), np.zeros(m, np.int64), at_expected.cpu().numpy()
+        )
+
+    def run(self, progress: Callable[[int, int], object] | None) -> None:
+        nb = len(self.starts)
+        total, done = nb * (nb + 1) // 2, 0
+        for bi in range(nb):
+            for bj in range(bi, nb):
+                g = self.unit[self._span(bi)] @ self.unit[self._span(bj)].T
+                if bj != bi:  # the transposed block serves the cases based in J (rows scaled by |x|)
+                    self._update(bj, bi, self._scaled_transpose(g, self.norms[self._span(bj)]))
+                self._update(bi, bj, g.mul_(self.norms[self._span(bi)][:, None]))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+
+    def _scaled_transpose(self, g: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
+        """``g.T * norms[:, None]``, contiguous (torch's blocked transpose, then an in-place scale)."""
+        return g.t().contiguous().mul_(norms[:, None])
+
+    def _update(self, base_block: int, cand_block: int, gram: torch.Tensor) -> None:
+        """Score the cases based in ``base_block`` against the scenes of ``cand_block``.
+
+        On the CPU the element-wise work runs in numpy, split over a thread pool by sub-chunks of
+        cases (disjoint rows of the running state); elsewhere in torch on the device.
+        """
+        sub = max(1, CACHE_ELEMENTS // gram.shape[1])
+        items = [
+            (pi, a, min(hi, a + sub))
+            for pi, (lo, hi) in enumerate((int(b[base_block]), int(b[base_block + 1])) for b in self.bounds)
+            for a in range(lo, hi, sub)
+        ]
+        if self.pool is None:
+            for item in items:
+                self._score_range_torch(item, base_block, cand_block, gram)
+            return
+        gram_np = gram.numpy()
+
+        def work(share: list[tuple[int, int, int]]) -> None:
+            for item in share:
+                self._score_range_numpy(item, base_block, cand_block, gram_np)
+
+        shares = [items[w :: self.workers] for w in range(self.workers)]  # one task per worker
+        list(self.pool.map(work, shares))
+
+    def _prelude(
+        self, item: tuple[int, int, int], base_block: int, cand_block: int, width: int
+    ) -> tuple[slice, np.ndarray, int, np.ndarray, np.ndarray]:
+        """A sub-chunk's case slice, Gram rows, candidate offset and where its expected scenes fall."""
+        pi, a, b = item
+        cases = slice(a, b)
+        offset = self.starts[cand_block]
+        local_base = self.scene_np[pi][cases] - self.starts[base_block]
+        local_exp = self.expected_np[pi][cases] - offset
+        inside = np.flatnonzero((local_exp >= 0) & (local_exp < width))
+        return cases, local_base, offset, inside, local_exp
+
+    def _score_range_numpy(
+        self, item: tuple[int, int, int], base_block: int, cand_block: int, gram: np.ndarray
+    ) -> None:
+        """Every job of one plan on a sub-chunk of cases, at every k (numpy, on the CPU)."""
+        cases, local_base, offset, inside, local_exp = self._prelude(item, base_block, cand_block, gram.shape[1])
+        near = gram.take(local_base, axis=0)
+        for j in self.plan_jobs[item[0]]:
+            job = self.jobs[j]
+            ks = job_ks(job, self.ks)
+            if job.table is None:
+                self.state[(j, ks[0])].update(near, cases, offset, inside, local_exp)
+                continue
+            pn = self.proj[job.table][cand_block].numpy()
+            src, tgt = self.src_np[j][cases], self.tgt_np[j][cases]  # type: ignore[index]
+            if ks == [1.0]:  # the common case in place: near - P[src] + P[tgt]
+                s = pn.take(src, axis=0)
+                np.subtract(near, s, out=s)
+                s += pn.take(tgt, axis=0)
+                self.state[(j, 1.0)].update(s, cases, offset, inside, local_exp)
+                continue
+            d = pn.take(src, axis=0)
+            d -= pn.take(tgt, axis=0)
+            for k in ks:
+                s = np.multiply(d, -k)
+                s += near
+                self.state[(j, k)].update(s, cases, offset, inside, local_exp)
+
+    def _score_range_torch(
+        self, item: tuple[int, int, int], base_block: int, cand_block: int, gram: torch.Tensor
+    ) -> None:
+        """Every job of one plan on a sub-chunk of cases, at every k (torch, on the device)."""
+        cases, local_base, offset, inside, local_exp = self._prelude(item, base_block, cand_block, gram.shape[1])
+        near = gram.index_select(0, self._on(local_base))
+        for j in self.plan_jobs[item[0]]:
+            job = self.jobs[j]
+            ks = job_ks(job, self.ks)
+            if job.table is None:
+                self.state[(j, ks[0])].update(near, cases, offset, inside, local_exp)
+                continue
+            p = self.proj[job.table][cand_block]
+            src, tgt = self.src_np[j][cases], self.tgt_np[j][cases]  # type: ignore[index]
+            diff = p.index_select(0, self._on(src)).sub_(p.index_select(0, self._on(tgt)))
+            for k in ks:
+                self.state[(j, k)].update(torch.add(near, diff, alpha=-k), cases, offset, inside, local_exp)
+
+    def _on(self, a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(self.dev)
+
+    def scores(self, j: int, k: float, probe_hits: ProbeHits | None) -> Scores:
+        """The outcome of job ``j`` at ``k`` once every block pair is done."""
+        job, st = self.jobs[j], self.state[(j, k)]
+        out = Scores.empty(job.valid, job.plan.expected)
+        m = len(job.plan)
+        for a in range(0, m, self.rows_per_chunk):
+            cases = torch.arange(a, min(m, a + self.rows_per_chunk), device=self.dev)
+            x = self.edited(j, cases, k)
+            norm = x.norm(dim=1).clamp_min(1e-12)
+            rows = slice(a, a + len(cases))
+            norm_np = norm.cpu().numpy()
+            out.retrieved[rows] = st.arg[rows]
+            out.rank[rows] = st.above[rows] + 1
+            out.cos_expected[rows] = st.at_expected[rows] / norm_np
+            out.cos_retrieved[rows] = st.best[rows] / norm_np
+            if probe_hits is not None:
+                out.probe_hit[rows] = probe_hits(x.cpu().numpy(), job.plan.expected[rows])
+        invalid = ~job.valid
+        out.retrieved[invalid], out.rank[invalid], out.probe_hit[invalid] = -1, 0, False
+        out.cos_expected[invalid] = out.cos_retrieved[invalid] = np.nan
+        return out
+
+
+def score_jobs(
+    y: np.ndarray,
+    jobs: Sequence[Job],
+    tables: dict[str, np.ndarray],
+    ks: Sequence[float],
+    probe_hits: ProbeHits | None,
+    *,
+    chunk_elements: int = CHUNK_ELEMENTS,
+    device: str = "cpu",
+    progress: Callable[[int, int], object] | None = None,
+) -> dict[tuple[int, float], Scores]:
+    """Score every job at every ``k`` (a job without a table only at k = 0).
+
+    Parameters
+    ----------
+    y
+        Scene embeddings ``[N, D]``: the bases of the edits and the retrieval candidates.
+    jobs
+        The variants of the plans; each plan's cases are sorted by scene.
+    tables
+        Direction tables ``{name: [R, D]}`` the jobs' rows index.
+    ks
+        Edit strengths.
+    probe_hits
+        ``probe_hits(x_edited [m, D], expected [m]) -> bool [m]`` (None: no probe metric).
+    chunk_elements
+        Bound on the float32 elements of one score block (memory).
+    progress
+        Called as ``progress(done, total)`` over the Gram block pairs.
+
+    Returns
+    -------
+    dict
+        ``{(job index, k): Scores}``.
+    """
+    block = block_size(len(y), chunk_elements)
+    with torch.no_grad():
+        engine = _Engine(y, jobs, tables, ks, torch.device(device), block)
+        try:
+            engine.run(progress)
+        finally:
+            if engine.pool is not None:
+                engine.pool.shutdown()
+        return {key: engine.scores(key[0], key[1], probe_hits) for key in engine.state}

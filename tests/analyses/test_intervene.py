@@ -1,0 +1,380 @@
+"""Interventions on planted embeddings (DESIGN.md known answers), the batched scorer against a plain
+loop, the target draw, and every bad input of the analysis."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from bindscope.analyses import AnalysisInputs, InterveneSettings, run_analysis
+from bindscope.analyses.intervene.analysis import BAG, UNEDITED, at_k, intervene_analysis
+from bindscope.analyses.intervene.banks import group_means, obj_avg_bank, pos_avg_bank, single_bank
+from bindscope.analyses.intervene.edits import draw_targets, plan_edits
+from bindscope.analyses.intervene.score import Job, score_jobs
+from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.planted import planted_embeddings
+
+DIM = 64
+
+
+@pytest.fixture(scope="module")
+def clevr() -> SceneSet:
+    return get_preset("clevr").build_scenes()
+
+
+def positional_objects(scenes: SceneSet, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Object-additive scenes with per-position object vectors ``T_s[o] = v[o] + 0.5 w_s[o]``, and the
+    single-object bank ``T_s[o]`` (rows object-major, one per slot)."""
+    rng = np.random.default_rng(seed)
+    u, k = scenes.space.num_objects, scenes.max_objects
+    v = rng.normal(0, 1 / np.sqrt(DIM), (u, DIM))
+    tables = [v + 0.5 * rng.normal(0, 1 / np.sqrt(DIM), (u, DIM)) for _ in range(k)]
+    ids = scenes.object_ids()
+    y = sum(tables[s][ids[:, s]] for s in range(k))
+    singles = np.stack(tables, axis=1).reshape(u * k, DIM)
+    return y.astype(np.float32), singles.astype(np.float32)
+
+
+def lbfgs_probes(y: np.ndarray, scenes: SceneSet) -> ProbeSet:
+    return ProbeSet("lbfgs").fit(y, soft_targets(scenes))
+
+
+def run(y, scenes, singles=None, noun="shape", **settings):
+    inputs = AnalysisInputs(y, scenes, probes=lbfgs_probes(y, scenes), singles=singles, noun=noun)
+    settings = InterveneSettings(**{"cases": True, **settings})
+    return intervene_analysis(inputs, settings), settings
+
+
+def value(
+    result, variant: str, group: str, metric: str = "retrieval", k: float = 1.0, edit: str = "attribute"
+) -> float:
+    t = result.table
+    rows = t[(t.variant == variant) & (t.group == group) & (t.metric == metric) & (t.edit == edit)]
+    rows = rows[rows.k == (0.0 if variant == UNEDITED else k)]
+    assert len(rows), (variant, group, metric, k)
+    return float(rows["value"].mean())
+
+
+# -- known answers ------------------------------------------------------------------------------------------
+def test_positional_objects_every_bank_edits(clevr) -> None:
+    y, singles = positional_objects(clevr)
+    result, _ = run(y, clevr, singles)
+    for bank in ("obj-avg", "pos-avg", "single"):
+        for group in ("shared", "different"):
+            assert value(result, bank, group) > 0.97, (bank, group)
+            assert value(result, bank, group, "probe") > 0.97, (bank, group)
+        assert value(result, UNEDITED, "all") == 0.0  # x alone never is the edited scene
+    assert result.parts["banks"]["single"] == {"available": True}
+
+
+def test_single_captions_bank_is_position_free(clevr) -> None:
+    """One row per object (captions): the same vector serves both slots, and the edits still land."""
+    y, _ = positional_objects(clevr)
+    rng = np.random.default_rng(0)
+    ids = clevr.object_ids()
+    v = group_means(ids, y, clevr.space.num_objects)[0]  # any position-free object vector
+    result, _ = run(y, clevr, v + 0.01 * rng.normal(size=v.shape).astype(np.float32))
+    assert value(result, "single", "shared") > 0.97 and value(result, "single", "different") > 0.97
+
+
+def test_independent_slot_tables_defeat_obj_avg(clevr) -> None:
+    """Unrelated vectors per slot: pos-avg edits land; obj-avg averages the two slots' vectors, so
+    its edit sits halfway between x and the edited scene (about half the cases)."""
+    y = planted_embeddings(clevr, "object_additive", dim=DIM, seed=0)
+    result, _ = run(y, clevr)
+    assert value(result, "pos-avg", "shared") == 1.0 and value(result, "pos-avg", "different") == 1.0
+    assert 0.3 < value(result, "obj-avg", "all") < 0.7
+
+
+def test_slotted_bag_of_concepts_edits(clevr) -> None:
+    """A sum of per-slot concept vectors is linear in the attribute: the edits land."""
+    y = planted_embeddings(clevr, "concept_additive", dim=DIM, seed=0)
+    result, _ = run(y, clevr)
+    assert value(result, "pos-avg", "shared") > 0.97 and value(result, "pos-avg", "different") > 0.97
+    assert value(result, BAG, "all") < 0.6  # an edit averaged over both slots lands about half the time
+
+
+def test_unslotted_bag_of_concepts_fails_shared_attribute(clevr) -> None:
+    """Without slots, the left and right edits of a shared-attribute scene are the same vector:
+    at most one of the two can be right."""
+    y = planted_embeddings(clevr, "bag_of_concepts", dim=DIM, seed=0)
+    result, _ = run(y, clevr)
+    cases = result.tables["cases"]
+    for bank in ("obj-avg", "pos-avg", BAG):
+        shared = cases[(cases.variant == bank) & cases.shared]
+        pairs = shared.groupby("scene")
+        assert (pairs["retrieved"].nunique() == 1).all(), bank  # the two edits coincide
+        assert (pairs["hit"].sum() <= 1).all(), bank
+        assert value(result, bank, "shared") <= 0.5
+
+
+def test_random_scenes_do_not_edit(clevr) -> None:
+    y = planted_embeddings(clevr, "random", dim=DIM, seed=0)
+    result, _ = run(y, clevr)
+    for bank in ("obj-avg", "pos-avg", BAG):
+        assert value(result, bank, "all") < 0.05, bank
+
+
+def test_k_zero_is_the_unedited_scene_exactly(clevr) -> None:
+    y, singles = positional_objects(clevr)
+    result, _ = run(y, clevr, singles, k=(0.0, 1.0))
+    cases = result.tables["cases"]
+    base = cases[cases.variant == UNEDITED].reset_index(drop=True)
+    for bank in ("obj-avg", "pos-avg", "single", BAG):
+        zero = cases[(cases.variant == bank) & (cases.k == 0)].reset_index(drop=True)
+        for column in ("scene", "side", "expected", "retrieved", "rank", "cos_expected", "cos_retrieved", "probe_hit"):
+            assert zero[column].equals(base[column]), (bank, column)
+
+
+def test_noun_edits_and_both(clevr) -> None:
+    y, singles = positional_objects(clevr)
+    result, settings = run(y, clevr, singles, edit="both")
+    assert set(result.table.edit) == {"attribute", "noun"}
+    assert value(result, "pos-avg", "all", edit="noun") > 0.97
+    cases = result.tables["cases"]
+    noun_cases = cases[(cases.edit == "noun") & (cases.variant == "pos-avg")]
+    assert set(noun_cases.source) <= {"cube", "cylinder", "sphere"}
+    assert result.parts["skipped"]["noun"][UNEDITED] == {"same color": 2 * 8 * 9}
+
+
+def test_seeds_give_spread_and_summary(clevr, tmp_path) -> None:
+    y, singles = positional_objects(clevr)
+    inputs = AnalysisInputs(y, clevr, probes=lbfgs_probes(y, clevr), singles=singles, noun="shape")
+    loaded = run_analysis("intervene", inputs, tmp_path / "r", InterveneSettings(k=(0.5, 1.0, 2.0), seeds=(42, 7)))
+    s = loaded.summary
+    part = at_k(s, "attribute", "pos-avg", "shared", 1.0)
+    assert part["retrieval"]["n"] == 2 and part["cases"] > 0
+    assert s["groups"] == ["shared", "different", "all"] and s["table_k"] == 1.0
+    assert (tmp_path / "r" / "plots" / "k_curve.png").stat().st_size > 1000
+    cases = loaded.read_table("cases")
+    assert set(cases.seed) == {42, 7} and not (tmp_path / "r" / "cases.csv").exists()
+    assert s["seeds"] == [42, 7]
+
+
+# -- the plan and the draw ---------------------------------------------------------------------------------
+def test_targets_follow_one_seeded_stream_in_dataset_order(clevr) -> None:
+    plan = plan_edits(clevr, "color", "shape", 42, "attribute")
+    values = clevr.scenes
+    rng = random.Random(42)
+    expected = []
+    for a, b in zip(values[:, 0], values[:, 1]):
+        if a[1] == b[1]:
+            continue
+        candidates = [c for c in range(8) if c not in (a[0], b[0])]
+        expected.append(rng.sample(candidates, 1)[0])
+    assert plan.target_value[::2].tolist() == expected
+    assert (plan.target_value != plan_edits(clevr, "color", "shape", 43, "attribute").target_value).any()
+    assert plan.skipped == {"same shape": 2 * 8 * 8 * 3}
+    left = plan.side == 0
+    exp = clevr.scenes[plan.expected]
+    assert (exp[left, 0, 0] == plan.target_value[left]).all() and (exp[~left, 1, 0] == plan.target_value[~left]).all()
+
+
+def test_draw_skips_without_candidates() -> None:
+    values = np.array([[0, 1], [0, 0], [1, 1]])
+    out = draw_targets(values, np.array([True, True, False]), np.array([0, 1, 2]), 0)
+    assert out.tolist() == [2, out[1], -1] and out[1] in (1, 2)
+
+
+def test_missing_edited_scenes_are_counted() -> None:
+    space = ConceptSpace.from_dict({"color": ["r", "g", "b", "y"], "shape": ["s", "t"]})
+    scenes = SceneSet.sample(space, 2, 30, seed=0)
+    plan = plan_edits(scenes, "color", "shape", 42, "attribute")
+    assert plan.skipped.get("edited scene not in the dataset", 0) > 0
+    assert (plan.expected >= 0).all()
+
+
+def test_banks_count_both_slots() -> None:
+    ids = np.array([[0, 0], [0, 1]])
+    y = np.array([[1.0, 0.0], [0.0, 1.0]])
+    obj = obj_avg_bank(ids, y, 3)
+    np.testing.assert_allclose(obj.vectors[0, 0], [2 / 3, 1 / 3])  # scene 0 counts twice
+    assert obj.present.tolist() == [[True, True, False]] * 2
+    pos = pos_avg_bank(ids, y, 3)
+    np.testing.assert_allclose(pos.vectors[1, 0], [1.0, 0.0])
+    assert pos.present.tolist() == [[True, False, False], [True, True, False]]
+    assert obj.rows(np.array([1, 0]), np.array([2, 1])).tolist() == [-1, 1]
+
+
+def test_single_bank_shapes() -> None:
+    two = single_bank(np.arange(12, dtype=np.float32).reshape(6, 2), 3, 2)  # 3 objects x 2 positions
+    np.testing.assert_array_equal(two.vectors[1, 2], [10, 11])
+    one = single_bank(np.arange(6, dtype=np.float32).reshape(3, 2), 3, 2)
+    np.testing.assert_array_equal(one.vectors[0, 1], one.vectors[1, 1])
+    with pytest.raises(BindscopeError, match="not a whole number per each of the 3 objects"):
+        single_bank(np.zeros((4, 2)), 3, 2)
+    with pytest.raises(BindscopeError, match="3 positions per object but scenes have 2 slots"):
+        single_bank(np.zeros((9, 2)), 3, 2)
+
+
+# -- the batched scorer against a plain loop ---------------------------------------------------------------
+def loop_reference(y: np.ndarray, plan, table: np.ndarray, src, tgt, k: float):
+    unit = y / np.linalg.norm(y, axis=1, keepdims=True)
+    retrieved, rank = [], []
+    for i in range(len(plan)):
+        x = y[plan.scene[i]] - k * (table[src[i]] - table[tgt[i]])
+        s = unit @ x
+        retrieved.append(int(np.argmax(s)))
+        rank.append(int((s > s[plan.expected[i]]).sum()) + 1)
+    return np.array(retrieved), np.array(rank)
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 300])
+def test_batched_scores_equal_a_plain_loop(clevr, chunk) -> None:
+    y = planted_embeddings(clevr, "mult_within_object", dim=DIM, noise=0.3, seed=1)
+    plan = plan_edits(clevr, "color", "shape", 42, "attribute")
+    bank = obj_avg_bank(clevr.object_ids(), y, clevr.space.num_objects)
+    src, tgt = bank.rows(plan.side, plan.source_object), bank.rows(plan.side, plan.target_object)
+    out = score_jobs(y, [Job(plan, "obj-avg", "t", src, tgt)], {"t": bank.table}, [0.7], None, chunk_elements=chunk)
+    scores = out[(0, 0.7)]
+    retrieved, rank = loop_reference(y, plan, bank.table, src, tgt, 0.7)
+    assert (scores.retrieved == retrieved).mean() > 0.999
+    assert (scores.rank == rank).mean() > 0.999
+    assert 0 < scores.hit.mean() < 1
+
+
+def test_the_torch_path_equals_the_numpy_path(clevr) -> None:
+    """Off the CPU the element-wise work stays in torch on the device; on the CPU it runs in numpy."""
+    import torch
+
+    from bindscope.analyses.intervene.score import _Engine
+
+    y = planted_embeddings(clevr, "mult_within_object", dim=DIM, noise=0.3, seed=1)
+    plan = plan_edits(clevr, "color", "shape", 42, "attribute")
+    bank = pos_avg_bank(clevr.object_ids(), y, clevr.space.num_objects)
+    jobs = [
+        Job(plan, "unedited", None),
+        Job(plan, "pos-avg", "t", bank.rows(plan.side, plan.source_object), bank.rows(plan.side, plan.target_object)),
+    ]
+    results = []
+    for pool in (True, False):
+        engine = _Engine(y, jobs, {"t": bank.table}, [0.5, 1.0], torch.device("cpu"), 200)
+        if not pool:
+            engine.pool.shutdown()
+            engine.pool = None
+        engine.run(None)
+        results.append({key: engine.scores(*key, None) for key in engine.state})
+    for key, numpy_scores in results[0].items():
+        torch_scores = results[1][key]
+        assert (numpy_scores.retrieved == torch_scores.retrieved).mean() > 0.999, key
+        assert (numpy_scores.rank == torch_scores.rank).mean() > 0.999, key
+
+
+# -- bad input ---------------------------------------------------------------------------------------------
+def test_error_not_two_object_scenes() -> None:
+    space = ConceptSpace.from_dict({"color": ["r", "g", "b"], "shape": ["s", "t"]})
+    scenes = SceneSet.enumerate(space, 3)
+    y = np.zeros((len(scenes), 4), np.float32)
+    with pytest.raises(BindscopeError, match="interventions edit 2-object scenes"):
+        intervene_analysis(AnalysisInputs(y, scenes), InterveneSettings())
+
+
+def test_error_duplicate_scenes(clevr) -> None:
+    scenes = SceneSet(clevr.space, np.concatenate([clevr.scenes, clevr.scenes[:1]]))
+    y = planted_embeddings(scenes, "random", dim=8)
+    with pytest.raises(BindscopeError, match="scenes 0 and 576 hold the same two objects"):
+        run(y, scenes)
+
+
+def test_error_concepts(clevr) -> None:
+    y = planted_embeddings(clevr, "random", dim=8)
+    with pytest.raises(BindscopeError, match="--attribute 'size' is not a concept of this space"):
+        run(y, clevr, attribute="size")
+    with pytest.raises(BindscopeError, match="must be different concepts, both are 'shape'"):
+        run(y, clevr, attribute="shape")
+    space = ConceptSpace.from_dict({"color": ["r", "g", "b"], "size": ["s", "l"], "shape": ["c", "d"]})
+    scenes = SceneSet.enumerate(space, 2)
+    y3 = planted_embeddings(scenes, "random", dim=8)
+    with pytest.raises(BindscopeError, match="name the attribute to edit with --attribute"):
+        intervene_analysis(AnalysisInputs(y3, scenes, probes=lbfgs_probes(y3, scenes)), InterveneSettings())
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"k": ()}, "give at least one edit strength k"),
+        ({"k": (1.0, float("nan"))}, "edit strengths must be finite numbers"),
+        ({"k": (1.0, 1.0)}, "edit strengths repeat"),
+        ({"banks": ()}, "give at least one bank"),
+        ({"banks": ("obj-avg", "mean")}, "banks.1"),
+        ({"seeds": (-1,)}, "seeds are non-negative"),
+        ({"edit": "color"}, "edit: Input should be 'attribute', 'noun' or 'both'"),
+    ],
+)
+def test_error_settings(settings, message) -> None:
+    with pytest.raises(BindscopeError, match=message.replace("(", r"\(")):
+        InterveneSettings(**settings)
+
+
+def test_error_probes_and_singles_that_do_not_fit(clevr) -> None:
+    y = planted_embeddings(clevr, "random", dim=8)
+    other = planted_embeddings(clevr, "random", dim=6)
+    with pytest.raises(BindscopeError, match="the color probe is \\[8, 6\\] but"):
+        intervene_analysis(
+            AnalysisInputs(y, clevr, probes=lbfgs_probes(other, clevr), noun="shape"), InterveneSettings()
+        )
+    probes = ProbeSet("lbfgs").fit(y, {"object": soft_targets(clevr)["object"]})
+    with pytest.raises(BindscopeError, match="the probes have no probe for color, shape"):
+        intervene_analysis(AnalysisInputs(y, clevr, probes=probes, noun="shape"), InterveneSettings())
+    with pytest.raises(BindscopeError, match="the single-object embeddings have width 6, the scenes 8"):
+        run(y, clevr, np.zeros((48, 6), np.float32))
+
+
+def test_distinct_values_report_overall_only() -> None:
+    space = ConceptSpace.from_dict({"animal": ["a", "b", "c", "d"], "texture": ["r", "g", "b", "y"]})
+    scenes = SceneSet.enumerate(space, 2, distinct_values=True)
+    y = planted_embeddings(scenes, "object_additive", dim=DIM, seed=0)
+    result, settings = run(y, scenes, noun="animal")
+    assert set(result.table.group) == {"all"} and result.parts["concepts"] == {"attribute": "texture", "noun": "animal"}
+    assert result.parts["split"] is False
+
+
+# -- folders: the single bank beside the scene embeddings ---------------------------------------------------
+def single_folder(out, ds, spec: str, width: int = 8):
+    from bindscope.embeddings.store import write_embeddings
+
+    manifest = {
+        "name": "singles",
+        "modality": "text",
+        "rows": "single_objects",
+        "single_positions": 1,
+        "single_captions": "bare",
+        "dataset_hash": ds.hash,
+        "model_spec": spec,
+        "layer": None,
+    }
+    return write_embeddings(out, np.ones((ds.space.num_objects, width), np.float32), manifest)
+
+
+def test_single_bank_found_beside_and_checked(clevr_dir, tmp_path) -> None:
+    from bindscope.analyses import load_inputs
+    from bindscope.data.datasets import load_dataset
+    from bindscope.embeddings.store import import_embeddings
+
+    ds = load_dataset(clevr_dir)
+    np.save(tmp_path / "x.npy", np.ones((len(ds), 8), np.float32))
+    import_embeddings(ds, tmp_path / "x.npy", name="m", modality="text", out=tmp_path / "emb" / "m", model_spec="st:m")
+    assert load_inputs(tmp_path / "emb" / "m", find_singles=True).singles is None
+    single_folder(tmp_path / "emb" / "m-single", ds, "st:m")
+    inputs = load_inputs(tmp_path / "emb" / "m", find_singles=True)
+    assert inputs.singles is not None and inputs.singles.root.name == "m-single"
+    described = inputs.describe()["singles"]
+    assert described["captions"] == "bare" and described["positions"] == 1
+    assert inputs.arrays().noun == "shape" and inputs.arrays().singles.shape == (24, 8)
+    single_folder(tmp_path / "other", ds, "st:other")
+    with pytest.raises(BindscopeError, match="are of model 'st:other', the scene embeddings of 'st:m'"):
+        load_inputs(tmp_path / "emb" / "m", singles=tmp_path / "other")
+    single_folder(tmp_path / "wide", ds, "st:m", width=6)
+    with pytest.raises(BindscopeError, match="have width 6, the scenes 8"):
+        load_inputs(tmp_path / "emb" / "m", singles=tmp_path / "wide")
+
+
+def test_latex_escapes_specials() -> None:
+    from bindscope.analyses.intervene.table import latex_escape
+
+    assert latex_escape(r"hf:a_b\c {x} 5% 1.0 ± 0.2 –") == r"hf:a\_b\textbackslash{}c \{x\} 5\% 1.0 $\pm$ 0.2 --"
