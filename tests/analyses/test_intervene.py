@@ -378,3 +378,10 @@ def test_latex_escapes_specials() -> None:
     from bindscope.analyses.intervene.table import latex_escape
 
     assert latex_escape(r"hf:a_b\c {x} 5% 1.0 ± 0.2 –") == r"hf:a\_b\textbackslash{}c \{x\} 5\% 1.0 $\pm$ 0.2 --"
+
+
+def test_rank_agrees_with_the_best_match() -> None:
+    from bindscope.analyses.intervene.score import consistent_rank
+
+    rank = consistent_rank(np.array([1, 2, 1, 5]), np.array([True, True, False, False]))
+    assert rank.tolist() == [1, 1, 2, 5]

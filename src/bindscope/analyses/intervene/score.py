@@ -91,6 +91,16 @@ def block_size(num_scenes: int, chunk_elements: int = CHUNK_ELEMENTS) -> int:
     return int(max(1, min(num_scenes, int(np.sqrt(chunk_elements)))))
 
 
+def consistent_rank(rank: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """Ranks agreeing with the best match: 1 for a hit, at least 2 otherwise.
+
+    The expected scene's score is computed once, directly; the candidates' come from Gram blocks.
+    The two can differ in the last float32 bit, so a near tie (cosines within about 1e-7) could
+    otherwise be a hit of rank 2.
+    """
+    return np.where(hit, 1, np.maximum(rank, 2))
+
+
 def job_ks(job: Job, ks: Sequence[float]) -> list[float]:
     """The strengths a job is scored at: every ``k``, or only 0 for the unedited scene."""
     return [0.0] if job.table is None else [float(k) for k in ks]
@@ -324,7 +334,7 @@ class _Engine:
             rows = slice(a, a + len(cases))
             norm_np = norm.cpu().numpy()
             out.retrieved[rows] = st.arg[rows]
-            out.rank[rows] = st.above[rows] + 1
+            out.rank[rows] = consistent_rank(st.above[rows] + 1, st.arg[rows] == job.plan.expected[rows])
             out.cos_expected[rows] = st.at_expected[rows] / norm_np
             out.cos_retrieved[rows] = st.best[rows] / norm_np
             if probe_hits is not None:
