@@ -467,6 +467,7 @@ def intervene(
             help="An embedding folder (embeddings.npy + manifest.json); with --table, the intervene result "
             "folders to tabulate.",
             show_default=False,
+            metavar="PATH",
         ),
     ],
     out: OutDir,
