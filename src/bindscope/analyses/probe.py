@@ -20,6 +20,7 @@ from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, 
 from bindscope.analyses.metrics import accuracy_metrics, format_spread, mean, nested
 from bindscope.analyses.probes import (
     Preprocessing,
+    ProbeSet,
     chance_accuracy,
     fit_probe_weights,
     save_probes,
@@ -154,6 +155,17 @@ def probe_variant(
                     for n, c in correct.items()
                 ]
     return run
+
+
+def fit_probe_set(y: np.ndarray, scenes: SceneSet, settings: ProbeSettings) -> tuple[ProbeSet, ProbeRun]:
+    """Probes fitted on the scene split of the first of ``settings.seeds``, as a :class:`ProbeSet`, and
+    their run (for saving them with :func:`save_fitted_probes`)."""
+    run = probe_variant(y, scenes, settings)
+    seed = settings.seeds[0]
+    probes = ProbeSet.from_weights(
+        run.weights[seed], run.means[seed], center=settings.center, normalize=settings.normalize
+    )
+    return probes, run
 
 
 def used_scenes(scenes: SceneSet, which: str) -> np.ndarray:

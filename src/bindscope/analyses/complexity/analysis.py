@@ -23,7 +23,7 @@ from bindscope.analyses.probe import (
     ProbeRun,
     ProbeSettings,
     approximate_warnings,
-    probe_variant,
+    fit_probe_set,
     recorded_training_scenes,
     save_fitted_probes,
 )
@@ -37,13 +37,8 @@ def fit_probes_for(
 ) -> tuple[ProbeSet, ProbeRun, np.ndarray]:
     """Probes fitted on a scene-level split (seed ``probe_seed``) when none were given, and the
     indices of the scenes they were fitted on."""
-    probe_settings = fitting_settings(settings)
-    run = probe_variant(y, scenes, probe_settings)
-    seed = settings.probe_seed
-    probes = ProbeSet.from_weights(
-        run.weights[seed], run.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
-    )
-    return probes, run, run.train_scenes[seed]
+    probes, run = fit_probe_set(y, scenes, fitting_settings(settings))
+    return probes, run, run.train_scenes[settings.probe_seed]
 
 
 def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:

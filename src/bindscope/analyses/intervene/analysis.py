@@ -30,9 +30,9 @@ from bindscope.analyses.intervene.banks import (
 )
 from bindscope.analyses.intervene.edits import SIDES, EditPlan, check_two_object_scenes, plan_edits
 from bindscope.analyses.intervene.plot import k_curve_plot
-from bindscope.analyses.intervene.score import Job, Scores, score_jobs
+from bindscope.analyses.intervene.score import Job, Scores, job_ks, score_jobs
 from bindscope.analyses.metrics import format_spread
-from bindscope.analyses.probe import ProbeSettings, approximate_warnings, probe_variant, save_fitted_probes
+from bindscope.analyses.probe import ProbeSettings, approximate_warnings, fit_probe_set, save_fitted_probes
 from bindscope.analyses.probes import ProbeSet, set_separation_correct
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
 from bindscope.core.errors import BindscopeError
@@ -180,14 +180,10 @@ def probe_hits_for(
 
     def hits(x: np.ndarray, expected: np.ndarray) -> np.ndarray:
         logits = probes.decision_function(x, names)
+        counts = scenes.subset(expected).value_counts()  # per concept: the expected scene's values
         ok = np.ones(len(x), dtype=bool)
         for name in names:
-            c = space.concept_index(name)
-            targets = np.zeros((len(x), space.sizes[c]), dtype=np.float32)
-            vals = scenes.scenes[expected, :, c]
-            for s in range(vals.shape[1]):
-                targets[np.arange(len(x)), vals[:, s]] = 1.0
-            ok &= set_separation_correct(logits[name], targets)
+            ok &= set_separation_correct(logits[name], counts[space.concept_index(name)])
         return ok
 
     return hits
@@ -196,17 +192,13 @@ def probe_hits_for(
 def fit_probes(y: np.ndarray, scenes: SceneSet, settings: InterveneSettings) -> tuple[ProbeSet, Any, ProbeSettings]:
     """Probes fitted here with the full probe settings (scene split 0.4, ``probe_seed``)."""
     probe_settings = ProbeSettings(seeds=(settings.probe_seed,), device=settings.device, scenes="full")
-    run = probe_variant(y, scenes, probe_settings)
-    seed = settings.probe_seed
-    probes = ProbeSet.from_weights(
-        run.weights[seed], run.means[seed], center=probe_settings.center, normalize=probe_settings.normalize
-    )
+    probes, run = fit_probe_set(y, scenes, probe_settings)
     return probes, run, probe_settings
 
 
-def case_table(plan: EditPlan, job: Job, k: float, scores: Scores, rows: np.ndarray, scenes: SceneSet) -> pd.DataFrame:
+def case_table(job: Job, k: float, scores: Scores, rows: np.ndarray, scenes: SceneSet) -> pd.DataFrame:
     """Per case of one job at one k: the edit, what was expected and what came back."""
-    valid = scores.valid
+    plan, valid = job.plan, scores.valid
     space = scenes.space
     values = np.asarray(space.values[space.concept_index(plan.concept)], dtype=object)
     return pd.DataFrame(
@@ -231,12 +223,10 @@ def case_table(plan: EditPlan, job: Job, k: float, scores: Scores, rows: np.ndar
     )
 
 
-def metric_rows(plan: EditPlan, job: Job, k: float, scores: Scores, split: bool) -> list[dict[str, Any]]:
-    """Tidy rows: retrieval and probe accuracy per group (shared, different, all)."""
-    valid = scores.valid
-    groups = {ALL: valid}
-    if split:
-        groups.update({"shared": valid & plan.shared, "different": valid & ~plan.shared})
+def metric_rows(job: Job, k: float, scores: Scores) -> list[dict[str, Any]]:
+    """Tidy rows: retrieval and probe accuracy per group (shared, different, all; empty groups left out)."""
+    plan, valid = job.plan, scores.valid
+    groups = {ALL: valid, "shared": valid & plan.shared, "different": valid & ~plan.shared}
     out = []
     for group, mask in groups.items():
         n = int(mask.sum())
@@ -260,9 +250,9 @@ def metric_rows(plan: EditPlan, job: Job, k: float, scores: Scores, split: bool)
     return out
 
 
-def skipped_cases(plan: EditPlan, job: Job) -> dict[str, int]:
+def skipped_cases(job: Job) -> dict[str, int]:
     """Why cases were left out: the plan's reasons, and a missing bank vector."""
-    out = dict(plan.skipped)
+    out = dict(job.plan.skipped)
     missing = int((~job.valid).sum())
     if missing:
         out[NO_VECTOR] = missing
@@ -308,12 +298,12 @@ def intervene_analysis(inputs: AnalysisInputs, settings: InterveneSettings, prog
     for (j, k), scores in scored.items():
         job = jobs[j]
         split = split and bool(job.plan.shared.any()) and bool((~job.plan.shared).any())
-        metric += metric_rows(job.plan, job, k, scores, True)
+        metric += metric_rows(job, k, scores)
         if settings.cases:
-            cases.append(case_table(job.plan, job, k, scores, rows, scenes))
+            cases.append(case_table(job, k, scores, rows, scenes))
         per = skipped.setdefault(job.plan.edit, {}).setdefault(job.variant, {})
-        if k == job_first_k(job, settings.k):
-            for reason, n in skipped_cases(job.plan, job).items():
+        if k == job_ks(job, settings.k)[0]:  # skips are counted once per job
+            for reason, n in skipped_cases(job).items():
                 per[reason] = per.get(reason, 0) + n
     table = tidy(metric, EXTRA_COLUMNS)
     if not split:
@@ -331,11 +321,6 @@ def intervene_analysis(inputs: AnalysisInputs, settings: InterveneSettings, prog
         "probe_settings": probe_settings,
     }
     return Result(table, tables_out, warnings, parts)
-
-
-def job_first_k(job: Job, ks: tuple[float, ...]) -> float:
-    """The first k a job is scored at (skips are counted once per job)."""
-    return 0.0 if job.table is None else float(ks[0])
 
 
 def table_k(ks: tuple[float, ...] | list[float]) -> float:
