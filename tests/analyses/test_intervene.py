@@ -258,7 +258,7 @@ def test_the_torch_path_equals_the_numpy_path(clevr) -> None:
             engine.pool.shutdown()
             engine.pool = None
         engine.run(None)
-        results.append({key: engine.scores(*key, None) for key in engine.state})
+        results.append({key: engine.scores(*key) for key in engine.state})
     for key, numpy_scores in results[0].items():
         torch_scores = results[1][key]
         assert (numpy_scores.retrieved == torch_scores.retrieved).mean() > 0.999, key

@@ -52,7 +52,7 @@ class Job:
 
 @dataclass
 class Scores:
-    """Per-case outcomes of one job at one ``k`` (only ``valid`` cases are filled)."""
+    """Per-case outcomes of one job at one ``k`` (invalid cases: retrieved -1, rank 0, NaN cosines)."""
 
     valid: np.ndarray
     expected: np.ndarray
@@ -61,19 +61,6 @@ class Scores:
     cos_expected: np.ndarray
     cos_retrieved: np.ndarray
     probe_hit: np.ndarray
-
-    @classmethod
-    def empty(cls, valid: np.ndarray, expected: np.ndarray) -> Scores:
-        n = len(valid)
-        return cls(
-            valid,
-            expected,
-            np.full(n, -1, np.int64),
-            np.zeros(n, np.int64),
-            np.full(n, np.nan, np.float32),
-            np.full(n, np.nan, np.float32),
-            np.zeros(n, bool),
-        )
 
     @property
     def hit(self) -> np.ndarray:
@@ -109,12 +96,15 @@ def job_ks(job: Job, ks: Sequence[float]) -> list[float]:
 @dataclass
 class _Running:
     """The running best match, and the count of scenes scoring above the expected one, of one job at
-    one k (numpy arrays: the reductions run in numpy on the CPU, which is faster than torch's)."""
+    one k (numpy arrays: the reductions run in numpy on the CPU, which is faster than torch's); and,
+    from the edited vectors' one pass, their expected score, norm and probe hits."""
 
     best: np.ndarray
     arg: np.ndarray
     above: np.ndarray
     at_expected: np.ndarray
+    norm: np.ndarray
+    probe_hit: np.ndarray
 
     def update(
         self, s: torch.Tensor | np.ndarray, cases: slice, offset: int, inside: np.ndarray, local_exp: np.ndarray
@@ -156,6 +146,7 @@ class _Engine:
         ks: Sequence[float],
         dev: torch.device,
         block: int,
+        probe_hits: ProbeHits | None = None,
     ) -> None:
         self.jobs, self.ks, self.dev, self.block = jobs, ks, dev, block
         self.y = torch.from_numpy(np.ascontiguousarray(y, dtype=np.float32)).to(dev)
@@ -176,48 +167,49 @@ class _Engine:
                 self.plan_jobs.append([])
                 pi = len(self.plans) - 1
             self.plan_jobs[pi].append(j)
-        self.scene = [self._tensor(p.scene, torch.long) for p in self.plans]
-        self.expected = [self._tensor(p.expected, torch.long) for p in self.plans]
-        self.expected_np = [p.expected for p in self.plans]
         self.bounds = [np.searchsorted(p.scene, [*self.starts, len(y)]) for p in self.plans]
-        self.src = [self._tensor(np.maximum(job.src, 0), torch.long) if job.src is not None else None for job in jobs]
-        self.tgt = [self._tensor(np.maximum(job.tgt, 0), torch.long) if job.tgt is not None else None for job in jobs]
-        self.src_np = [np.maximum(job.src, 0) if job.src is not None else None for job in jobs]
-        self.tgt_np = [np.maximum(job.tgt, 0) if job.tgt is not None else None for job in jobs]
-        self.scene_np = [p.scene for p in self.plans]
+        # bank rows with the missing (-1) ones pointed at row 0: computed, then reported invalid
+        self.src = [np.maximum(job.src, 0) if job.src is not None else None for job in jobs]
+        self.tgt = [np.maximum(job.tgt, 0) if job.tgt is not None else None for job in jobs]
         self.rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, self.y.shape[1]))  # edited vectors at once
         self.workers = max(1, torch.get_num_threads())
         self.pool = ThreadPoolExecutor(self.workers) if dev.type == "cpu" else None
-        self.state = {(j, k): self._initial(j, k) for j, job in enumerate(jobs) for k in job_ks(job, ks)}
+        self.state = {(j, k): self._initial(j, k, probe_hits) for j, job in enumerate(jobs) for k in job_ks(job, ks)}
 
     def _tensor(self, a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a)).to(device=self.dev, dtype=dtype)
 
+    def _on(self, a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(self.dev)
+
     def _span(self, b: int) -> slice:
         return slice(self.starts[b], min(len(self.y), self.starts[b] + self.block))
 
-    def _plan_of(self, j: int) -> int:
-        return next(i for i, js in enumerate(self.plan_jobs) if j in js)
-
-    def edited(self, j: int, cases: torch.Tensor, k: float) -> torch.Tensor:
+    def edited(self, j: int, cases: slice, k: float) -> torch.Tensor:
         """The edited vectors ``x'`` of job ``j``'s ``cases``."""
-        x = self.y[self.scene[self._plan_of(j)][cases]]
-        table = self.jobs[j].table
-        if table is None:
+        job = self.jobs[j]
+        x = self.y[self._on(job.plan.scene[cases])]
+        if job.table is None:
             return x
-        t = self.tables[table]
-        return torch.add(x, t[self.src[j][cases]] - t[self.tgt[j][cases]], alpha=-k)  # type: ignore[index]
+        t = self.tables[job.table]
+        src, tgt = self._on(self.src[j][cases]), self._on(self.tgt[j][cases])  # type: ignore[index]
+        return torch.add(x, t[src] - t[tgt], alpha=-k)
 
-    def _initial(self, j: int, k: float) -> _Running:
-        """Empty running state, and the exact score of the expected scene for every case."""
-        m = len(self.jobs[j].plan)
-        exp = self.expected[self._plan_of(j)]
-        at_expected = torch.empty(m, device=self.dev)
+    def _initial(self, j: int, k: float, probe_hits: ProbeHits | None) -> _Running:
+        """Empty running state; and, from one pass over the edited vectors, the exact score of the
+        expected scene, the vectors' norms and their probe hits."""
+        plan = self.jobs[j].plan
+        m = len(plan)
+        at_expected, norm, hit = np.empty(m, np.float32), np.empty(m, np.float32), np.zeros(m, bool)
         for a in range(0, m, self.rows_per_chunk):
-            cases = torch.arange(a, min(m, a + self.rows_per_chunk), device=self.dev)
-            at_expected[cases] = (self.edited(j, cases, k) * self.unit[exp[cases]]).sum(dim=1)
+            cases = slice(a, min(m, a + self.rows_per_chunk))
+            x = self.edited(j, cases, k)
+            at_expected[cases] = (x * self.unit[self._on(plan.expected[cases])]).sum(dim=1).cpu().numpy()
+            norm[cases] = x.norm(dim=1).clamp_min(1e-12).cpu().numpy()
+            if probe_hits is not None:
+                hit[cases] = probe_hits(x.cpu().numpy(), plan.expected[cases])
         return _Running(
-            np.full(m, -np.inf, np.float32), np.full(m, -1, np.int64), np.zeros(m, np.int64), at_expected.cpu().numpy()
+            np.full(m, -np.inf, np.float32), np.full(m, -1, np.int64), np.zeros(m, np.int64), at_expected, norm, hit
         )
 
     def run(self, progress: Callable[[int, int], object] | None) -> None:
@@ -269,8 +261,8 @@ class _Engine:
         pi, a, b = item
         cases = slice(a, b)
         offset = self.starts[cand_block]
-        local_base = self.scene_np[pi][cases] - self.starts[base_block]
-        local_exp = self.expected_np[pi][cases] - offset
+        local_base = self.plans[pi].scene[cases] - self.starts[base_block]
+        local_exp = self.plans[pi].expected[cases] - offset
         inside = np.flatnonzero((local_exp >= 0) & (local_exp < width))
         return cases, local_base, offset, inside, local_exp
 
@@ -287,7 +279,7 @@ class _Engine:
                 self.state[(j, ks[0])].update(near, cases, offset, inside, local_exp)
                 continue
             pn = self.proj[job.table][cand_block].numpy()
-            src, tgt = self.src_np[j][cases], self.tgt_np[j][cases]  # type: ignore[index]
+            src, tgt = self.src[j][cases], self.tgt[j][cases]  # type: ignore[index]
             if ks == [1.0]:  # the common case in place: near - P[src] + P[tgt]
                 s = pn.take(src, axis=0)
                 np.subtract(near, s, out=s)
@@ -314,31 +306,24 @@ class _Engine:
                 self.state[(j, ks[0])].update(near, cases, offset, inside, local_exp)
                 continue
             p = self.proj[job.table][cand_block]
-            src, tgt = self.src_np[j][cases], self.tgt_np[j][cases]  # type: ignore[index]
+            src, tgt = self.src[j][cases], self.tgt[j][cases]  # type: ignore[index]
             diff = p.index_select(0, self._on(src)).sub_(p.index_select(0, self._on(tgt)))
             for k in ks:
                 self.state[(j, k)].update(torch.add(near, diff, alpha=-k), cases, offset, inside, local_exp)
 
-    def _on(self, a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a).to(self.dev)
-
-    def scores(self, j: int, k: float, probe_hits: ProbeHits | None) -> Scores:
+    def scores(self, j: int, k: float) -> Scores:
         """The outcome of job ``j`` at ``k`` once every block pair is done."""
         job, st = self.jobs[j], self.state[(j, k)]
-        out = Scores.empty(job.valid, job.plan.expected)
-        m = len(job.plan)
-        for a in range(0, m, self.rows_per_chunk):
-            cases = torch.arange(a, min(m, a + self.rows_per_chunk), device=self.dev)
-            x = self.edited(j, cases, k)
-            norm = x.norm(dim=1).clamp_min(1e-12)
-            rows = slice(a, a + len(cases))
-            norm_np = norm.cpu().numpy()
-            out.retrieved[rows] = st.arg[rows]
-            out.rank[rows] = consistent_rank(st.above[rows] + 1, st.arg[rows] == job.plan.expected[rows])
-            out.cos_expected[rows] = st.at_expected[rows] / norm_np
-            out.cos_retrieved[rows] = st.best[rows] / norm_np
-            if probe_hits is not None:
-                out.probe_hit[rows] = probe_hits(x.cpu().numpy(), job.plan.expected[rows])
+        hit = st.arg == job.plan.expected
+        out = Scores(
+            job.valid,
+            job.plan.expected,
+            st.arg.copy(),
+            consistent_rank(st.above + 1, hit),
+            st.at_expected / st.norm,
+            st.best / st.norm,
+            st.probe_hit.copy(),
+        )
         invalid = ~job.valid
         out.retrieved[invalid], out.rank[invalid], out.probe_hit[invalid] = -1, 0, False
         out.cos_expected[invalid] = out.cos_retrieved[invalid] = np.nan
@@ -382,10 +367,10 @@ def score_jobs(
     """
     block = block_size(len(y), chunk_elements)
     with torch.no_grad():
-        engine = _Engine(y, jobs, tables, ks, torch.device(device), block)
+        engine = _Engine(y, jobs, tables, ks, torch.device(device), block, probe_hits)
         try:
             engine.run(progress)
         finally:
             if engine.pool is not None:
                 engine.pool.shutdown()
-        return {key: engine.scores(key[0], key[1], probe_hits) for key in engine.state}
+        return {key: engine.scores(*key) for key in engine.state}
