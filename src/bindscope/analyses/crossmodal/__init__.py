@@ -1,0 +1,1 @@
+"""Cross-modal binding (docs/method.md §7): swap tests, retrieval, the linear bridge and half-truths."""
