@@ -60,6 +60,8 @@ def swap_cases(scenes: SceneSet, noun: str) -> SwapCases:
         ("order", (reverse_order(scenes.subset(rows)), np.ones(len(rows), bool))),
     ):
         sid = swapped.object_ids().astype(np.int64)
+        if name != "order":  # a true negative names other objects, not the same ones in the other order
+            valid = valid & (np.sort(sid, axis=1) != np.sort(ids[rows], axis=1)).any(axis=1)
         found = find_scenes(lookup, sid[:, 0] * u + sid[:, 1])
         found = np.where(valid & (found >= 0), rows[np.maximum(found, 0)], -1)
         negative[name] = found
