@@ -1,0 +1,70 @@
+"""Half-truths (docs/method.md §7): does a correct caption gain similarity when a wrong detail is added?
+
+For each 2-object image (a1 o1, a2 o2) the one-object caption of its first object, "a a1 o1" (the
+single-object caption bank), is compared with the scene captions "a a1 o1 and a x y" for every object
+(x, y) that is not in the image, by kind: a wrong attribute on the right noun (y = o2), the right
+attribute on a wrong noun (x = a2), and an entirely wrong object (x, y outside the image's values).
+The half-truth rate is how often the longer, wrong caption scores higher. Also: how often the correct
+full caption beats the correct short one (a good model prefers it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bindscope.analyses.crossmodal.swaps import pairwise_accuracy, row_cosines
+from bindscope.analyses.intervene.edits import find_scenes, scene_lookup
+from bindscope.space.concepts import SceneSet
+
+KINDS = ("wrong_attribute", "wrong_noun", "wrong_object")
+
+
+def half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per kind, (image rows, rows of the wrong longer caption) over every eligible pair."""
+    space = scenes.space
+    a, n = space.concept_index(attribute), space.concept_index(noun)
+    ids = scenes.object_ids().astype(np.int64)
+    rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
+    values = scenes.scenes[rows].astype(np.int64)  # [R, 2, C]
+    objects = space.all_objects().astype(np.int64)  # [U, C]
+    lookup = scene_lookup(scenes.subset(np.flatnonzero(scenes.num_objects() == 2)))
+    two = np.flatnonzero(scenes.num_objects() == 2)
+    u = space.num_objects
+    out = {}
+    for kind in KINDS:
+        a2, o2 = values[:, 1, a][:, None], values[:, 1, n][:, None]
+        a1, o1 = values[:, 0, a][:, None], values[:, 0, n][:, None]
+        x, y = objects[None, :, a], objects[None, :, n]
+        in_image = (objects[None, :, None] == values[:, None, :, :]).all(axis=3).any(axis=2)
+        if kind == "wrong_attribute":
+            mask = (y == o2) & (x != a2)
+        elif kind == "wrong_noun":
+            mask = (x == a2) & (y != o2)
+        else:
+            mask = (x != a1) & (x != a2) & (y != o1) & (y != o2)
+        mask &= ~in_image
+        r, obj = np.nonzero(mask)
+        found = find_scenes(lookup, ids[rows[r], 0] * u + obj)
+        keep = found >= 0
+        out[kind] = (rows[r[keep]], two[found[keep]])
+    return out
+
+
+def half_truth_rates(
+    image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, attribute: str, noun: str
+) -> dict[str, float]:
+    """Half-truth rate per kind (ties half), and how often the full correct caption beats the short one.
+
+    ``singles``: the single-object caption bank, one row per object id.
+    """
+    ids = scenes.object_ids().astype(np.int64)
+    out = {}
+    for kind, (img, longer) in half_truth_pairs(scenes, attribute, noun).items():
+        short = row_cosines(image, singles, img, ids[img, 0])
+        wrong = row_cosines(image, text, img, longer)
+        out[kind] = float(pairwise_accuracy(wrong, short).mean()) if len(img) else float("nan")
+    rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
+    full = row_cosines(image, text, rows, rows)
+    short = row_cosines(image, singles, rows, ids[rows, 0])
+    out["full_beats_short"] = float(pairwise_accuracy(full, short).mean())
+    return out
