@@ -33,6 +33,7 @@ class Inputs:
     probes: ProbeSet | None = None
     probes_path: Path | None = None
     singles: EmbeddingSet | None = None
+    other: EmbeddingSet | None = None
 
     def arrays(self) -> AnalysisInputs:
         """The arrays the analyses compute on."""
@@ -44,6 +45,7 @@ class Inputs:
             control=ctrl,
             probes=self.probes,
             singles=singles,
+            other=np.asarray(self.other.array) if self.other is not None else None,
             noun=self.dataset.preset.noun,
         )
 
@@ -60,6 +62,7 @@ class Inputs:
             "control": describe_embeddings(self.control) if self.control is not None else None,
             "probes": None,
             "singles": None,
+            "other": describe_embeddings(self.other) if self.other is not None else None,
         }
         if self.singles is not None:
             manifest = self.singles.manifest
@@ -138,6 +141,8 @@ def load_inputs(
     probe_seed: int = 0,
     singles: str | Path | None = None,
     find_singles: bool = False,
+    other: str | Path | None = None,
+    allow_different_models: bool = False,
 ) -> Inputs:
     """Load an embedding folder with its dataset (from the manifest unless given), control, probes
     and single-object bank.
@@ -160,9 +165,30 @@ def load_inputs(
     if ctrl is not None:
         log.info("using %s as the +rand control", control_dir)
     frozen, folder = load_frozen_probes(probes, ds, probe_seed) if probes is not None else (None, None)
-    singles_dir = Path(singles) if singles is not None else (find_single_objects(emb) if find_singles else None)
-    bank = load_single_objects(singles_dir, emb, ds) if singles_dir is not None else None
-    return Inputs(emb, ds, ctrl, frozen, folder, bank)
+    second = load_other_modality(other, emb, ds, allow_different_models) if other is not None else None
+    bank_for = second if second is not None else emb  # half-truths need the text single-object captions
+    singles_dir = Path(singles) if singles is not None else (find_single_objects(bank_for) if find_singles else None)
+    bank = load_single_objects(singles_dir, bank_for, ds) if singles_dir is not None else None
+    return Inputs(emb, ds, ctrl, frozen, folder, bank, second)
+
+
+def load_other_modality(
+    path: str | Path, first: EmbeddingSet, dataset: Dataset, allow_different_models: bool
+) -> EmbeddingSet:
+    """The second modality of the same model: the same dataset, the other modality, the same model spec
+    (unless ``allow_different_models``)."""
+    second = load_embeddings(path, dataset)
+    if second.modality == first.modality:
+        raise BindscopeError(
+            f"{path} holds {second.modality} embeddings like {first.root}; give one image and one text folder"
+        )
+    a, b = first.manifest.get("model_spec"), second.manifest.get("model_spec")
+    if a != b and not allow_different_models:
+        raise BindscopeError(
+            f"{first.root} was embedded with {a!r} and {path} with {b!r}; cross-modal tests need one joint model "
+            "(or pass --allow-different-models)"
+        )
+    return second
 
 
 def load_single_objects(path: str | Path, scenes: EmbeddingSet, dataset: Dataset) -> EmbeddingSet:
