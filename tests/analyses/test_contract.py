@@ -14,6 +14,7 @@ from bindscope.analyses import (
     KEY_COLUMNS,
     AnalysisInputs,
     ComplexitySettings,
+    CrossmodalSettings,
     DecomposeSettings,
     InterveneSettings,
     ProbeSettings,
@@ -42,6 +43,7 @@ QUICK = {
         description_length=False,
     ),
     "intervene": InterveneSettings(k=(0.0, 1.0)),
+    "crossmodal": CrossmodalSettings(fractions=(0.5,), seeds=(0,)),
 }
 
 
@@ -50,7 +52,8 @@ def arrays() -> AnalysisInputs:
     scenes = get_preset("clevr").build_scenes()
     y = planted_embeddings(scenes, "object_additive", dim=12, noise=0.2, seed=0)
     control = planted_embeddings(scenes, "random", dim=12, seed=1)
-    return AnalysisInputs(y, scenes, control=control)
+    text = planted_embeddings(scenes, "bag_of_concepts", dim=12, seed=2)
+    return AnalysisInputs(y, scenes, control=control, other=text)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +63,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory, arrays: AnalysisInputs) ->
 
 
 def test_the_registry_lists_every_analysis_with_its_contract() -> None:
-    assert list_analyses() == ["complexity", "decompose", "intervene", "probe"]
+    assert list_analyses() == ["complexity", "crossmodal", "decompose", "intervene", "probe"]
     for name in list_analyses():
         analysis = get_analysis(name)
         assert analysis.name == name and analysis.title
@@ -68,9 +71,11 @@ def test_the_registry_lists_every_analysis_with_its_contract() -> None:
         assert isinstance(analysis.Settings(), analysis.Settings)  # defaults are valid
     assert get_analysis("probe").uses == {"control"} and get_analysis("complexity").uses == {"probes"}
     assert get_analysis("intervene").uses == {"probes", "singles"}
+    assert get_analysis("crossmodal").needs == {"embeddings", "other"}
+    assert get_analysis("crossmodal").uses == {"singles", "unimodal"}
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene"])
+@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal"])
 def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name: str) -> None:
     summary = json.loads((folders[name] / "summary.json").read_text())
     assert list(summary)[: len(HEADER_KEYS)] == list(HEADER_KEYS)  # the header comes first
@@ -87,7 +92,7 @@ def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name:
     assert len(pd.read_csv(folders[name] / "results.csv")) == len(table)
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene"])
+@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal"])
 def test_load_result_round_trips(folders: dict[str, Path], name: str) -> None:
     loaded = load_result(folders[name], name)
     assert loaded.analysis == name and loaded.path == folders[name]

@@ -290,7 +290,7 @@ def test_error_concepts(clevr) -> None:
     space = ConceptSpace.from_dict({"color": ["r", "g", "b"], "size": ["s", "l"], "shape": ["c", "d"]})
     scenes = SceneSet.enumerate(space, 2)
     y3 = planted_embeddings(scenes, "random", dim=8)
-    with pytest.raises(BindscopeError, match="name the attribute to edit with --attribute"):
+    with pytest.raises(BindscopeError, match="name the attribute with --attribute"):
         intervene_analysis(AnalysisInputs(y3, scenes, probes=lbfgs_probes(y3, scenes)), InterveneSettings())
 
 

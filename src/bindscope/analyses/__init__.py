@@ -2,7 +2,7 @@
 
 >>> from bindscope.analyses import list_analyses, get_analysis, run_analysis, load_inputs, load_result
 >>> list_analyses()
-['complexity', 'decompose', 'intervene', 'probe']
+['complexity', 'crossmodal', 'decompose', 'intervene', 'probe']
 >>> settings = get_analysis("probe").Settings(seeds=(0,))          # doctest: +SKIP
 >>> run_analysis("probe", load_inputs("emb/clip"), "results/probe", settings)   # doctest: +SKIP
 """
@@ -14,12 +14,14 @@ from typing import Any
 
 from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Result
 from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, resolve_budget
+from bindscope.analyses.crossmodal.analysis import CrossmodalSettings
 from bindscope.analyses.decompose import DecomposeSettings
 from bindscope.analyses.inputs import Inputs, load_frozen_probes, load_inputs
 from bindscope.analyses.intervene.analysis import InterveneSettings
 from bindscope.analyses.probe import ProbeSettings
 from bindscope.analyses.registry import get_analysis, list_analyses, register, run_analysis
 from bindscope.analyses.results import KEY_COLUMNS, LoadedResult, load_result, spread, write_result
+from bindscope.core.errors import BindscopeError
 
 
 def run_probe(
@@ -108,6 +110,63 @@ def run_intervene(
     return run_analysis("intervene", inputs, out, settings, overwrite=overwrite).summary
 
 
+def crossmodal_inputs(
+    image_dir: str | Path,
+    text_dir: str | Path,
+    *,
+    singles: str | Path | None = None,
+    probes_image: str | Path | None = None,
+    probes_text: str | Path | None = None,
+    dataset: str | Path | None = None,
+    allow_different_models: bool = False,
+) -> Inputs:
+    """The inputs of ``crossmodal``: image and text embeddings of one dataset and joint model, the text
+    single-object captions (default: a sibling of the text folder holding them) and, when given, the
+    ``bindscope probe`` results of each modality."""
+    unimodal = {m: p for m, p in (("image", probes_image), ("text", probes_text)) if p is not None}
+    inputs = load_inputs(
+        image_dir,
+        dataset,
+        find_control=False,
+        singles=singles,
+        find_singles=True,
+        other=text_dir,
+        allow_different_models=allow_different_models,
+        unimodal=unimodal or None,
+    )
+    if inputs.embeddings.modality != "image":
+        raise BindscopeError(
+            f"{image_dir} holds {inputs.embeddings.modality} embeddings; give the image folder first, then the text one"
+        )
+    return inputs
+
+
+def run_crossmodal(
+    image_dir: str | Path,
+    text_dir: str | Path,
+    out: str | Path,
+    settings: CrossmodalSettings | None = None,
+    *,
+    singles: str | Path | None = None,
+    probes_image: str | Path | None = None,
+    probes_text: str | Path | None = None,
+    dataset: str | Path | None = None,
+    allow_different_models: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """``bindscope crossmodal``, folders in and a folder out; returns the written summary."""
+    inputs = crossmodal_inputs(
+        image_dir,
+        text_dir,
+        singles=singles,
+        probes_image=probes_image,
+        probes_text=probes_text,
+        dataset=dataset,
+        allow_different_models=allow_different_models,
+    )
+    return run_analysis("crossmodal", inputs, out, settings, overwrite=overwrite).summary
+
+
 __all__ = [
     "INPUT_KINDS",
     "KEY_COLUMNS",
@@ -115,12 +174,14 @@ __all__ = [
     "AnalysisInputs",
     "Budget",
     "ComplexitySettings",
+    "CrossmodalSettings",
     "DecomposeSettings",
     "Inputs",
     "InterveneSettings",
     "LoadedResult",
     "ProbeSettings",
     "Result",
+    "crossmodal_inputs",
     "get_analysis",
     "intervene_inputs",
     "list_analyses",
@@ -131,6 +192,7 @@ __all__ = [
     "resolve_budget",
     "run_analysis",
     "run_complexity",
+    "run_crossmodal",
     "run_decompose",
     "run_intervene",
     "run_probe",

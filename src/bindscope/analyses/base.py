@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 #: What an analysis can take: scene embeddings (always), the ``+rand`` control's embeddings, frozen
 #: probes, the single-object bank (rows object-major: row ``o * S + s`` is object ``o`` alone at
-#: position ``s`` of ``S``) and a second modality of the same model.
-INPUT_KINDS = ("embeddings", "control", "probes", "singles", "other")
+#: position ``s`` of ``S``), a second modality of the same model, and uni-modal probe results (the
+#: object and concept probe accuracy of ``bindscope probe`` per modality).
+INPUT_KINDS = ("embeddings", "control", "probes", "singles", "other", "unimodal")
 Progress = Callable[[int, int], object]
 Rows = list[tuple[str, ...]]  # a header row, then rows of cells
 
@@ -50,6 +51,7 @@ class AnalysisInputs:
     probes: ProbeSet | None = None
     singles: np.ndarray | None = None
     other: np.ndarray | None = None
+    unimodal: dict[str, dict[str, Any]] | None = None  # per modality: probe accuracies (spreads)
     noun: str | None = None  # the dataset's noun concept (its preset's), when known
 
     def __post_init__(self) -> None:

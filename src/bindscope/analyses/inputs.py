@@ -6,6 +6,7 @@ Loading happens here, at the edge; analyses compute on the arrays (:meth:`Inputs
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 
 from bindscope.analyses.base import AnalysisInputs
 from bindscope.analyses.probes import ProbeSet
+from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.data.datasets import Dataset, load_dataset
 from bindscope.embeddings.store import EmbeddingSet, find_rand_control, find_single_objects, load_embeddings
@@ -34,6 +36,7 @@ class Inputs:
     probes_path: Path | None = None
     singles: EmbeddingSet | None = None
     other: EmbeddingSet | None = None
+    unimodal: dict[str, LoadedResult] | None = None
 
     def arrays(self) -> AnalysisInputs:
         """The arrays the analyses compute on."""
@@ -46,6 +49,7 @@ class Inputs:
             probes=self.probes,
             singles=singles,
             other=np.asarray(self.other.array) if self.other is not None else None,
+            unimodal={m: probe_accuracies(r) for m, r in self.unimodal.items()} if self.unimodal else None,
             noun=self.dataset.preset.noun,
         )
 
@@ -63,6 +67,11 @@ class Inputs:
             "probes": None,
             "singles": None,
             "other": describe_embeddings(self.other) if self.other is not None else None,
+            "unimodal": {
+                m: {"path": str(r.path.resolve()), "key": r.header.content_key} for m, r in self.unimodal.items()
+            }
+            if self.unimodal
+            else None,
         }
         if self.singles is not None:
             manifest = self.singles.manifest
@@ -101,6 +110,11 @@ def array_key(array: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def json_key(value: Any) -> str:
+    """sha256 of a JSON-able value (keys sorted)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def probes_key(probes: ProbeSet) -> str:
     """sha256 of frozen probes' weights, mean and preprocessing."""
     h = hashlib.sha256(f"{probes.center}|{probes.normalize}".encode())
@@ -121,6 +135,8 @@ def describe_arrays(arrays: AnalysisInputs) -> dict[str, Any]:
         "control": None,
         "probes": None,
         "singles": None,
+        "other": {"in_memory": True, "key": array_key(np.asarray(arrays.other))} if arrays.other is not None else None,
+        "unimodal": {"in_memory": True, "key": json_key(arrays.unimodal)} if arrays.unimodal else None,
     }
     if arrays.singles is not None:
         out["singles"] = {"in_memory": True, "key": array_key(np.asarray(arrays.singles))}
@@ -143,6 +159,7 @@ def load_inputs(
     find_singles: bool = False,
     other: str | Path | None = None,
     allow_different_models: bool = False,
+    unimodal: dict[str, str | Path] | None = None,
 ) -> Inputs:
     """Load an embedding folder with its dataset (from the manifest unless given), control, probes
     and single-object bank.
@@ -151,7 +168,8 @@ def load_inputs(
     ``probes`` is a probe folder (``probe.json``) or a ``bindscope probe`` output folder, whose
     ``probes/seed{probe_seed}/`` is taken. ``singles`` is a single-object embedding folder
     (``bindscope embed --single-objects``) of the same model and modality; without it, a sibling
-    folder holding one is used when ``find_singles`` is set.
+    folder holding one is used when ``find_singles`` is set. ``other`` is the folder of the other
+    modality of the same model; ``unimodal`` maps a modality to a ``bindscope probe`` result folder of it.
     """
     emb_dir = Path(emb_dir)
     raw = load_embeddings(emb_dir)
@@ -169,7 +187,36 @@ def load_inputs(
     bank_for = second if second is not None else emb  # half-truths need the text single-object captions
     singles_dir = Path(singles) if singles is not None else (find_single_objects(bank_for) if find_singles else None)
     bank = load_single_objects(singles_dir, bank_for, ds) if singles_dir is not None else None
-    return Inputs(emb, ds, ctrl, frozen, folder, bank, second)
+    results = {m: load_probe_result(p, ds, m) for m, p in (unimodal or {}).items()} or None
+    return Inputs(emb, ds, ctrl, frozen, folder, bank, second, results)
+
+
+def load_probe_result(path: str | Path, dataset: Dataset, modality: str) -> LoadedResult:
+    """A ``bindscope probe`` result folder of this dataset's ``modality`` embeddings."""
+    result = load_result(path)
+    if result.analysis != "probe":
+        raise BindscopeError(f"{path} is a {result.analysis} result; give a `bindscope probe` output folder")
+    recorded = (result.header.inputs.get("dataset") or {}).get("key")
+    if recorded is not None and recorded != dataset.hash:
+        raise BindscopeError(
+            f"the probe result {path} is of another dataset (hash {str(recorded)[:12]}, this one "
+            f"{dataset.hash[:12]}); probe these embeddings first"
+        )
+    got = (result.header.inputs.get("embeddings") or {}).get("modality")
+    if got is not None and got != modality:
+        raise BindscopeError(f"the probe result {path} is of {got} embeddings; give one of {modality} embeddings")
+    return result
+
+
+def probe_accuracies(result: LoadedResult) -> dict[str, Any]:
+    """The test-set object and concept probe accuracy (spreads over seeds) and object chance of a probe result."""
+    numbers = result.numbers
+    test = numbers.get("test") or {}
+    return {
+        "object_acc": test.get("object_acc"),
+        "concept_acc": test.get("concept_acc"),
+        "chance": (numbers.get("chance") or {}).get("object_acc"),
+    }
 
 
 def load_other_modality(

@@ -2,7 +2,7 @@
 
 >>> from bindscope.analyses.registry import list_analyses
 >>> list_analyses()
-['complexity', 'decompose', 'intervene', 'probe']
+['complexity', 'crossmodal', 'decompose', 'intervene', 'probe']
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Progress, RunContext
 from bindscope.analyses.complexity.analysis import ComplexityAnalysis
+from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis
 from bindscope.analyses.decompose import DecomposeAnalysis
 from bindscope.analyses.inputs import Inputs, describe_arrays
 from bindscope.analyses.intervene.analysis import InterveneAnalysis
@@ -35,7 +36,7 @@ def register(cls: type[Analysis]) -> type[Analysis]:
     return cls
 
 
-for _builtin in (ProbeAnalysis, DecomposeAnalysis, ComplexityAnalysis, InterveneAnalysis):
+for _builtin in (ProbeAnalysis, DecomposeAnalysis, ComplexityAnalysis, InterveneAnalysis, CrossmodalAnalysis):
     register(_builtin)
 
 

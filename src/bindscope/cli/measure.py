@@ -88,6 +88,11 @@ EmbDir = Annotated[Path, typer.Argument(help="An embedding folder (embeddings.np
 DatasetOpt = Annotated[
     Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")
 ]
+AttributeOpt = Annotated[
+    Optional[str],
+    typer.Option(help="The attribute concept (default: the concept that is not the noun, in a 2-concept space)."),
+]
+NounOpt = Annotated[Optional[str], typer.Option(help="The noun concept (default: the dataset's noun).")]
 ControlOpt = Annotated[
     Optional[Path],
     typer.Option(
@@ -498,11 +503,8 @@ def intervene(
     seeds: Annotated[
         Optional[str], typer.Option(help="Seeds of the target draw, comma-separated (default 42, as the paper).")
     ] = None,
-    attribute: Annotated[
-        Optional[str],
-        typer.Option(help="The attribute concept (default: the concept that is not the noun, in a 2-concept space)."),
-    ] = None,
-    noun: Annotated[Optional[str], typer.Option(help="The noun concept (default: the dataset's noun).")] = None,
+    attribute: AttributeOpt = None,
+    noun: NounOpt = None,
     singles: Annotated[
         Optional[Path],
         typer.Option(

@@ -2,45 +2,86 @@
 
 Image embeddings (``embeddings``) against the captions' text embeddings of the same model (``other``):
 swap tests, strict and concept-level retrieval, a linear bridge fitted on seen objects and scored on
-unseen ones, and half-truths (with the single-object caption bank, ``singles``).
+unseen ones, and half-truths (with the single-object caption bank, ``singles``); beside them, the
+uni-modal object probe accuracy of each modality (``unimodal``), the paper's contrast.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+import pandas as pd
+from pydantic import Field, field_validator
 
-from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows
-from bindscope.analyses.crossmodal.bridge import fit_bridge
+from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.crossmodal.bridge import Bridge, fit_bridge, fit_contrastive_bridge
 from bindscope.analyses.crossmodal.halftruth import half_truth_rates
-from bindscope.analyses.crossmodal.retrieval import retrieval
-from bindscope.analyses.crossmodal.swaps import swap_accuracy, swap_cases, swap_scores
+from bindscope.analyses.crossmodal.plot import bridge_plot, half_truth_plot, swap_plot
+from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling, retrieval_chance, retrieval_hits, retrieve
+from bindscope.analyses.crossmodal.swaps import SwapCases, swap_cases, swap_scores, swap_wins
 from bindscope.analyses.metrics import format_spread, nested
-from bindscope.analyses.results import NO_CONTROL, tidy
+from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
+from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Seeds, Settings
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, object_splits
 
-EXTRA_COLUMNS = ("fraction",)
+EXTRA_COLUMNS = ("fraction", "cases")
 BRIDGE_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
+#: The metrics of one scoring, in the order tables and plots show them.
+SWAP_METRICS = ("swap_attribute", "swap_noun", "order_sensitivity")
+RETRIEVAL_METRICS = tuple(
+    f"{d}_{kind}@{k}" for d in ("image_to_text", "text_to_image") for kind in ("strict", "concept") for k in (1, 5)
+)
+HEADLINE_METRICS = (
+    *SWAP_METRICS,
+    "image_to_text_strict@1",
+    "image_to_text_concept@1",
+    "text_to_image_strict@1",
+    "text_to_image_concept@1",
+)
+ALL, TEST_ONLY = "all", "test_only"
 
 
 class CrossmodalSettings(Settings):
-    """Which tests, the bridge's object-level split (fractions x seeds) and an optional subsample."""
+    """Which concepts play attribute and noun, the bridge and its object-level splits, a subsample.
 
+    ``bridge``: ``ridge`` (closed form, default), ``contrastive`` (InfoNCE from the ridge map) or
+    ``none``. ``fractions`` x ``seeds``: the object-level splits it is fitted on (train_only scenes,
+    ``validation_fraction`` of them held out to choose the regularisation) and scored on (test_only).
+    ``max_scenes``: score a seeded subsample of the 2-object scenes (``subsample_seed``).
+    """
+
+    attribute: str | None = None
     noun: str | None = None
-    bridge: Literal["ridge", "none"] = "ridge"
+    bridge: Literal["ridge", "contrastive", "none"] = "ridge"
     fractions: tuple[float, ...] = BRIDGE_FRACTIONS
     seeds: Seeds = DEFAULT_SEEDS
     validation_fraction: float = Field(0.1, gt=0, lt=1)
+    contrastive_steps: int = Field(300, ge=1)
     max_scenes: int | None = Field(None, ge=2)
     subsample_seed: int = Field(0, ge=0)
+    cases: bool = True
+
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v:
+            raise ValueError("give at least one object fraction for the bridge")
+        if len(set(v)) != len(v):
+            raise ValueError(f"fractions repeat: {list(v)}")
+        bad = [f for f in v if not 0 < f < 1]
+        if bad:
+            raise ValueError(f"fractions must lie strictly between 0 and 1, got {bad}")
+        return tuple(sorted(float(f) for f in v))
 
 
-def _row(variant: str, group: str, metric: str, seed: int, value: float, fraction: float | None = None) -> dict:
+def metric_row(
+    variant: str, group: str, metric: str, seed: int, value: float, cases: int, fraction: float | None = None
+) -> dict[str, Any]:
     return {
         "analysis": "crossmodal",
         "variant": variant,
@@ -50,14 +91,82 @@ def _row(variant: str, group: str, metric: str, seed: int, value: float, fractio
         "seed": seed,
         "value": value,
         "fraction": np.nan if fraction is None else fraction,
+        "cases": cases,
     }
 
 
-def binding_metrics(image: np.ndarray, text: np.ndarray, scenes: SceneSet, noun: str) -> dict[str, float]:
-    """Swap accuracies and retrieval accuracies, flat."""
-    out = {f"swap_{k}": v for k, v in swap_accuracy(swap_scores(image, text, swap_cases(scenes, noun))).items()}
-    for direction, metrics in retrieval(image, text, scenes).items():
-        out.update({f"{direction}_{m}": v for m, v in metrics.items()})
+def scored_scenes(scenes: SceneSet, settings: CrossmodalSettings) -> np.ndarray:
+    """The dataset rows scored: its 2-object scenes, or a seeded subsample of ``max_scenes`` of them."""
+    rows = scenes.full() if scenes.max_objects == 2 else np.arange(0)
+    if not len(rows):
+        raise BindscopeError(
+            "cross-modal tests need 2-object scenes (a dataset whose scenes hold two objects, e.g. clevr or text)"
+        )
+    if settings.max_scenes is not None and settings.max_scenes < len(rows):
+        rng = np.random.default_rng(settings.subsample_seed)
+        rows = np.sort(rng.choice(rows, settings.max_scenes, replace=False))
+    return rows
+
+
+def score_binding(
+    image: np.ndarray, text: np.ndarray, scenes: SceneSet, cases: SwapCases, part: np.ndarray, dataset_rows: np.ndarray
+) -> tuple[dict[str, tuple[float, int]], pd.DataFrame]:
+    """Swap tests and retrieval of the scenes ``part`` (rows of ``scenes``; image and caption rows aligned).
+
+    Each image of ``part`` meets its caption and its swaps' captions wherever they are in ``scenes``;
+    retrieval ranks the captions (images) of ``part`` only. Returns each metric's (value, cases) and
+    the per-scene scores, rows named by ``dataset_rows``.
+    """
+    position = np.full(len(scenes), -1, dtype=np.int64)
+    position[part] = np.arange(len(part))
+    cases = cases.restrict(position[cases.scene] >= 0)
+    scores = swap_scores(image, text, cases)
+    metrics = {
+        ("order_sensitivity" if name == "order_sensitivity" else f"swap_{name}"): mean_and_count(wins)
+        for name, wins in swap_wins(scores).items()
+    }
+    at = position[cases.scene]
+    frame = pd.DataFrame({"scene": dataset_rows[part].astype(np.int64)})
+    frame["cos_correct"] = np.nan
+    frame.loc[at, "cos_correct"] = scores["correct"]
+    for name, rows in cases.negative.items():
+        frame[f"cos_{name}"] = np.nan
+        frame.loc[at, f"cos_{name}"] = scores[name]
+        caption = np.full(len(part), -1, dtype=np.int64)
+        caption[at] = np.where(rows >= 0, dataset_rows[np.maximum(rows, 0)], -1)
+        frame[f"{name}_caption"] = caption
+    for direction, found in retrieve(image[part], text[part]).items():
+        hits = retrieval_hits(found, scenes.subset(part))
+        for metric, hit in hits.items():
+            metrics[f"{direction}_{metric}"] = mean_and_count(hit)
+        frame[f"{direction}_top1"] = dataset_rows[part[found[:, 0]]].astype(np.int64)
+        frame[f"{direction}_strict"] = hits["strict@1"]
+        frame[f"{direction}_concept"] = hits["concept@1"]
+    return metrics, frame
+
+
+def mean_and_count(values: np.ndarray) -> tuple[float, int]:
+    return (float(np.mean(values)) if len(values) else float("nan")), int(len(values))
+
+
+def fit(
+    settings: CrossmodalSettings, text: np.ndarray, image: np.ndarray, train: np.ndarray, val: np.ndarray
+) -> Bridge:
+    if settings.bridge == "contrastive":
+        return fit_contrastive_bridge(text, image, train, val, steps=settings.contrastive_steps)
+    return fit_bridge(text, image, train, val)
+
+
+def reference_rows(scenes: SceneSet) -> list[dict[str, Any]]:
+    """Chance and what a perfect bag of concepts scores: 0.5 on both swaps; on top-1 retrieval, every
+    concept-level hit and, strictly, the share of its bag's captions that name the scene's objects."""
+    out = [metric_row(v, ALL, m, 0, 0.5, 0) for v in ("chance", "bag_of_concepts") for m in SWAP_METRICS[:2]]
+    chance = retrieval_chance(scenes)
+    ceiling = {"strict@1": bag_strict_ceiling(scenes), "concept@1": 1.0}
+    for direction in ("image_to_text", "text_to_image"):
+        for metric in ("strict@1", "concept@1"):
+            out.append(metric_row("chance", ALL, f"{direction}_{metric}", 0, chance[metric], len(scenes)))
+            out.append(metric_row("bag_of_concepts", ALL, f"{direction}_{metric}", 0, ceiling[metric], len(scenes)))
     return out
 
 
@@ -67,85 +176,254 @@ def crossmodal_analysis(
     """Every test of the analysis on the 2-object scenes."""
     if inputs.other is None:
         raise BindscopeError("crossmodal needs the text embeddings of the same model (the second folder)")
-    scenes_all = inputs.scenes
-    rows = scenes_all.full() if scenes_all.max_objects == 2 else np.arange(0)
-    if not len(rows):
-        raise BindscopeError("cross-modal swap tests need 2-object scenes")
-    if settings.max_scenes is not None and settings.max_scenes < len(rows):
-        rng = np.random.default_rng(settings.subsample_seed)
-        rows = np.sort(rng.choice(rows, settings.max_scenes, replace=False))
-    scenes = scenes_all.subset(rows)
+    rows = scored_scenes(inputs.scenes, settings)
+    scenes = inputs.scenes.subset(rows)
     image = np.asarray(inputs.embeddings, dtype=np.float32)[rows]
     text = np.asarray(inputs.other, dtype=np.float32)[rows]
-    if image.shape[1] != text.shape[1] and settings.bridge == "none":
+    same_width = image.shape[1] == text.shape[1]
+    if not same_width and settings.bridge == "none":
         raise BindscopeError(
-            f"image embeddings have width {image.shape[1]} and text {text.shape[1]}; fit a bridge to compare them"
+            f"the image embeddings have width {image.shape[1]} and the text {text.shape[1]}; cosines need one "
+            "width: fit a bridge (--bridge ridge) or give embeddings of one joint model"
         )
-    noun = settings.noun or inputs.noun or scenes.space.concepts[-1]
-    attribute = next((c for c in scenes.space.concepts if c != noun), noun)
-    table = []
-    if image.shape[1] == text.shape[1]:
-        for metric, value in binding_metrics(image, text, scenes, noun).items():
-            table.append(_row("raw", "all", metric, 0, value))
-        table += [_row("chance", "all", m, 0, 0.5) for m in ("swap_attribute", "swap_noun")]
-        table += [_row("bag_of_concepts", "all", m, 0, 0.5) for m in ("swap_attribute", "swap_noun")]
-    if settings.bridge == "ridge":
-        total, done = len(settings.fractions) * len(settings.seeds), 0
-        for seed in settings.seeds:
-            splits = object_splits(scenes, list(settings.fractions), seed, order="covering")
-            for split in splits:
-                split = split.with_validation(scenes, settings.validation_fraction)
-                test = split.test_only
-                if len(test) < 2 or len(split.validation) == 0:
-                    continue
-                bridge = fit_bridge(text, image, split.train_only, split.validation)
-                sub = scenes.subset(test)
-                if image.shape[1] == text.shape[1]:
-                    for metric, value in binding_metrics(image[test], text[test], sub, noun).items():
-                        table.append(_row("raw", "test_only", metric, seed, value, split.fraction))
-                for metric, value in binding_metrics(image[test], bridge.apply(text[test]), sub, noun).items():
-                    table.append(_row("bridged", "test_only", metric, seed, value, split.fraction))
-                done += 1
-                if progress is not None:
-                    progress(done, total)
+    roles = concept_roles(scenes, settings.attribute, settings.noun or inputs.noun)
+    cases = swap_cases(scenes, roles["noun"])
+    splits = (
+        [
+            (seed, s)
+            for seed in settings.seeds
+            for s in object_splits(scenes, list(settings.fractions), seed, order="covering")
+        ]
+        if settings.bridge != "none"
+        else []
+    )
+    total, done = len(splits) + (1 if same_width else 0), 0
+    table: list[dict[str, Any]] = []
+    frames: list[pd.DataFrame] = []
+    if same_width:
+        metrics, frame = score_binding(image, text, scenes, cases, np.arange(len(scenes)), rows)
+        table += [metric_row("raw", ALL, m, 0, v, n) for m, (v, n) in metrics.items()]
+        table += reference_rows(scenes)
+        frames.append(frame.assign(variant="raw", seed=0, fraction=np.nan))
+        done += 1
+        report(progress, done, total)
+    bridges = []
+    for seed, split in splits:
+        split = split.with_validation(scenes, settings.validation_fraction)
+        test = split.test_only
+        if len(test) < 2 or len(split.validation) == 0 or len(split.train_only) < 2:
+            bridges.append({"seed": seed, "fraction": split.fraction, "fitted": False, "test_only": len(test)})
+        else:
+            bridge = fit(settings, text, image, split.train_only, split.validation)
+            bridges.append(bridge_record(bridge, seed, split.fraction, len(split.train_only), len(test)))
+            variants = {"bridged": bridge.apply(text)}  # a swap's caption may name objects the bridge saw
+            if same_width:
+                variants = {"raw": text, **variants}
+            for variant, mapped in variants.items():
+                metrics, frame = score_binding(image, mapped, scenes, cases, test, rows)
+                table += [
+                    metric_row(variant, TEST_ONLY, m, seed, v, n, split.fraction) for m, (v, n) in metrics.items()
+                ]
+                frames.append(frame.assign(variant=variant, seed=seed, fraction=split.fraction))
+        done += 1
+        report(progress, done, total)
+    half = None
     if inputs.singles is not None:
-        for kind, value in half_truth_rates(image, text, np.asarray(inputs.singles), scenes, attribute, noun).items():
-            table.append(_row("half_truth", "all", kind, 0, value))
-    return Result(tidy(table, EXTRA_COLUMNS), parts={"noun": noun, "scenes": len(rows)})
+        half = half_truths(image, text, np.asarray(inputs.singles), scenes, roles)
+        table += [metric_row("half_truth", ALL, kind, 0, v, n) for kind, (v, n) in half.items()]
+    tables = {"bridge": pd.DataFrame(bridges)} if bridges else {}
+    if settings.cases and frames:
+        tables["cases"] = case_table(frames)
+    parts = {
+        "concepts": roles,
+        "scenes": len(rows),
+        "subsampled": len(rows) < len(inputs.scenes.full()),
+        "skipped": cases.skipped,
+        "widths": {"image": int(image.shape[1]), "text": int(text.shape[1])},
+        "singles": inputs.singles is not None,
+        "unimodal": inputs.unimodal,
+    }
+    return Result(tidy(table, EXTRA_COLUMNS), tables, [], parts)
+
+
+def report(progress: Progress | None, done: int, total: int) -> None:
+    if progress is not None:
+        progress(done, total)
+
+
+def half_truths(
+    image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, roles: dict[str, str]
+) -> dict[str, tuple[float, int]]:
+    """Half-truth rates, checked against the single-object caption bank's shape."""
+    u = scenes.space.num_objects
+    if singles.shape[0] != u:
+        raise BindscopeError(
+            f"the single-object bank has {singles.shape[0]} rows, this space {u} objects; give the text "
+            "single-object captions of this dataset (`bindscope embed --single-objects` on the text modality)"
+        )
+    if singles.shape[1] != text.shape[1] or image.shape[1] != text.shape[1]:
+        raise BindscopeError(
+            f"half-truths compare images ({image.shape[1]}) with captions ({text.shape[1]}) and single-object "
+            f"captions ({singles.shape[1]}) by cosine: they need one width (one joint model)"
+        )
+    return half_truth_rates(image, text, singles, scenes, roles["attribute"], roles["noun"])
+
+
+def bridge_record(bridge: Bridge, seed: int, fraction: float, train: int, test: int) -> dict[str, Any]:
+    return {
+        "seed": seed,
+        "fraction": fraction,
+        "fitted": True,
+        "kind": bridge.kind,
+        "alpha": bridge.alpha,
+        "validation_loss": bridge.validation_loss,
+        "train_only": train,
+        "test_only": test,
+    }
+
+
+def case_table(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per scene and scoring: swap cosines, swap captions and the top-1 retrieved in both directions."""
+    out = pd.concat(frames, ignore_index=True)
+    first = ["variant", "seed", "fraction", "scene"]
+    out = out[first + [c for c in out.columns if c not in first]]
+    return out.astype({"seed": np.int32})
+
+
+def headline_fraction(fractions: list[float]) -> float | None:
+    """The fraction the terminal shows the bridge at: the one nearest 0.5."""
+    return min(fractions, key=lambda f: (abs(f - 0.5), f)) if fractions else None
+
+
+def crossmodal_summary(result: Result, settings: CrossmodalSettings) -> dict[str, Any]:
+    """The main numbers of ``bindscope crossmodal``."""
+    t, parts = result.table, result.parts
+    raw = nested(t[(t.variant == "raw") & (t.group == ALL)], ["metric"])
+    refs = t[t.variant.isin(["chance", "bag_of_concepts"])]
+    tested = t[t.group == TEST_ONLY]
+    bridge = {
+        f"{fraction:g}": nested(rows, ["variant", "metric"]) for fraction, rows in tested.groupby("fraction", sort=True)
+    }
+    half = t[t.variant == "half_truth"]
+    return {
+        "concepts": parts["concepts"],
+        "scenes": parts["scenes"],
+        "subsampled": parts["subsampled"],
+        "widths": parts["widths"],
+        "raw": raw,
+        "references": {v: dict(zip(r.metric, r.value)) for v, r in refs.groupby("variant", sort=False)},
+        "bridge": {"kind": settings.bridge, "fractions": bridge},
+        "headline_fraction": headline_fraction([float(f) for f in bridge]),
+        "half_truths": {m: spread([v]) for m, v in zip(half.metric, half.value)} if len(half) else None,
+        "unimodal": parts["unimodal"],
+        "skipped": parts["skipped"],
+    }
+
+
+def percent(value: Any) -> str:
+    return format_spread(value, 1, 100)
 
 
 class CrossmodalAnalysis(Analysis):
     """``crossmodal``: swap tests, retrieval, the linear bridge and half-truths across modalities."""
 
     name = "crossmodal"
-    title = "Does cross-modal similarity see the binding? Swap tests, retrieval, a linear bridge, half-truths."
+    title = "Does image-text similarity see the binding? Swap tests, retrieval, a linear bridge, half-truths."
     Settings = CrossmodalSettings
     needs = frozenset({"embeddings", "other"})
-    uses = frozenset({"singles", "probes"})
+    uses = frozenset({"singles", "unimodal"})
     extra_columns = EXTRA_COLUMNS
 
     def compute(self, inputs: AnalysisInputs, settings: CrossmodalSettings, progress: Progress | None = None) -> Result:
         return crossmodal_analysis(inputs, settings, progress)
 
     def summarize(self, result: Result, settings: CrossmodalSettings) -> dict[str, Any]:
-        t = result.table
-        raw = nested(t[(t.variant == "raw") & (t.group == "all")], ["metric"])
-        bridged = t[t.variant.isin(["raw", "bridged"]) & (t.group == "test_only")]
-        by_fraction = nested(bridged, ["variant", "fraction", "metric"]) if len(bridged) else {}
-        half = nested(t[t.variant == "half_truth"], ["metric"]) if (t.variant == "half_truth").any() else None
-        return {
-            "noun": result.parts["noun"],
-            "scenes": result.parts["scenes"],
-            "raw": raw,
-            "bridge": by_fraction,
-            "half_truths": half,
-        }
+        return crossmodal_summary(result, settings)
 
     def headline(self, summary: dict[str, Any]) -> Rows:
-        rows: Rows = [("test", "accuracy %", "chance / bag of concepts %")]
-        for metric in ("swap_attribute", "swap_noun", "image_to_text_strict@1", "image_to_text_concept@1"):
-            value = summary["raw"].get(metric)
-            rows.append((metric, format_spread(value, 1, 100), "50.0" if metric.startswith("swap") else "-"))
+        f = summary["headline_fraction"]
+        at = summary["bridge"]["fractions"].get(f"{f:g}", {}) if f is not None else {}
+        refs = summary["references"]
+        rows: Rows = [
+            (
+                "test",
+                "raw %",
+                f"test_only raw % (f={f:g})" if f is not None else "test_only raw %",
+                "bridged %",
+                "chance %",
+                "bag of concepts %",
+            )
+        ]
+        for metric in HEADLINE_METRICS:
+            rows.append(
+                (
+                    metric,
+                    percent(summary["raw"].get(metric)),
+                    percent(at.get("raw", {}).get(metric)),
+                    percent(at.get("bridged", {}).get(metric)),
+                    reference(refs, "chance", metric),
+                    reference(refs, "bag_of_concepts", metric),
+                )
+            )
         for kind, value in (summary["half_truths"] or {}).items():
-            rows.append((f"half-truth {kind}", format_spread(value, 1, 100), "-"))
+            rows.append(
+                (f"half-truth {kind}", percent(value), "", "", "50.0" if kind != "full_beats_short" else "-", "")
+            )
+        for modality, acc in (summary["unimodal"] or {}).items():
+            chance = acc.get("chance")
+            rows.append(
+                (
+                    f"{modality} object probe (uni-modal)",
+                    percent(acc.get("object_acc")),
+                    "",
+                    "",
+                    "-" if chance is None else f"{100 * chance:.1f}",
+                    "",
+                )
+            )
         return rows
+
+    def notes(self, summary: dict[str, Any]) -> list[str]:
+        c = summary["concepts"]
+        scope = "a seeded subsample of " if summary["subsampled"] else ""
+        lines = [f"attribute = {c['attribute']}, noun = {c['noun']}; {scope}{summary['scenes']:,} 2-object scenes"]
+        for swap, reasons in summary["skipped"].items():
+            if reasons:
+                lines.append(f"{swap} swap skipped: " + ", ".join(f"{r} {n:,}" for r, n in reasons.items()))
+        if summary["bridge"]["kind"] != "none":
+            lines.append(
+                f"bridge: {summary['bridge']['kind']} text -> image, fitted on train_only scenes and scored on "
+                "test_only (objects unseen by the bridge)"
+            )
+        if summary["half_truths"] is None:
+            lines.append("half-truths: absent, no text single-object captions (embed them with --single-objects)")
+        lines += contrast_lines(summary)
+        return lines
+
+    def files(self, result: Result, settings: CrossmodalSettings, context: RunContext) -> ResultFiles:
+        table = result.table
+
+        def extra(stage: Path) -> None:
+            plots = stage / "plots"
+            swap_plot(table, plots / "swaps.png", title=context.title)
+            if (table.group == TEST_ONLY).any():
+                bridge_plot(table, plots / "bridge.png", title=f"{context.title}: {settings.bridge} bridge")
+            if (table.variant == "half_truth").any():
+                half_truth_plot(table, plots / "half_truths.png", title=context.title)
+
+        return ResultFiles(table, dict(result.tables), extra, parquet_only=frozenset({"cases"}))
+
+
+def reference(refs: dict[str, dict[str, float]], variant: str, metric: str) -> str:
+    value = refs.get(variant, {}).get(metric)
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def contrast_lines(summary: dict[str, Any]) -> list[str]:
+    """The paper's contrast in words: object information per modality against the cross-modal swap test."""
+    unimodal = summary["unimodal"]
+    swap = summary["raw"].get("swap_attribute")
+    if not unimodal:
+        return ["uni-modal probes: not given (--probes-image / --probes-text: `bindscope probe` result folders)"]
+    parts = [f"{m} object probe {percent(a.get('object_acc'))}%" for m, a in unimodal.items()]
+    return [f"uni-modal vs cross-modal: {', '.join(parts)}; cross-modal attribute-swap accuracy {percent(swap)}%"]

@@ -1,7 +1,8 @@
 """The linear bridge (docs/method.md §7, LABCLIP-style): a linear map from text to image embeddings.
 
 Fitted on the scenes of seen objects (``train_only`` of an object-level split) by closed-form ridge
-regression, the regularisation chosen on a validation part; scored on scenes of unseen objects. If the
+regression, the regularisation chosen on a validation part, or (an option) trained contrastively from
+there; scored on scenes of unseen objects. If the
 bridged captions recover binding there, the information was present in the text embeddings and lost
 in the cross-modal alignment.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 #: Ridge strengths tried, relative to the mean squared singular value of the centred inputs.
 ALPHAS = tuple(float(a) for a in np.logspace(-6, 2, 17))
@@ -18,12 +20,14 @@ ALPHAS = tuple(float(a) for a in np.logspace(-6, 2, 17))
 
 @dataclass(frozen=True)
 class Bridge:
-    """``image ≈ text @ weight + bias``, with the ridge strength chosen and its validation MSE."""
+    """``image ≈ text @ weight + bias``: how it was fitted, the ridge strength chosen and its validation loss
+    (MSE for ridge, the symmetric InfoNCE loss for the contrastive map)."""
 
     weight: np.ndarray
     bias: np.ndarray
     alpha: float
-    validation_mse: float
+    validation_loss: float
+    kind: str = "ridge"
 
     def apply(self, text: np.ndarray) -> np.ndarray:
         return (np.asarray(text, dtype=np.float64) @ self.weight + self.bias).astype(np.float32)
@@ -34,22 +38,81 @@ def fit_bridge(
 ) -> Bridge:
     """Ridge regression text -> image on ``fit_rows``, the strength of least MSE on ``val_rows``.
 
-    One SVD of the centred training texts gives every strength's solution
-    ``W(a) = V diag(s / (s^2 + a)) U^T Y`` (``a`` scaled by the mean squared singular value).
+    One eigendecomposition ``X^T X = V diag(l) V^T`` of the centred training texts gives every
+    strength's solution ``W(a) = V diag(1 / (l + a)) V^T X^T Y`` (``a`` scaled by the mean eigenvalue,
+    the mean squared singular value of ``X``); the validation predictions come from the same basis.
     """
     x = np.asarray(text[fit_rows], dtype=np.float64)
     y = np.asarray(image[fit_rows], dtype=np.float64)
     mx, my = x.mean(axis=0), y.mean(axis=0)
-    u, s, vt = np.linalg.svd(x - mx, full_matrices=False)
-    uty = u.T @ (y - my)
-    scale = float(np.mean(s**2)) if len(s) else 1.0
-    xv = np.asarray(text[val_rows], dtype=np.float64) - mx
-    yv = np.asarray(image[val_rows], dtype=np.float64)
+    xc = x - mx
+    eig, v = np.linalg.eigh(xc.T @ xc)
+    eig = np.maximum(eig, 0.0)
+    vty = v.T @ (xc.T @ (y - my))  # [d_text, d_image]
+    scale = float(eig.sum() / max(min(x.shape), 1)) or 1.0
+    xv = (np.asarray(text[val_rows], dtype=np.float64) - mx) @ v
+    yv = np.asarray(image[val_rows], dtype=np.float64) - my
     best: Bridge | None = None
     for a in alphas:
-        w = vt.T @ ((s / (s**2 + a * scale))[:, None] * uty)
-        mse = float(np.mean((xv @ w + my - yv) ** 2)) if len(val_rows) else float("nan")
-        if best is None or mse < best.validation_mse:
+        coef = vty / (eig + a * scale)[:, None]
+        mse = float(np.mean((xv @ coef - yv) ** 2)) if len(val_rows) else float("nan")
+        if best is None or mse < best.validation_loss:
+            w = v @ coef
             best = Bridge(w, my - mx @ w, a, mse)
     assert best is not None
     return best
+
+
+def info_nce(mapped: torch.Tensor, image: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The symmetric InfoNCE loss of paired rows (CLIP's): each mapped caption against every image."""
+    logits = torch.nn.functional.normalize(mapped, dim=1) @ torch.nn.functional.normalize(image, dim=1).T
+    logits = logits / temperature
+    target = torch.arange(len(mapped))
+    return 0.5 * (
+        torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)
+    )
+
+
+def fit_contrastive_bridge(
+    text: np.ndarray,
+    image: np.ndarray,
+    fit_rows: np.ndarray,
+    val_rows: np.ndarray,
+    *,
+    steps: int = 300,
+    batch: int = 1024,
+    lr: float = 1e-3,
+    temperature: float = 0.05,
+    seed: int = 0,
+    every: int = 25,
+) -> Bridge:
+    """A linear map trained with the symmetric InfoNCE loss (Adam, batches of ``batch`` pairs), started
+    from the ridge map; the weights of least validation loss (checked every ``every`` steps) are kept."""
+    start = fit_bridge(text, image, fit_rows, val_rows)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.from_numpy(np.asarray(text[fit_rows], dtype=np.float32))
+    y = torch.from_numpy(np.asarray(image[fit_rows], dtype=np.float32))
+    val = np.random.default_rng(seed).permutation(np.asarray(val_rows))[: 2 * batch]  # a bounded logit matrix
+    xv = torch.from_numpy(np.asarray(text[val], dtype=np.float32))
+    yv = torch.from_numpy(np.asarray(image[val], dtype=np.float32))
+    w = torch.tensor(start.weight, dtype=torch.float32, requires_grad=True)
+    b = torch.tensor(start.bias, dtype=torch.float32, requires_grad=True)
+    opt = torch.optim.Adam([w, b], lr=lr)
+
+    def validation() -> float:
+        with torch.no_grad():
+            return float(info_nce(xv @ w + b, yv, temperature)) if len(xv) > 1 else float("nan")
+
+    best = (validation(), w.detach().clone(), b.detach().clone())
+    for step in range(1, steps + 1):
+        idx = torch.randperm(len(x), generator=gen)[:batch]
+        opt.zero_grad()
+        info_nce(x[idx] @ w + b, y[idx], temperature).backward()
+        opt.step()
+        if step % every == 0 or step == steps:
+            loss = validation()
+            if loss < best[0]:
+                best = (loss, w.detach().clone(), b.detach().clone())
+    return Bridge(
+        best[1].numpy().astype(np.float64), best[2].numpy().astype(np.float64), start.alpha, best[0], "contrastive"
+    )

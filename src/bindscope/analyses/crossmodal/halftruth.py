@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.analyses.crossmodal.swaps import pairwise_accuracy, row_cosines
-from bindscope.analyses.intervene.edits import find_scenes, scene_lookup
+from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
 
 KINDS = ("wrong_attribute", "wrong_noun", "wrong_object")
@@ -52,8 +52,9 @@ def half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, t
 
 def half_truth_rates(
     image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, attribute: str, noun: str
-) -> dict[str, float]:
-    """Half-truth rate per kind (ties half), and how often the full correct caption beats the short one.
+) -> dict[str, tuple[float, int]]:
+    """Per kind, the half-truth rate (ties half) and its number of pairs; and how often the full correct
+    caption beats the short one (``full_beats_short``).
 
     ``singles``: the single-object caption bank, one row per object id.
     """
@@ -62,9 +63,13 @@ def half_truth_rates(
     for kind, (img, longer) in half_truth_pairs(scenes, attribute, noun).items():
         short = row_cosines(image, singles, img, ids[img, 0])
         wrong = row_cosines(image, text, img, longer)
-        out[kind] = float(pairwise_accuracy(wrong, short).mean()) if len(img) else float("nan")
+        out[kind] = rate(pairwise_accuracy(wrong, short))
     rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
     full = row_cosines(image, text, rows, rows)
     short = row_cosines(image, singles, rows, ids[rows, 0])
-    out["full_beats_short"] = float(pairwise_accuracy(full, short).mean())
+    out["full_beats_short"] = rate(pairwise_accuracy(full, short))
     return out
+
+
+def rate(wins: np.ndarray) -> tuple[float, int]:
+    return (float(wins.mean()) if len(wins) else float("nan")), int(len(wins))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bindscope.analyses.intervene.edits import find_scenes, scene_lookup
+from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import reverse_order
 from bindscope.space.concepts import SceneSet
 
@@ -32,13 +32,43 @@ def same_objects(scenes: SceneSet) -> np.ndarray:
     return find_scenes(scene_lookup(scenes), ids[:, 0] * u + ids[:, 1])
 
 
-def top_k(queries: np.ndarray, keys: np.ndarray, k: int, chunk: int = 4096) -> np.ndarray:
-    """Indices ``[Q, k]`` of the ``k`` keys of highest cosine with each query, best first."""
-    q = torch.nn.functional.normalize(torch.from_numpy(np.asarray(queries, dtype=np.float32)), dim=1)
-    t = torch.nn.functional.normalize(torch.from_numpy(np.asarray(keys, dtype=np.float32)), dim=1)
-    out = np.empty((len(q), min(k, len(t))), dtype=np.int64)
-    for s in range(0, len(q), chunk):
-        out[s : s + chunk] = torch.topk(q[s : s + chunk] @ t.T, out.shape[1], dim=1).indices.numpy()
+def bag_strict_ceiling(scenes: SceneSet) -> float:
+    """Strict top-1 accuracy of a perfect bag of concepts: it ranks every caption of the scene's bag
+    equal, so on average it picks one naming the scene's objects (itself or its other order) with
+    probability (1 or 2) / the bag's size."""
+    bags = bag_keys(scenes)
+    return float(np.mean(strict_counts(scenes) / np.bincount(bags)[bags]))
+
+
+def strict_counts(scenes: SceneSet) -> np.ndarray:
+    """Per scene, how many captions are strict hits: its own, and its other order where that differs."""
+    other = same_objects(scenes)
+    return 1 + ((other >= 0) & (other != np.arange(len(scenes))))
+
+
+def retrieval_chance(scenes: SceneSet) -> dict[str, float]:
+    """Top-1 accuracy of a uniformly random pick: strict and concept-level."""
+    n = len(scenes)
+    bags = bag_keys(scenes)
+    return {
+        "strict@1": float(strict_counts(scenes).mean() / n),
+        "concept@1": float(np.bincount(bags)[bags].mean() / n),
+    }
+
+
+def unit_rows(x: np.ndarray) -> torch.Tensor:
+    """Rows scaled to unit norm, float32 (zero rows stay zero)."""
+    return torch.nn.functional.normalize(torch.from_numpy(np.asarray(x, dtype=np.float32)), dim=1)
+
+
+def top_k(queries: torch.Tensor, keys: torch.Tensor, k: int, chunk: int = 2048) -> np.ndarray:
+    """Indices ``[Q, k]`` of the ``k`` keys of highest cosine with each (unit) query, best first.
+
+    One matrix product per chunk of queries; memory stays at ``chunk x len(keys)`` scores.
+    """
+    out = np.empty((len(queries), min(k, len(keys))), dtype=np.int64)
+    for s in range(0, len(queries), chunk):
+        out[s : s + chunk] = torch.topk(queries[s : s + chunk] @ keys.T, out.shape[1], dim=1).indices.numpy()
     return out
 
 
@@ -57,11 +87,19 @@ def retrieval_hits(retrieved: np.ndarray, scenes: SceneSet) -> dict[str, np.ndar
     return out
 
 
+DIRECTIONS = ("image_to_text", "text_to_image")
+
+
+def retrieve(image: np.ndarray, text: np.ndarray) -> dict[str, np.ndarray]:
+    """The top-5 captions of every image and the top-5 images of every caption (rows: scenes)."""
+    i, t = unit_rows(image), unit_rows(text)
+    k = max(TOP)
+    return {"image_to_text": top_k(i, t, k), "text_to_image": top_k(t, i, k)}
+
+
 def retrieval(image: np.ndarray, text: np.ndarray, scenes: SceneSet) -> dict[str, dict[str, float]]:
     """Strict and concept-level top-1 / top-5 accuracy, image -> text and text -> image."""
-    k = max(TOP)
-    out = {}
-    for name, (q, t) in {"image_to_text": (image, text), "text_to_image": (text, image)}.items():
-        hits = retrieval_hits(top_k(q, t, k), scenes)
-        out[name] = {m: float(h.mean()) for m, h in hits.items()}
-    return out
+    return {
+        direction: {m: float(h.mean()) for m, h in retrieval_hits(found, scenes).items()}
+        for direction, found in retrieve(image, text).items()
+    }

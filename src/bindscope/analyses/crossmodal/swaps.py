@@ -13,16 +13,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.analyses.intervene.edits import find_scenes, scene_lookup
+from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import attribute_swap, object_swap, reverse_order
 from bindscope.space.concepts import SceneSet
 
 SWAPS = ("attribute", "noun", "order")
+#: Cosines closer than this are a tie: the same vector summed in another order differs in its last bits.
+TIE_TOLERANCE = 1e-6
+NO_NEGATIVE = "no true negative"
+NOT_IN_DATASET = "caption not in the dataset"
 
 
-def pairwise_accuracy(correct: np.ndarray, negative: np.ndarray) -> np.ndarray:
-    """Per pair: 1 where the correct score is higher, 0.5 on a tie, 0 where it is lower."""
-    return np.where(correct > negative, 1.0, np.where(correct == negative, 0.5, 0.0))
+def pairwise_accuracy(correct: np.ndarray, negative: np.ndarray, tolerance: float = TIE_TOLERANCE) -> np.ndarray:
+    """Per pair: 1 where the correct score is higher, 0.5 on a tie (within ``tolerance``), 0 where lower."""
+    diff = np.asarray(correct, dtype=np.float64) - np.asarray(negative, dtype=np.float64)
+    return np.where(np.abs(diff) <= tolerance, 0.5, np.where(diff > 0, 1.0, 0.0))
 
 
 def row_cosines(a: np.ndarray, b: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray, chunk: int = 65536) -> np.ndarray:
@@ -38,11 +43,16 @@ def row_cosines(a: np.ndarray, b: np.ndarray, rows_a: np.ndarray, rows_b: np.nda
 
 @dataclass(frozen=True)
 class SwapCases:
-    """The scenes tested and, per swap, the row of its caption (-1 where not in the dataset)."""
+    """The scenes tested and, per swap, the row of its caption (-1 where there is none), and per swap
+    why scenes have none: the swap names the same objects (no true negative) or is not in the dataset."""
 
     scene: np.ndarray
     negative: dict[str, np.ndarray]
-    skipped: dict[str, int]
+    skipped: dict[str, dict[str, int]]
+
+    def restrict(self, keep: np.ndarray) -> SwapCases:
+        """The cases where ``keep`` (skip counts stay those of the whole set)."""
+        return SwapCases(self.scene[keep], {k: v[keep] for k, v in self.negative.items()}, self.skipped)
 
 
 def swap_cases(scenes: SceneSet, noun: str) -> SwapCases:
@@ -53,7 +63,7 @@ def swap_cases(scenes: SceneSet, noun: str) -> SwapCases:
     lookup = scene_lookup(scenes.subset(rows))
     u = scenes.space.num_objects
     negative: dict[str, np.ndarray] = {}
-    skipped: dict[str, int] = {}
+    skipped: dict[str, dict[str, int]] = {}
     for name, (swapped, valid) in (
         ("attribute", attribute_swap(scenes.subset(rows), noun)),
         ("noun", object_swap(scenes.subset(rows), noun)),
@@ -63,9 +73,9 @@ def swap_cases(scenes: SceneSet, noun: str) -> SwapCases:
         if name != "order":  # a true negative names other objects, not the same ones in the other order
             valid = valid & (np.sort(sid, axis=1) != np.sort(ids[rows], axis=1)).any(axis=1)
         found = find_scenes(lookup, sid[:, 0] * u + sid[:, 1])
-        found = np.where(valid & (found >= 0), rows[np.maximum(found, 0)], -1)
-        negative[name] = found
-        skipped[name] = int((found < 0).sum())
+        negative[name] = np.where(valid & (found >= 0), rows[np.maximum(found, 0)], -1)
+        why = {NO_NEGATIVE: int((~valid).sum()), NOT_IN_DATASET: int((valid & (found < 0)).sum())}
+        skipped[name] = {reason: n for reason, n in why.items() if n}
     return SwapCases(rows, negative, skipped)
 
 
@@ -80,16 +90,19 @@ def swap_scores(image: np.ndarray, text: np.ndarray, cases: SwapCases) -> dict[s
     return out
 
 
-def swap_accuracy(scores: dict[str, np.ndarray]) -> dict[str, float]:
-    """Pairwise accuracy of the correct caption against the attribute and noun swaps (ties half), and
-    order sensitivity: how often the correct caption in the other order loses to the attribute swap."""
+def swap_wins(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per scene with the swap: 1 / 0.5 / 0 as the correct caption beats / ties / loses to the attribute
+    and noun swaps; and, for order sensitivity, as the correct caption in the other order loses to /
+    ties / beats the attribute swap."""
     out = {}
     for name in ("attribute", "noun"):
         ok = ~np.isnan(scores[name])
-        out[name] = (
-            float(pairwise_accuracy(scores["correct"][ok], scores[name][ok]).mean()) if ok.any() else float("nan")
-        )
+        out[name] = pairwise_accuracy(scores["correct"][ok], scores[name][ok])
     ok = ~np.isnan(scores["order"]) & ~np.isnan(scores["attribute"])
-    loses = pairwise_accuracy(scores["attribute"][ok], scores["order"][ok])
-    out["order_sensitivity"] = float(loses.mean()) if ok.any() else float("nan")
+    out["order_sensitivity"] = pairwise_accuracy(scores["attribute"][ok], scores["order"][ok])
     return out
+
+
+def swap_accuracy(scores: dict[str, np.ndarray]) -> dict[str, float]:
+    """The mean of :func:`swap_wins` (NaN where no scene has the swap)."""
+    return {name: float(w.mean()) if len(w) else float("nan") for name, w in swap_wins(scores).items()}

@@ -35,6 +35,7 @@ from bindscope.analyses.metrics import format_spread
 from bindscope.analyses.probe import ProbeSettings, approximate_warnings, fit_probe_set, save_fitted_probes
 from bindscope.analyses.probes import ProbeSet, set_separation_correct
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
+from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Device, Seeds, Settings
 from bindscope.space.concepts import SceneSet
@@ -90,29 +91,6 @@ class InterveneSettings(Settings):
 
     def edits(self) -> tuple[str, ...]:
         return ("attribute", "noun") if self.edit == "both" else (self.edit,)
-
-
-def edit_concepts(scenes: SceneSet, settings: InterveneSettings, noun: str | None) -> dict[str, str]:
-    """The attribute and noun concept names: given, else the dataset's noun and the other concept."""
-    concepts = scenes.space.concepts
-    noun = settings.noun or noun or concepts[-1]
-    attribute = settings.attribute
-    if attribute is None:
-        others = [c for c in concepts if c != noun]
-        if len(others) != 1:
-            raise BindscopeError(
-                f"the space has concepts {', '.join(concepts)}; name the attribute to edit with --attribute "
-                f"(and the noun with --noun)"
-            )
-        attribute = others[0]
-    for role, name in (("attribute", attribute), ("noun", noun)):
-        if name not in concepts:
-            raise BindscopeError(
-                f"--{role} {name!r} is not a concept of this space; choose one of {', '.join(concepts)}"
-            )
-    if attribute == noun:
-        raise BindscopeError(f"the attribute and the noun must be different concepts, both are {noun!r}")
-    return {"attribute": attribute, "noun": noun}
 
 
 def build_banks(
@@ -265,7 +243,7 @@ def intervene_analysis(inputs: AnalysisInputs, settings: InterveneSettings, prog
     scenes = inputs.scenes.subset(rows)
     check_two_object_scenes(scenes)
     y = np.asarray(inputs.embeddings, dtype=np.float32)[rows]
-    concepts = edit_concepts(scenes, settings, inputs.noun)
+    concepts = concept_roles(scenes, settings.attribute, settings.noun or inputs.noun)
     banks, absent = build_banks(y, scenes, settings.banks, inputs.singles)
     warnings: list[str] = []
     probes, fitted, probe_settings = inputs.probes, None, None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import SceneSet
 
@@ -54,30 +55,6 @@ def check_two_object_scenes(scenes: SceneSet) -> None:
             f"interventions edit 2-object scenes; these scenes have up to {scenes.max_objects} objects per scene "
             "(select the scenes holding exactly two objects, or use a 2-object dataset)"
         )
-
-
-def scene_lookup(scenes: SceneSet) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted scene keys (``id1 * U + id2``) and the scene row of each; refuses duplicate scenes."""
-    ids = scenes.object_ids().astype(np.int64)
-    keys = ids[:, 0] * scenes.space.num_objects + ids[:, 1]
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
-    if len(dup):
-        a, b = sorted(order[dup[0] : dup[0] + 2])
-        raise BindscopeError(
-            f"scenes {a} and {b} hold the same two objects; interventions need one row per scene "
-            f"({len(dup):,} duplicate(s) in all)"
-        )
-    return sorted_keys, order
-
-
-def find_scenes(lookup: tuple[np.ndarray, np.ndarray], keys: np.ndarray) -> np.ndarray:
-    """The row of each scene key, -1 where no scene has it."""
-    sorted_keys, order = lookup
-    pos = np.searchsorted(sorted_keys, keys)
-    pos = np.minimum(pos, len(sorted_keys) - 1)
-    return np.where(sorted_keys[pos] == keys, order[pos], -1)
 
 
 def draw_targets(values: np.ndarray, eligible: np.ndarray, choices: np.ndarray, seed: int) -> np.ndarray:

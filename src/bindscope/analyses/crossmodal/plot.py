@@ -1,0 +1,94 @@
+"""The figures of ``bindscope crossmodal``: swap tests against chance and the bag of concepts, the bridge
+before and after on unseen objects, and the half-truth rates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bindscope.core.figures import pyplot, save_figure
+
+SWAPS = ("swap_attribute", "swap_noun", "order_sensitivity")
+RETRIEVAL = ("image_to_text_strict@1", "image_to_text_concept@1", "text_to_image_strict@1", "text_to_image_concept@1")
+BRIDGE_METRICS = ("swap_attribute", "swap_noun", "image_to_text_strict@1", "text_to_image_strict@1")
+
+
+def value_of(table: pd.DataFrame, variant: str, metric: str, group: str = "all") -> float:
+    rows = table[(table.variant == variant) & (table.metric == metric) & (table.group == group)]
+    return float(rows["value"].mean()) if len(rows) else float("nan")
+
+
+def swap_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
+    """Bars of the raw swap and retrieval accuracies, with chance and the bag-of-concepts score marked."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 4]})
+    for ax, metrics in zip(axes, (SWAPS, RETRIEVAL)):
+        x = np.arange(len(metrics))
+        ax.bar(x, [100 * value_of(table, "raw", m) for m in metrics], color="#4c72b0", label="this model")
+        for variant, style, label in (("chance", "k:", "chance"), ("bag_of_concepts", "r--", "bag of concepts")):
+            refs = [100 * value_of(table, variant, m) for m in metrics]
+            for i, ref in enumerate(refs):
+                if np.isfinite(ref):
+                    ax.plot([i - 0.4, i + 0.4], [ref, ref], style, lw=1.5, label=label if i == 0 else None)
+        ax.set_xticks(x, [m.replace("_", " ") for m in metrics], rotation=15, fontsize=8)
+        ax.set_ylim(0, 102)
+        ax.set_ylabel("accuracy %")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_title("swap tests (ties count half)")
+    axes[1].set_title("retrieval top-1")
+    handles, labels = axes[0].get_legend_handles_labels()
+    more = [(h, lab) for h, lab in zip(*axes[1].get_legend_handles_labels()) if lab not in labels]
+    axes[1].legend(handles + [h for h, _ in more], labels + [lab for _, lab in more], fontsize=8, loc="best")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def bridge_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
+    """Per metric: test_only accuracy against the object fraction seen by the bridge, before and after it
+    (mean ± std over seeds)."""
+    plt = pyplot()
+    part = table[table.group == "test_only"]
+    fig, axes = plt.subplots(1, len(BRIDGE_METRICS), figsize=(4 * len(BRIDGE_METRICS), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], BRIDGE_METRICS):
+        for variant, style in (("raw", "o--"), ("bridged", "o-")):
+            rows = part[(part.variant == variant) & (part.metric == metric)]
+            if not len(rows):
+                continue
+            stats = rows.groupby("fraction")["value"].agg(["mean", "std"]).fillna(0.0)
+            ax.errorbar(stats.index, 100 * stats["mean"], yerr=100 * stats["std"], fmt=style, capsize=2, label=variant)
+        if metric.startswith("swap"):
+            ax.axhline(50, color="k", ls=":", lw=1, label="chance = bag of concepts")
+        ax.set_title(metric.replace("_", " "), fontsize=9)
+        ax.set_xlabel("object fraction seen by the bridge")
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test_only accuracy %")
+    axes[0][0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def half_truth_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
+    """Bars of the half-truth rates per kind (how often the longer, wrong caption wins) and of how often
+    the full correct caption beats the short one; 50% marked."""
+    plt = pyplot()
+    rows = table[table.variant == "half_truth"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = np.arange(len(rows))
+    ax.bar(x, 100 * rows["value"].to_numpy(), color=["#c44e52"] * (len(rows) - 1) + ["#55a868"])
+    ax.axhline(50, color="k", ls=":", lw=1, label="50%")
+    ax.set_xticks(x, [m.replace("_", " ") for m in rows["metric"]], rotation=10, fontsize=8)
+    ax.set_ylim(0, 102)
+    ax.set_ylabel("% of pairs")
+    ax.set_title("half-truths: the longer wrong caption wins (red); the full caption wins (green)", fontsize=9)
+    ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path)
