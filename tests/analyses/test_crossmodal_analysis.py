@@ -118,3 +118,12 @@ def test_a_wider_text_is_compared_through_the_bridge_only(clevr: SceneSet) -> No
         AnalysisInputs(image, clevr, other=text), CrossmodalSettings(fractions=(0.7,), seeds=(0,))
     )
     assert set(result.table.variant) == {"bridged"} and result.parts["widths"] == {"image": 16, "text": 24}
+
+
+def test_progress_counts_every_retrieval_chunk_and_fit(clevr: SceneSet) -> None:
+    image = planted_embeddings(clevr, "object_additive", dim=16, seed=0)
+    for text in (image, np.hstack([image, image])):  # one width: raw and bridged; two: bridged only
+        calls: list[tuple[int, int]] = []
+        settings = CrossmodalSettings(fractions=(0.5, 0.7), seeds=(0,))
+        crossmodal_analysis(AnalysisInputs(image, clevr, other=text), settings, lambda d, t: calls.append((d, t)))
+        assert [d for d, _ in calls] == list(range(1, len(calls) + 1)) and calls[-1][0] == calls[-1][1]

@@ -8,6 +8,7 @@ uni-modal object probe accuracy of each modality (``unimodal``), the paper's con
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +20,13 @@ from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, 
 from bindscope.analyses.crossmodal.bridge import Bridge, fit_bridge, fit_contrastive_bridge
 from bindscope.analyses.crossmodal.halftruth import half_truth_rates
 from bindscope.analyses.crossmodal.plot import bridge_plot, half_truth_plot, swap_plot
-from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling, retrieval_chance, retrieval_hits, retrieve
+from bindscope.analyses.crossmodal.retrieval import (
+    bag_strict_ceiling,
+    chunks,
+    retrieval_chance,
+    retrieval_hits,
+    retrieve,
+)
 from bindscope.analyses.crossmodal.swaps import SwapCases, swap_cases, swap_scores, swap_wins
 from bindscope.analyses.metrics import format_spread, nested
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
@@ -27,7 +34,7 @@ from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Seeds, Settings
 from bindscope.space.concepts import SceneSet
-from bindscope.space.splits import DEFAULT_SEEDS, object_splits
+from bindscope.space.splits import DEFAULT_SEEDS, ObjectSplit, object_splits
 
 EXTRA_COLUMNS = ("fraction", "cases")
 BRIDGE_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
@@ -109,13 +116,19 @@ def scored_scenes(scenes: SceneSet, settings: CrossmodalSettings) -> np.ndarray:
 
 
 def score_binding(
-    image: np.ndarray, text: np.ndarray, scenes: SceneSet, cases: SwapCases, part: np.ndarray, dataset_rows: np.ndarray
+    image: np.ndarray,
+    text: np.ndarray,
+    scenes: SceneSet,
+    cases: SwapCases,
+    part: np.ndarray,
+    dataset_rows: np.ndarray,
+    tick: Callable[[], object] | None = None,
 ) -> tuple[dict[str, tuple[float, int]], pd.DataFrame]:
     """Swap tests and retrieval of the scenes ``part`` (rows of ``scenes``; image and caption rows aligned).
 
     Each image of ``part`` meets its caption and its swaps' captions wherever they are in ``scenes``;
     retrieval ranks the captions (images) of ``part`` only. Returns each metric's (value, cases) and
-    the per-scene scores, rows named by ``dataset_rows``.
+    the per-scene scores, rows named by ``dataset_rows``; ``tick()`` after each retrieval chunk.
     """
     position = np.full(len(scenes), -1, dtype=np.int64)
     position[part] = np.arange(len(part))
@@ -135,7 +148,7 @@ def score_binding(
         caption = np.full(len(part), -1, dtype=np.int64)
         caption[at] = np.where(rows >= 0, dataset_rows[np.maximum(rows, 0)], -1)
         frame[f"{name}_caption"] = caption
-    for direction, found in retrieve(image[part], text[part]).items():
+    for direction, found in retrieve(image[part], text[part], tick).items():
         hits = retrieval_hits(found, scenes.subset(part))
         for metric, hit in hits.items():
             metrics[f"{direction}_{metric}"] = mean_and_count(hit)
@@ -150,10 +163,10 @@ def mean_and_count(values: np.ndarray) -> tuple[float, int]:
 
 
 def fit(
-    settings: CrossmodalSettings, text: np.ndarray, image: np.ndarray, train: np.ndarray, val: np.ndarray
+    settings: CrossmodalSettings, text: np.ndarray, image: np.ndarray, train: np.ndarray, val: np.ndarray, seed: int
 ) -> Bridge:
     if settings.bridge == "contrastive":
-        return fit_contrastive_bridge(text, image, train, val, steps=settings.contrastive_steps)
+        return fit_contrastive_bridge(text, image, train, val, steps=settings.contrastive_steps, seed=seed)
     return fit_bridge(text, image, train, val)
 
 
@@ -188,47 +201,38 @@ def crossmodal_analysis(
         )
     roles = concept_roles(scenes, settings.attribute, settings.noun or inputs.noun)
     cases = swap_cases(scenes, roles["noun"])
-    splits = (
-        [
-            (seed, s)
-            for seed in settings.seeds
-            for s in object_splits(scenes, list(settings.fractions), seed, order="covering")
-        ]
-        if settings.bridge != "none"
-        else []
-    )
-    total, done = len(splits) + (1 if same_width else 0), 0
+    splits = bridge_splits(scenes, settings)
+    per_split = len(variants_of(same_width))
+    work = chunks(len(scenes)) * int(same_width) + sum(chunks(len(s.test_only)) * per_split for _, s in splits)
+    steps = Steps(progress, work + len(splits))
     table: list[dict[str, Any]] = []
     frames: list[pd.DataFrame] = []
     if same_width:
-        metrics, frame = score_binding(image, text, scenes, cases, np.arange(len(scenes)), rows)
+        metrics, frame = score_binding(image, text, scenes, cases, np.arange(len(scenes)), rows, steps.done)
         table += [metric_row("raw", ALL, m, 0, v, n) for m, (v, n) in metrics.items()]
         table += reference_rows(scenes)
         frames.append(frame.assign(variant="raw", seed=0, fraction=np.nan))
-        done += 1
-        report(progress, done, total)
     bridges = []
-    for seed, split in splits:
-        split = split.with_validation(scenes, settings.validation_fraction)
-        test = split.test_only
-        if len(test) < 2 or len(split.validation) == 0 or len(split.train_only) < 2:
-            bridges.append({"seed": seed, "fraction": split.fraction, "fitted": False, "test_only": len(test)})
-        else:
-            bridge = fit(settings, text, image, split.train_only, split.validation)
-            bridges.append(bridge_record(bridge, seed, split.fraction, len(split.train_only), len(test)))
-            variants = {"bridged": bridge.apply(text)}  # a swap's caption may name objects the bridge saw
-            if same_width:
-                variants = {"raw": text, **variants}
-            for variant, mapped in variants.items():
-                metrics, frame = score_binding(image, mapped, scenes, cases, test, rows)
-                table += [
-                    metric_row(variant, TEST_ONLY, m, seed, v, n, split.fraction) for m, (v, n) in metrics.items()
-                ]
-                frames.append(frame.assign(variant=variant, seed=seed, fraction=split.fraction))
-        done += 1
-        report(progress, done, total)
-    half = None
-    if inputs.singles is not None:
+    for seed, fitted in splits:
+        test = fitted.test_only
+        steps.done()
+        if len(test) < 2 or len(fitted.validation) == 0 or len(fitted.train_only) < 2:
+            bridges.append({"seed": seed, "fraction": fitted.fraction, "fitted": False, "test_only": len(test)})
+            steps.skip(chunks(len(test)) * per_split)
+            continue
+        bridge = fit(settings, text, image, fitted.train_only, fitted.validation, seed)
+        bridges.append(bridge_record(bridge, seed, fitted.fraction, len(fitted.train_only), len(test)))
+        mapped_text = {"raw": text, "bridged": bridge.apply(text)}  # every caption: a swap's may name seen objects
+        for variant in variants_of(same_width):
+            metrics, frame = score_binding(image, mapped_text[variant], scenes, cases, test, rows, steps.done)
+            table += [metric_row(variant, TEST_ONLY, m, seed, v, n, fitted.fraction) for m, (v, n) in metrics.items()]
+            frames.append(frame.assign(variant=variant, seed=seed, fraction=fitted.fraction))
+    half_absent = None
+    if inputs.singles is None:
+        half_absent = "no text single-object captions (embed them with --single-objects)"
+    elif not same_width:
+        half_absent = "the image and text widths differ (half-truths compare them by cosine)"
+    else:
         half = half_truths(image, text, np.asarray(inputs.singles), scenes, roles)
         table += [metric_row("half_truth", ALL, kind, 0, v, n) for kind, (v, n) in half.items()]
     tables = {"bridge": pd.DataFrame(bridges)} if bridges else {}
@@ -240,15 +244,41 @@ def crossmodal_analysis(
         "subsampled": len(rows) < len(inputs.scenes.full()),
         "skipped": cases.skipped,
         "widths": {"image": int(image.shape[1]), "text": int(text.shape[1])},
-        "singles": inputs.singles is not None,
+        "half_truths_absent": half_absent,
         "unimodal": inputs.unimodal,
     }
     return Result(tidy(table, EXTRA_COLUMNS), tables, [], parts)
 
 
-def report(progress: Progress | None, done: int, total: int) -> None:
-    if progress is not None:
-        progress(done, total)
+def bridge_splits(scenes: SceneSet, settings: CrossmodalSettings) -> list[tuple[int, ObjectSplit]]:
+    """(seed, split with its validation part) per seed and fraction; none without a bridge."""
+    if settings.bridge == "none":
+        return []
+    return [
+        (seed, s.with_validation(scenes, settings.validation_fraction))
+        for seed in settings.seeds
+        for s in object_splits(scenes, list(settings.fractions), seed, order="covering")
+    ]
+
+
+def variants_of(same_width: bool) -> tuple[str, ...]:
+    """What a split scores: the captions as they are (one width only) and through the bridge."""
+    return ("raw", "bridged") if same_width else ("bridged",)
+
+
+class Steps:
+    """Progress over a known number of steps."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.count = progress, total, 0
+
+    def done(self) -> None:
+        self.skip(1)
+
+    def skip(self, count: int) -> None:
+        self.count += count
+        if self.progress is not None:
+            self.progress(self.count, self.total)
 
 
 def half_truths(
@@ -315,6 +345,7 @@ def crossmodal_summary(result: Result, settings: CrossmodalSettings) -> dict[str
         "bridge": {"kind": settings.bridge, "fractions": bridge},
         "headline_fraction": headline_fraction([float(f) for f in bridge]),
         "half_truths": {m: spread([v]) for m, v in zip(half.metric, half.value)} if len(half) else None,
+        "half_truths_absent": parts["half_truths_absent"],
         "unimodal": parts["unimodal"],
         "skipped": parts["skipped"],
     }
@@ -396,7 +427,7 @@ class CrossmodalAnalysis(Analysis):
                 "test_only (objects unseen by the bridge)"
             )
         if summary["half_truths"] is None:
-            lines.append("half-truths: absent, no text single-object captions (embed them with --single-objects)")
+            lines.append(f"half-truths: absent, {summary['half_truths_absent']}")
         lines += contrast_lines(summary)
         return lines
 
