@@ -125,5 +125,5 @@ def test_progress_counts_every_retrieval_chunk_and_fit(clevr: SceneSet) -> None:
     for text in (image, np.hstack([image, image])):  # one width: raw and bridged; two: bridged only
         calls: list[tuple[int, int]] = []
         settings = CrossmodalSettings(fractions=(0.5, 0.7), seeds=(0,))
-        crossmodal_analysis(AnalysisInputs(image, clevr, other=text), settings, lambda d, t: calls.append((d, t)))
+        crossmodal_analysis(AnalysisInputs(image, clevr, other=text), settings, lambda d, t, c=calls: c.append((d, t)))
         assert [d for d, _ in calls] == list(range(1, len(calls) + 1)) and calls[-1][0] == calls[-1][1]
