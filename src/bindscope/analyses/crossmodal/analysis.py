@@ -40,9 +40,6 @@ EXTRA_COLUMNS = ("fraction", "cases")
 BRIDGE_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
 #: The metrics of one scoring, in the order tables and plots show them.
 SWAP_METRICS = ("swap_attribute", "swap_noun", "order_sensitivity")
-RETRIEVAL_METRICS = tuple(
-    f"{d}_{kind}@{k}" for d in ("image_to_text", "text_to_image") for kind in ("strict", "concept") for k in (1, 5)
-)
 HEADLINE_METRICS = (
     *SWAP_METRICS,
     "image_to_text_strict@1",

@@ -101,9 +101,6 @@ def retrieval_hits(retrieved: np.ndarray, scenes: SceneSet) -> dict[str, np.ndar
     return out
 
 
-DIRECTIONS = ("image_to_text", "text_to_image")
-
-
 def retrieve(image: np.ndarray, text: np.ndarray, tick: Callable[[], object] | None = None) -> dict[str, np.ndarray]:
     """The top-5 captions of every image and the top-5 images of every caption (rows: scenes)."""
     i, t = unit_rows(image), unit_rows(text)

@@ -17,7 +17,6 @@ from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import attribute_swap, object_swap, reverse_order
 from bindscope.space.concepts import SceneSet
 
-SWAPS = ("attribute", "noun", "order")
 #: Cosines closer than this are a tie: the same vector summed in another order differs in its last bits.
 TIE_TOLERANCE = 1e-6
 NO_NEGATIVE = "no true negative"
