@@ -41,9 +41,11 @@ scenes, as the ``text`` preset).
 Run it from the repository root::
 
     .venv/bin/python benchmarks/bench_crossmodal.py [--sizes clevr,text] [--sample N] [--noise X]
-        [--max-scenes N]
+        [--max-scenes N] [--retrieval-queries N]
 
 ``--max-scenes`` scores a seeded subsample of the scenes (a quick try of the ``text`` path).
+``--retrieval-queries N`` times ours with retrieval estimated from N seeded queries per scoring
+(each ranked exactly against the whole gallery), and extrapolates the loop's retrieval to as many.
 """
 
 from __future__ import annotations
@@ -115,10 +117,10 @@ def scenes_for(size: str, max_scenes: int | None) -> SceneSet:
 
 
 # -- ours ---------------------------------------------------------------------------------------
-def ours_settings() -> CrossmodalSettings:
-    """Default fractions and seeds, the ridge bridge, and no per-case tables where that is optional."""
-    extra: dict[str, Any] = {"cases": False} if "cases" in CrossmodalSettings.model_fields else {}
-    return CrossmodalSettings(bridge="ridge", **extra)
+def ours_settings(queries: int | None = None) -> CrossmodalSettings:
+    """Default fractions and seeds, the ridge bridge, no per-case tables, and ``queries`` retrieval
+    queries per scoring (None: every scene)."""
+    return CrossmodalSettings(bridge="ridge", cases=False, retrieval_queries=queries)
 
 
 # -- the per-scene loop -------------------------------------------------------------------------
@@ -198,9 +200,13 @@ class LoopRun:
     strict1: np.ndarray
 
 
-def run_loop(scenes: SceneSet, image: np.ndarray, text: np.ndarray, noun: int, sample: np.ndarray) -> LoopRun:
-    """Swap tests and retrieval scene by scene on ``sample``, extrapolated to all of ``scenes``."""
+def run_loop(
+    scenes: SceneSet, image: np.ndarray, text: np.ndarray, noun: int, sample: np.ndarray, queries: int | None = None
+) -> LoopRun:
+    """Swap tests and retrieval scene by scene on ``sample``, extrapolated to all of ``scenes`` (retrieval:
+    to ``queries`` queries when given)."""
     scale = len(scenes) / len(sample)
+    asked = len(scenes) if queries is None else min(queries, len(scenes))
     start = time.perf_counter()
     lookup = object_lookup(scenes)
     setup = time.perf_counter() - start
@@ -213,7 +219,7 @@ def run_loop(scenes: SceneSet, image: np.ndarray, text: np.ndarray, noun: int, s
     start = time.perf_counter()
     to_text = [loop_retrieve(int(i), scenes, ids, lookup, unit_image, unit_text) for i in sample]
     to_image = [loop_retrieve(int(i), scenes, ids, lookup, unit_text, unit_image) for i in sample]
-    retrieval = setup + (time.perf_counter() - start) * scale
+    retrieval = setup + (time.perf_counter() - start) * asked / len(sample)
     top1 = np.array([[a[0], b[0]] for a, b in zip(to_text, to_image)], dtype=np.int64)
     return LoopRun(swaps, retrieval, cosines, top1, np.array([a[1] for a in to_text]))
 
@@ -250,7 +256,13 @@ def usable(split: ObjectSplit) -> bool:
 
 
 def loop_bridge_split(
-    scenes: SceneSet, image: np.ndarray, text: np.ndarray, noun: int, split: ObjectSplit, sample: int
+    scenes: SceneSet,
+    image: np.ndarray,
+    text: np.ndarray,
+    noun: int,
+    split: ObjectSplit,
+    sample: int,
+    queries: int | None = None,
 ) -> tuple[float, float]:
     """One split by the loop: the ridge fit, then swaps and retrieval on test_only, raw and bridged.
 
@@ -264,7 +276,7 @@ def loop_bridge_split(
     rows = np.random.default_rng(split.seed).choice(len(test), min(sample, len(test)), replace=False)
     variants = [text[test], bridged] if image.shape[1] == text.shape[1] else [bridged]
     for mapped in variants:
-        run = run_loop(scenes.subset(test), image[test], mapped, noun, rows)
+        run = run_loop(scenes.subset(test), image[test], mapped, noun, rows, queries)
         seconds += run.swaps + run.retrieval
     return seconds, alpha
 
@@ -279,7 +291,9 @@ def loop_bridge(
     for split in object_splits(scenes, list(settings.fractions), seeds[0], order="covering"):
         split = split.with_validation(scenes, validation)
         if usable(split):
-            spent, alphas[split.fraction] = loop_bridge_split(scenes, image, text, noun, split, sample)
+            spent, alphas[split.fraction] = loop_bridge_split(
+                scenes, image, text, noun, split, sample, settings.retrieval_queries
+            )
             seconds += spent
     return seconds * len(seeds), alphas
 
@@ -380,16 +394,17 @@ def ours_line(result: Any) -> str:
 
 
 # -- the benchmark ------------------------------------------------------------------------------
-def bench(size: str, sample: int, noise: float, max_scenes: int | None) -> None:
+def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries: int | None) -> None:
     """Time ours and the loop on one scene set, print the table and the agreement."""
     scenes = scenes_for(size, max_scenes)
     noun = get_preset(size).noun
     image, text = planted(scenes, noise)
-    settings = ours_settings()
+    settings = ours_settings(queries)
     splits = len(settings.fractions) * len(settings.seeds)
     print(
         f"\n{size}: {len(scenes):,} scenes, width {DIM}, {splits} bridge splits "
         f"({len(settings.fractions)} fractions x {len(settings.seeds)} seeds)"
+        + ("" if queries is None else f"; retrieval from {queries:,} queries per scoring (both sides)")
     )
 
     start = time.perf_counter()
@@ -400,7 +415,7 @@ def bench(size: str, sample: int, noise: float, max_scenes: int | None) -> None:
     n = min(sample, len(scenes))
     rows = np.sort(np.random.default_rng(0).choice(len(scenes), n, replace=False))
     noun_index = scenes.space.concept_index(noun)
-    loop = run_loop(scenes, image, text, noun_index, rows)
+    loop = run_loop(scenes, image, text, noun_index, rows, queries)
     t_bridge, alphas = loop_bridge(scenes, image, text, noun_index, settings, sample)
     total = loop.swaps + loop.retrieval + t_bridge
     note = "" if n == len(scenes) else f", timed on {n:,} scenes and extrapolated"
@@ -425,10 +440,16 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=200, help="scenes (per split) timed in the loop")
     parser.add_argument("--noise", type=float, default=0.6, help="image noise, relative to an object vector")
     parser.add_argument("--max-scenes", type=int, default=None, help="score a seeded subsample of the scenes")
+    parser.add_argument(
+        "--retrieval-queries",
+        type=int,
+        default=None,
+        help="retrieval from this many queries per scoring (ours and loop)",
+    )
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     for size in args.sizes.split(","):
-        bench(size.strip(), args.sample, args.noise, args.max_scenes)
+        bench(size.strip(), args.sample, args.noise, args.max_scenes, args.retrieval_queries)
 
 
 if __name__ == "__main__":

@@ -127,3 +127,20 @@ def test_progress_counts_every_retrieval_chunk_and_fit(clevr: SceneSet) -> None:
         settings = CrossmodalSettings(fractions=(0.5, 0.7), seeds=(0,))
         crossmodal_analysis(AnalysisInputs(image, clevr, other=text), settings, lambda d, t, c=calls: c.append((d, t)))
         assert [d for d, _ in calls] == list(range(1, len(calls) + 1)) and calls[-1][0] == calls[-1][1]
+
+
+def test_retrieval_queries_are_a_sample_ranked_exactly(clevr: SceneSet) -> None:
+    image = planted_embeddings(clevr, "object_additive", dim=16, seed=0)
+    text = image + 0.3 * planted_embeddings(clevr, "random", dim=16, seed=4)
+    full = crossmodal_analysis(AnalysisInputs(image, clevr, other=text), CrossmodalSettings(bridge="none"))
+    sampled = crossmodal_analysis(
+        AnalysisInputs(image, clevr, other=text), CrossmodalSettings(bridge="none", retrieval_queries=100)
+    )
+    t = sampled.table
+    assert (t[(t.variant == "raw") & (t.metric == "image_to_text_strict@1")]["cases"] == 100).all()
+    a, b = full.tables["cases"], sampled.tables["cases"]
+    asked = b.image_to_text_top1 >= 0
+    assert asked.sum() == 100 and b.image_to_text_strict.isna().sum() == 576 - 100
+    assert (a.image_to_text_top1[asked] == b.image_to_text_top1[asked]).all()
+    assert (a.text_to_image_top1[asked] == b.text_to_image_top1[asked]).all()
+    assert value(t, "raw", "swap_attribute") == value(full.table, "raw", "swap_attribute")  # swaps: every scene

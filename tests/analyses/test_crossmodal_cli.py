@@ -125,11 +125,14 @@ def test_contrastive_bridge_without_cases(clip_embeddings: Path, tmp_path: Path,
     emb = clip_embeddings / "emb"
     done = run_cli(
         "crossmodal", emb / "image", emb / "text", "--bridge", "contrastive", "--contrastive-steps", "20",
-        "--fractions", "0.5", "--seeds", "0", "--max-scenes", "300", "--no-cases", "--out", tmp_path / "c", "-q",
+        "--fractions", "0.5", "--seeds", "0", "--max-scenes", "300", "--retrieval-queries", "50", "--no-cases",
+        "--out", tmp_path / "c", "-q",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["scenes"] == 300 and summary["subsampled"] and summary["bridge"]["kind"] == "contrastive"
+    assert summary["raw"]["image_to_text_strict@1"]["mean"] * 50 % 1 == 0  # 50 queries asked
+    assert summary["settings"]["retrieval_queries"] == 50
     assert "half-truths: absent" not in done.stdout  # the sibling single-object captions were found
     assert not (tmp_path / "c" / "cases.parquet").exists()
     assert "a seeded subsample of 300 2-object scenes" in done.stdout
@@ -181,3 +184,9 @@ def test_error_bad_fractions(clip_embeddings: Path, tmp_path: Path, run_cli) -> 
     emb = clip_embeddings / "emb"
     done = run_cli("crossmodal", emb / "image", emb / "text", "--fractions", "0.5,1.5", "--out", tmp_path / "c")
     assert_one_line_error(done, "fractions must lie strictly between 0 and 1")
+
+
+def test_error_device_without_cuda(clip_embeddings: Path, tmp_path: Path, run_cli) -> None:
+    emb = clip_embeddings / "emb"
+    done = run_cli("crossmodal", emb / "image", emb / "text", "--device", "cuda:7", "--out", tmp_path / "c")
+    assert_one_line_error(done, "use --device cpu")

@@ -9,7 +9,16 @@ from typing import Annotated, Optional
 import typer
 
 from bindscope.cli.app import app
-from bindscope.cli.common import OutDir, OverwriteOpt, QuietOpt, SeedsOpt, given, parse_fractions, parse_seeds
+from bindscope.cli.common import (
+    DeviceOpt,
+    OutDir,
+    OverwriteOpt,
+    QuietOpt,
+    SeedsOpt,
+    given,
+    parse_fractions,
+    parse_seeds,
+)
 from bindscope.cli.measure import AttributeOpt, DatasetOpt, NounOpt, report
 
 
@@ -60,7 +69,16 @@ def crossmodal(
         Optional[int],
         typer.Option(help="Score a seeded subsample of this many 2-object scenes (default: all of them)."),
     ] = None,
-    subsample_seed: Annotated[Optional[int], typer.Option(help="The seed of --max-scenes' subsample (0).")] = None,
+    retrieval_queries: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Estimate retrieval from this many seeded queries per scoring, each ranked exactly against every "
+            "caption / image (default: every scene asks; for very large sets)."
+        ),
+    ] = None,
+    subsample_seed: Annotated[
+        Optional[int], typer.Option(help="The seed of --max-scenes' subsample and --retrieval-queries' sample (0).")
+    ] = None,
     attribute: AttributeOpt = None,
     noun: NounOpt = None,
     singles: Annotated[
@@ -84,6 +102,7 @@ def crossmodal(
         bool, typer.Option("--cases/--no-cases", help="Write per-scene scores to cases.parquet (on by default).")
     ] = True,
     dataset: DatasetOpt = None,
+    device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -92,12 +111,14 @@ def crossmodal(
 
     settings = CrossmodalSettings(
         cases=cases,
+        device=device,
         **given(
             bridge=bridge.value if bridge else None,
             fractions=parse_fractions(fractions),
             seeds=parse_seeds(seeds),
             contrastive_steps=contrastive_steps,
             max_scenes=max_scenes,
+            retrieval_queries=retrieval_queries,
             subsample_seed=subsample_seed,
             attribute=attribute,
             noun=noun,

@@ -9,6 +9,7 @@ uni-modal object probe accuracy of each modality (``unimodal``), the paper's con
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,7 +33,7 @@ from bindscope.analyses.metrics import format_spread, nested
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
 from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import Seeds, Settings
+from bindscope.core.validation import Device, Seeds, Settings
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, ObjectSplit, object_splits
 
@@ -57,6 +58,9 @@ class CrossmodalSettings(Settings):
     ``none``. ``fractions`` x ``seeds``: the object-level splits it is fitted on (train_only scenes,
     ``validation_fraction`` of them held out to choose the regularisation) and scored on (test_only).
     ``max_scenes``: score a seeded subsample of the 2-object scenes (``subsample_seed``).
+    ``retrieval_queries``: estimate retrieval from this many seeded queries per scoring, each ranked
+    exactly against every caption (image); default all. ``device``:
+    where the retrieval products and the contrastive bridge run.
     """
 
     attribute: str | None = None
@@ -67,8 +71,10 @@ class CrossmodalSettings(Settings):
     validation_fraction: float = Field(0.1, gt=0, lt=1)
     contrastive_steps: int = Field(300, ge=1)
     max_scenes: int | None = Field(None, ge=2)
+    retrieval_queries: int | None = Field(None, ge=1)
     subsample_seed: int = Field(0, ge=0)
     cases: bool = True
+    device: Device = "cpu"
 
     @field_validator("fractions")
     @classmethod
@@ -112,47 +118,72 @@ def scored_scenes(scenes: SceneSet, settings: CrossmodalSettings) -> np.ndarray:
     return rows
 
 
-def score_binding(
-    image: np.ndarray,
-    text: np.ndarray,
-    scenes: SceneSet,
-    cases: SwapCases,
-    part: np.ndarray,
-    dataset_rows: np.ndarray,
-    tick: Callable[[], object] | None = None,
-) -> tuple[dict[str, tuple[float, int]], pd.DataFrame]:
-    """Swap tests and retrieval of the scenes ``part`` (rows of ``scenes``; image and caption rows aligned).
+@dataclass
+class Scorer:
+    """Swap tests and retrieval over the scored scenes, for any captions aligned with them.
 
-    Each image of ``part`` meets its caption and its swaps' captions wherever they are in ``scenes``;
-    retrieval ranks the captions (images) of ``part`` only. Returns each metric's (value, cases) and
-    the per-scene scores, rows named by ``dataset_rows``; ``tick()`` after each retrieval chunk.
+    ``rows``: the dataset row of each scene. ``queries``: retrieval asks at most this many seeded
+    queries per scoring (all when None). ``tick()`` after each retrieval chunk.
     """
-    position = np.full(len(scenes), -1, dtype=np.int64)
-    position[part] = np.arange(len(part))
-    cases = cases.restrict(position[cases.scene] >= 0)
-    scores = swap_scores(image, text, cases)
-    metrics = {
-        ("order_sensitivity" if name == "order_sensitivity" else f"swap_{name}"): mean_and_count(wins)
-        for name, wins in swap_wins(scores).items()
-    }
-    at = position[cases.scene]
-    frame = pd.DataFrame({"scene": dataset_rows[part].astype(np.int64)})
-    frame["cos_correct"] = np.nan
-    frame.loc[at, "cos_correct"] = scores["correct"]
-    for name, rows in cases.negative.items():
-        frame[f"cos_{name}"] = np.nan
-        frame.loc[at, f"cos_{name}"] = scores[name]
-        caption = np.full(len(part), -1, dtype=np.int64)
-        caption[at] = np.where(rows >= 0, dataset_rows[np.maximum(rows, 0)], -1)
-        frame[f"{name}_caption"] = caption
-    for direction, found in retrieve(image[part], text[part], tick).items():
-        hits = retrieval_hits(found, scenes.subset(part))
-        for metric, hit in hits.items():
-            metrics[f"{direction}_{metric}"] = mean_and_count(hit)
-        frame[f"{direction}_top1"] = dataset_rows[part[found[:, 0]]].astype(np.int64)
-        frame[f"{direction}_strict"] = hits["strict@1"]
-        frame[f"{direction}_concept"] = hits["concept@1"]
-    return metrics, frame
+
+    image: np.ndarray
+    scenes: SceneSet
+    cases: SwapCases
+    rows: np.ndarray
+    tick: Callable[[], object] | None = None
+    device: str = "cpu"
+    queries: int | None = None
+    seed: int = 0
+
+    def query_rows(self, count: int) -> np.ndarray | None:
+        """Positions (within a part of ``count`` scenes) of the retrieval queries; None for all."""
+        if self.queries is None or count <= self.queries:
+            return None
+        return np.sort(np.random.default_rng(self.seed).choice(count, self.queries, replace=False))
+
+    def query_count(self, count: int) -> int:
+        return count if self.queries is None else min(count, self.queries)
+
+    def score(self, text: np.ndarray, part: np.ndarray) -> tuple[dict[str, tuple[float, int]], pd.DataFrame]:
+        """The scenes ``part`` (rows of ``scenes``) against the captions ``text`` (aligned with ``scenes``).
+
+        Each image of ``part`` meets its caption and its swaps' captions wherever they are in ``scenes``;
+        retrieval ranks the captions (images) of ``part`` only. Returns each metric's (value, cases; a
+        metric without cases is NaN) and the per-scene scores, rows named by dataset rows.
+        """
+        position = np.full(len(self.scenes), -1, dtype=np.int64)
+        position[part] = np.arange(len(part))
+        cases = self.cases.restrict(position[self.cases.scene] >= 0)
+        scores = swap_scores(self.image, text, cases)
+        metrics = {
+            ("order_sensitivity" if name == "order_sensitivity" else f"swap_{name}"): mean_and_count(wins)
+            for name, wins in swap_wins(scores).items()
+        }
+        at = position[cases.scene]
+        frame = pd.DataFrame({"scene": self.rows[part].astype(np.int64)})
+        frame["cos_correct"] = np.nan
+        frame.loc[at, "cos_correct"] = scores["correct"]
+        for name, negative in cases.negative.items():
+            frame[f"cos_{name}"] = np.nan
+            frame.loc[at, f"cos_{name}"] = scores[name]
+            caption = np.full(len(part), -1, dtype=np.int64)
+            caption[at] = np.where(negative >= 0, self.rows[np.maximum(negative, 0)], -1)
+            frame[f"{name}_caption"] = caption
+        asked = self.query_rows(len(part))
+        queries = np.arange(len(part)) if asked is None else asked
+        found_all = retrieve(self.image[part], text[part], self.tick, self.device, asked)
+        for direction, found in found_all.items():
+            hits = retrieval_hits(found, self.scenes.subset(part), queries)
+            for metric, hit in hits.items():
+                metrics[f"{direction}_{metric}"] = mean_and_count(hit)
+            top1 = np.full(len(part), -1, dtype=np.int64)
+            top1[queries] = self.rows[part[found[:, 0]]]
+            frame[f"{direction}_top1"] = top1
+            for kind in ("strict", "concept"):
+                column = pd.array([pd.NA] * len(part), dtype="boolean")  # NA: not asked
+                column[queries] = hits[f"{kind}@1"]
+                frame[f"{direction}_{kind}"] = column
+        return metrics, frame
 
 
 def mean_and_count(values: np.ndarray) -> tuple[float, int]:
@@ -163,7 +194,9 @@ def fit(
     settings: CrossmodalSettings, text: np.ndarray, image: np.ndarray, train: np.ndarray, val: np.ndarray, seed: int
 ) -> Bridge:
     if settings.bridge == "contrastive":
-        return fit_contrastive_bridge(text, image, train, val, steps=settings.contrastive_steps, seed=seed)
+        return fit_contrastive_bridge(
+            text, image, train, val, steps=settings.contrastive_steps, seed=seed, device=settings.device
+        )
     return fit_bridge(text, image, train, val)
 
 
@@ -200,13 +233,18 @@ def crossmodal_analysis(
     cases = swap_cases(scenes, roles["noun"])
     splits = bridge_splits(scenes, settings)
     per_split = len(variants_of(same_width))
-    work = chunks(len(scenes)) * int(same_width) + sum(chunks(len(s.test_only)) * per_split for _, s in splits)
+    scorer = Scorer(
+        image, scenes, cases, rows, None, settings.device, settings.retrieval_queries, settings.subsample_seed
+    )
+    work = chunks(scorer.query_count(len(scenes))) * int(same_width)
+    work += sum(chunks(scorer.query_count(len(s.test_only))) * per_split for _, s in splits)
     steps = Steps(progress, work + len(splits))
+    scorer.tick = steps.done
     table: list[dict[str, Any]] = []
     frames: list[pd.DataFrame] = []
     if same_width:
-        metrics, frame = score_binding(image, text, scenes, cases, np.arange(len(scenes)), rows, steps.done)
-        table += [metric_row("raw", ALL, m, 0, v, n) for m, (v, n) in metrics.items()]
+        metrics, frame = scorer.score(text, np.arange(len(scenes)))
+        table += [metric_row("raw", ALL, m, 0, v, n) for m, (v, n) in metrics.items() if n]
         table += reference_rows(scenes)
         frames.append(frame.assign(variant="raw", seed=0, fraction=np.nan))
     bridges = []
@@ -215,14 +253,16 @@ def crossmodal_analysis(
         steps.done()
         if len(test) < 2 or len(fitted.validation) == 0 or len(fitted.train_only) < 2:
             bridges.append({"seed": seed, "fraction": fitted.fraction, "fitted": False, "test_only": len(test)})
-            steps.skip(chunks(len(test)) * per_split)
+            steps.skip(chunks(scorer.query_count(len(test))) * per_split)
             continue
         bridge = fit(settings, text, image, fitted.train_only, fitted.validation, seed)
         bridges.append(bridge_record(bridge, seed, fitted.fraction, len(fitted.train_only), len(test)))
         mapped_text = {"raw": text, "bridged": bridge.apply(text)}  # every caption: a swap's may name seen objects
         for variant in variants_of(same_width):
-            metrics, frame = score_binding(image, mapped_text[variant], scenes, cases, test, rows, steps.done)
-            table += [metric_row(variant, TEST_ONLY, m, seed, v, n, fitted.fraction) for m, (v, n) in metrics.items()]
+            metrics, frame = scorer.score(mapped_text[variant], test)
+            table += [
+                metric_row(variant, TEST_ONLY, m, seed, v, n, fitted.fraction) for m, (v, n) in metrics.items() if n
+            ]
             frames.append(frame.assign(variant=variant, seed=seed, fraction=fitted.fraction))
     half_absent = None
     if inputs.singles is None:
@@ -231,7 +271,7 @@ def crossmodal_analysis(
         half_absent = "the image and text widths differ (half-truths compare them by cosine)"
     else:
         half = half_truths(image, text, np.asarray(inputs.singles), scenes, roles)
-        table += [metric_row("half_truth", ALL, kind, 0, v, n) for kind, (v, n) in half.items()]
+        table += [metric_row("half_truth", ALL, kind, 0, v, n) for kind, (v, n) in half.items() if n]
     tables = {"bridge": pd.DataFrame(bridges)} if bridges else {}
     if settings.cases and frames:
         tables["cases"] = case_table(frames)

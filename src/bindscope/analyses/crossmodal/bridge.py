@@ -67,7 +67,7 @@ def info_nce(mapped: torch.Tensor, image: torch.Tensor, temperature: float) -> t
     """The symmetric InfoNCE loss of paired rows (CLIP's): each mapped caption against every image."""
     logits = torch.nn.functional.normalize(mapped, dim=1) @ torch.nn.functional.normalize(image, dim=1).T
     logits = logits / temperature
-    target = torch.arange(len(mapped))
+    target = torch.arange(len(mapped), device=mapped.device)
     return 0.5 * (
         torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)
     )
@@ -85,18 +85,20 @@ def fit_contrastive_bridge(
     temperature: float = 0.05,
     seed: int = 0,
     every: int = 25,
+    device: str = "cpu",
 ) -> Bridge:
     """A linear map trained with the symmetric InfoNCE loss (Adam, batches of ``batch`` pairs), started
     from the ridge map; the weights of least validation loss (checked every ``every`` steps) are kept."""
     start = fit_bridge(text, image, fit_rows, val_rows)
     gen = torch.Generator().manual_seed(seed)
-    x = torch.from_numpy(np.asarray(text[fit_rows], dtype=np.float32))
-    y = torch.from_numpy(np.asarray(image[fit_rows], dtype=np.float32))
+    dev = torch.device(device)
+    x = torch.from_numpy(np.asarray(text[fit_rows], dtype=np.float32)).to(dev)
+    y = torch.from_numpy(np.asarray(image[fit_rows], dtype=np.float32)).to(dev)
     val = np.random.default_rng(seed).permutation(np.asarray(val_rows))[: 2 * batch]  # a bounded logit matrix
-    xv = torch.from_numpy(np.asarray(text[val], dtype=np.float32))
-    yv = torch.from_numpy(np.asarray(image[val], dtype=np.float32))
-    w = torch.tensor(start.weight, dtype=torch.float32, requires_grad=True)
-    b = torch.tensor(start.bias, dtype=torch.float32, requires_grad=True)
+    xv = torch.from_numpy(np.asarray(text[val], dtype=np.float32)).to(dev)
+    yv = torch.from_numpy(np.asarray(image[val], dtype=np.float32)).to(dev)
+    w = torch.tensor(start.weight, dtype=torch.float32, device=dev, requires_grad=True)
+    b = torch.tensor(start.bias, dtype=torch.float32, device=dev, requires_grad=True)
     opt = torch.optim.Adam([w, b], lr=lr)
 
     def validation() -> float:
@@ -105,7 +107,7 @@ def fit_contrastive_bridge(
 
     best = (validation(), w.detach().clone(), b.detach().clone())
     for step in range(1, steps + 1):
-        idx = torch.randperm(len(x), generator=gen)[:batch]
+        idx = torch.randperm(len(x), generator=gen)[:batch].to(dev)
         opt.zero_grad()
         info_nce(x[idx] @ w + b, y[idx], temperature).backward()
         opt.step()
@@ -113,6 +115,5 @@ def fit_contrastive_bridge(
             loss = validation()
             if loss < best[0]:
                 best = (loss, w.detach().clone(), b.detach().clone())
-    return Bridge(
-        best[1].numpy().astype(np.float64), best[2].numpy().astype(np.float64), start.alpha, best[0], "contrastive"
-    )
+    weight, bias = (t.cpu().numpy().astype(np.float64) for t in best[1:])
+    return Bridge(weight, bias, start.alpha, best[0], "contrastive")

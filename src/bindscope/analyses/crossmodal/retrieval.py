@@ -59,9 +59,10 @@ def retrieval_chance(scenes: SceneSet) -> dict[str, float]:
     }
 
 
-def unit_rows(x: np.ndarray) -> torch.Tensor:
-    """Rows scaled to unit norm, float32 (zero rows stay zero)."""
-    return torch.nn.functional.normalize(torch.from_numpy(np.asarray(x, dtype=np.float32)), dim=1)
+def unit_rows(x: np.ndarray, device: str = "cpu") -> torch.Tensor:
+    """Rows scaled to unit norm, float32 (zero rows stay zero), on ``device``."""
+    t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(device)
+    return torch.nn.functional.normalize(t, dim=1)
 
 
 #: Queries per matrix product: memory stays at ``CHUNK x keys`` scores (1.3 GB for 160,000 keys).
@@ -80,19 +81,22 @@ def top_k(queries: torch.Tensor, keys: torch.Tensor, k: int, tick: Callable[[], 
     """
     out = np.empty((len(queries), min(k, len(keys))), dtype=np.int64)
     for s in range(0, len(queries), CHUNK):
-        out[s : s + CHUNK] = torch.topk(queries[s : s + CHUNK] @ keys.T, out.shape[1], dim=1).indices.numpy()
+        out[s : s + CHUNK] = torch.topk(queries[s : s + CHUNK] @ keys.T, out.shape[1], dim=1).indices.cpu().numpy()
         if tick is not None:
             tick()
     return out
 
 
-def retrieval_hits(retrieved: np.ndarray, scenes: SceneSet) -> dict[str, np.ndarray]:
-    """Per query row i (scene i) and top-k: strict and concept-level hits ``{"strict@k": bool [Q]}``."""
-    other = same_objects(scenes)
+def retrieval_hits(retrieved: np.ndarray, scenes: SceneSet, queries: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Per query and top-k: strict and concept-level hits ``{"strict@k": bool [Q]}``.
+
+    Query row i is scene ``queries[i]`` of ``scenes`` (default: scene i); ``retrieved`` holds scene rows.
+    """
+    rows = np.arange(len(scenes)) if queries is None else np.asarray(queries)
+    other = same_objects(scenes)[rows]
     bags = bag_keys(scenes)
-    rows = np.arange(len(scenes))[:, None]
-    strict = (retrieved == rows) | (retrieved == other[:, None])
-    concept = bags[retrieved] == bags[:, None]
+    strict = (retrieved == rows[:, None]) | (retrieved == other[:, None])
+    concept = bags[retrieved] == bags[rows][:, None]
     out = {}
     for k in TOP:
         if k <= retrieved.shape[1]:
@@ -101,11 +105,21 @@ def retrieval_hits(retrieved: np.ndarray, scenes: SceneSet) -> dict[str, np.ndar
     return out
 
 
-def retrieve(image: np.ndarray, text: np.ndarray, tick: Callable[[], object] | None = None) -> dict[str, np.ndarray]:
-    """The top-5 captions of every image and the top-5 images of every caption (rows: scenes)."""
-    i, t = unit_rows(image), unit_rows(text)
+def retrieve(
+    image: np.ndarray,
+    text: np.ndarray,
+    tick: Callable[[], object] | None = None,
+    device: str = "cpu",
+    queries: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """The top-5 captions of each image and the top-5 images of each caption among all of them (rows:
+    scenes); only the rows ``queries`` ask when given."""
+    i, t = unit_rows(image, device), unit_rows(text, device)
     k = max(TOP)
-    return {"image_to_text": top_k(i, t, k, tick), "text_to_image": top_k(t, i, k, tick)}
+    if queries is None:
+        return {"image_to_text": top_k(i, t, k, tick), "text_to_image": top_k(t, i, k, tick)}
+    q = torch.from_numpy(np.asarray(queries, dtype=np.int64)).to(i.device)
+    return {"image_to_text": top_k(i[q], t, k, tick), "text_to_image": top_k(t[q], i, k, tick)}
 
 
 def retrieval(image: np.ndarray, text: np.ndarray, scenes: SceneSet) -> dict[str, dict[str, float]]:
