@@ -30,7 +30,9 @@ class Bridge:
     kind: str = "ridge"
 
     def apply(self, text: np.ndarray) -> np.ndarray:
-        return (np.asarray(text, dtype=np.float64) @ self.weight + self.bias).astype(np.float32)
+        """The mapped captions, float32 (the embeddings' precision)."""
+        w, b = self.weight.astype(np.float32), self.bias.astype(np.float32)
+        return np.asarray(text, dtype=np.float32) @ w + b
 
 
 def fit_bridge(
