@@ -105,7 +105,7 @@ def test_refusals(clevr: SceneSet, tmp_path) -> None:
         crossmodal_analysis(
             AnalysisInputs(np.ones((len(one), 4)), one, other=np.ones((len(one), 4))), CrossmodalSettings()
         )
-    with pytest.raises(ValueError, match="fractions must lie strictly between 0 and 1"):
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\) \(exclusive\), got 1.0"):
         CrossmodalSettings(fractions=(0.5, 1.0))
     with pytest.raises(BindscopeError, match="'size' is not a concept of this space"):
         crossmodal_analysis(AnalysisInputs(image, clevr, other=image), CrossmodalSettings(noun="size"))

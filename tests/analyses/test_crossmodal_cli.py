@@ -183,7 +183,7 @@ def test_error_probe_result_of_another_analysis(clip_embeddings: Path, tmp_path:
 def test_error_bad_fractions(clip_embeddings: Path, tmp_path: Path, run_cli) -> None:
     emb = clip_embeddings / "emb"
     done = run_cli("crossmodal", emb / "image", emb / "text", "--fractions", "0.5,1.5", "--out", tmp_path / "c")
-    assert_one_line_error(done, "fractions must lie strictly between 0 and 1")
+    assert_one_line_error(done, "fraction must be in (0, 1) (exclusive), got 1.5")
 
 
 def test_error_device_without_cuda(clip_embeddings: Path, tmp_path: Path, run_cli) -> None:

@@ -114,6 +114,22 @@ def spread(values: Iterable[float] | pd.Series | np.ndarray) -> dict[str, float 
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else None, "n": int(v.size)}
 
 
+def result_row(
+    analysis: str, variant: str, group: str, metric: str, seed: int, value: float, **extra: Any
+) -> dict[str, Any]:
+    """One row of a results table: the key columns (``control`` none unless given in ``extra``), then ``extra``."""
+    return {
+        "analysis": analysis,
+        "variant": variant,
+        "control": extra.pop("control", NO_CONTROL),
+        "group": group,
+        "metric": metric,
+        "seed": seed,
+        "value": value,
+        **extra,
+    }
+
+
 def tidy(rows: list[dict[str, Any]] | pd.DataFrame, extra_columns: Iterable[str] = ()) -> pd.DataFrame:
     """A results table with the key columns first (in order), then ``extra_columns``."""
     table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)

@@ -32,11 +32,11 @@ import pandas as pd
 from pydantic import field_validator
 
 from bindscope.analyses.results import (
-    NO_CONTROL,
     ResultFiles,
     content_key,
     header,
     read_header,
+    result_row,
     spread,
     tidy,
     write_result,
@@ -215,16 +215,7 @@ def _rows(summary: dict, fraction: float, seed: int) -> list[dict]:
 
 
 def _row(variant: str, group: str, metric: str, seed: int, value: float, extra: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "analysis": ANALYSIS,
-        "variant": variant,
-        "control": NO_CONTROL,
-        "group": group,
-        "metric": metric,
-        "seed": seed,
-        "value": value,
-        **extra,
-    }
+    return result_row(ANALYSIS, variant, group, metric, seed, value, **extra)
 
 
 def _spread(values: pd.Series) -> dict[str, Any]:

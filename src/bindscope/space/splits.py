@@ -52,6 +52,16 @@ def check_fraction(value: float, name: str = "fraction") -> float:
     return f
 
 
+def check_fractions(values: Sequence[float], name: str = "fraction") -> tuple[float, ...]:
+    """Return ``values`` as floats if there is at least one, each in (0, 1), none repeated."""
+    if not len(values):
+        raise BindscopeError(f"give at least one {name}")
+    out = tuple(check_fraction(v, name) for v in values)
+    if len(set(out)) != len(out):
+        raise BindscopeError(f"{name}s repeat: {list(out)}")
+    return out
+
+
 def fraction_count(fraction: float, total: int) -> int:
     """``floor(fraction * total)``; the epsilon keeps 0.29 * 100 at 29 despite float rounding."""
     return int(math.floor(fraction * total + 1e-9))

@@ -53,6 +53,7 @@ from bindscope.space.splits import (
     ObjectSplit,
     carve_validation,
     check_fraction,
+    check_fractions,
     object_splits,
 )
 
@@ -237,13 +238,7 @@ class ComplexitySettings(ParitySettings):
     @field_validator("fractions")
     @classmethod
     def _fractions(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if not v:
-            raise ValueError("give at least one fraction")
-        for f in v:
-            check_fraction(f, "fraction")
-        if len(set(v)) != len(v):
-            raise ValueError(f"fractions repeat: {list(v)}")
-        return v
+        return check_fractions(v)
 
     @field_validator("validation_fraction")
     @classmethod

@@ -30,12 +30,12 @@ from bindscope.analyses.crossmodal.retrieval import (
 )
 from bindscope.analyses.crossmodal.swaps import SwapCases, swap_cases, swap_scores, swap_wins
 from bindscope.analyses.metrics import format_spread, nested
-from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
+from bindscope.analyses.results import ResultFiles, result_row, spread, tidy
 from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Device, Seeds, Settings
 from bindscope.space.concepts import SceneSet
-from bindscope.space.splits import DEFAULT_SEEDS, ObjectSplit, object_splits
+from bindscope.space.splits import DEFAULT_SEEDS, ObjectSplit, check_fractions, object_splits
 
 EXTRA_COLUMNS = ("fraction", "cases")
 BRIDGE_FRACTIONS = (0.3, 0.5, 0.7, 0.9)
@@ -79,30 +79,22 @@ class CrossmodalSettings(Settings):
     @field_validator("fractions")
     @classmethod
     def _fractions(cls, v: tuple[float, ...]) -> tuple[float, ...]:
-        if not v:
-            raise ValueError("give at least one object fraction for the bridge")
-        if len(set(v)) != len(v):
-            raise ValueError(f"fractions repeat: {list(v)}")
-        bad = [f for f in v if not 0 < f < 1]
-        if bad:
-            raise ValueError(f"fractions must lie strictly between 0 and 1, got {bad}")
-        return tuple(sorted(float(f) for f in v))
+        return tuple(sorted(check_fractions(v)))
 
 
 def metric_row(
     variant: str, group: str, metric: str, seed: int, value: float, cases: int, fraction: float | None = None
 ) -> dict[str, Any]:
-    return {
-        "analysis": "crossmodal",
-        "variant": variant,
-        "control": NO_CONTROL,
-        "group": group,
-        "metric": metric,
-        "seed": seed,
-        "value": value,
-        "fraction": np.nan if fraction is None else fraction,
-        "cases": cases,
-    }
+    return result_row(
+        "crossmodal",
+        variant,
+        group,
+        metric,
+        seed,
+        value,
+        fraction=np.nan if fraction is None else fraction,
+        cases=cases,
+    )
 
 
 def scored_scenes(scenes: SceneSet, settings: CrossmodalSettings) -> np.ndarray:
