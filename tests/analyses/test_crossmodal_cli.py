@@ -6,51 +6,40 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from bindscope.analyses import ProbeSettings, run_probe
+from bindscope.embeddings.store import import_embeddings
 from cli_checks import assert_one_line_error
 from tiny_models import save_tiny_clip
 
 
 @pytest.fixture(scope="module")
 def clip_embeddings(tmp_path_factory: pytest.TempPathFactory, clevr_images_dir: Path, run_cli_module) -> Path:
-    """Image, caption and single-object caption embeddings of one tiny random CLIP (sibling folders),
-    and a second model's captions."""
+    """Image, caption and single-object caption embeddings of one tiny random CLIP (sibling folders, through
+    the real CLI); captions of another model (imported); a probe result per modality (the Python API)."""
     root = tmp_path_factory.mktemp("crossmodal")
     clip = save_tiny_clip(root / "tiny-clip")
-    other = save_tiny_clip(root / "other-clip", seed=1)
-    for name, model, modality, extra in (
-        ("image", clip, "image", ()),
-        ("text", clip, "text", ()),
-        ("text-single", clip, "text", ("--single-objects",)),
-        ("other-text", other, "text", ()),
+    for name, modality, extra in (
+        ("image", "image", ()),
+        ("text", "text", ()),
+        ("text-single", "text", ("--single-objects",)),
     ):
         out = run_cli_module(
-            "embed",
-            clevr_images_dir,
-            "--model",
-            f"hf:{model}",
-            "--modality",
-            modality,
-            *extra,
-            "--out",
-            root / "emb" / name,
-            "-q",
-        )
+            "embed", clevr_images_dir, "--model", f"hf:{clip}", "--modality", modality, *extra,
+            "--out", root / "emb" / name, "-q",
+        )  # fmt: skip
         assert out.returncode == 0, out.stderr
+    text = np.load(root / "emb" / "text" / "embeddings.npy")
+    np.save(root / "other.npy", text[:, ::-1].copy())
+    import_embeddings(
+        clevr_images_dir, root / "other.npy", name="other", modality="text", out=root / "emb" / "other-text",
+        model_spec="hf:another/model",
+    )  # fmt: skip
     for modality in ("image", "text"):
-        done = run_cli_module(
-            "probe",
-            root / "emb" / modality,
-            "--seeds",
-            "0",
-            "--optimizer",
-            "lbfgs",
-            "--out",
-            root / f"probe-{modality}",
-        )
-        assert done.returncode == 0, done.stderr
+        run_probe(root / "emb" / modality, root / f"probe-{modality}", ProbeSettings(seeds=(0,), optimizer="lbfgs"))
     return root
 
 
