@@ -28,7 +28,7 @@ from bindscope.analyses.crossmodal.retrieval import (
     retrieval_hits,
     retrieve,
 )
-from bindscope.analyses.crossmodal.swaps import SwapCases, swap_cases, swap_scores, swap_wins
+from bindscope.analyses.crossmodal.swaps import SwapCases, mean_and_count, swap_cases, swap_scores, swap_wins
 from bindscope.analyses.metrics import format_spread, nested
 from bindscope.analyses.results import ResultFiles, result_row, spread, tidy
 from bindscope.analyses.scene_index import concept_roles
@@ -164,8 +164,9 @@ class Scorer:
         asked = self.query_rows(len(part))
         queries = np.arange(len(part)) if asked is None else asked
         found_all = retrieve(self.image[part], text[part], self.tick, self.device, asked)
+        hits_all = retrieval_hits(found_all, self.scenes.subset(part), queries)
         for direction, found in found_all.items():
-            hits = retrieval_hits(found, self.scenes.subset(part), queries)
+            hits = hits_all[direction]
             for metric, hit in hits.items():
                 metrics[f"{direction}_{metric}"] = mean_and_count(hit)
             top1 = np.full(len(part), -1, dtype=np.int64)
@@ -176,10 +177,6 @@ class Scorer:
                 column[queries] = hits[f"{kind}@1"]
                 frame[f"{direction}_{kind}"] = column
         return metrics, frame
-
-
-def mean_and_count(values: np.ndarray) -> tuple[float, int]:
-    return (float(np.mean(values)) if len(values) else float("nan")), int(len(values))
 
 
 def fit(

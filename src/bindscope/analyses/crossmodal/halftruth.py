@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bindscope.analyses.crossmodal.swaps import pairwise_accuracy, row_cosines
+from bindscope.analyses.crossmodal.swaps import mean_and_count, pairwise_accuracy, row_cosines
 from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
 
@@ -63,13 +63,9 @@ def half_truth_rates(
     for kind, (img, longer) in half_truth_pairs(scenes, attribute, noun).items():
         short = row_cosines(image, singles, img, ids[img, 0])
         wrong = row_cosines(image, text, img, longer)
-        out[kind] = rate(pairwise_accuracy(wrong, short))
+        out[kind] = mean_and_count(pairwise_accuracy(wrong, short))
     rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
     full = row_cosines(image, text, rows, rows)
     short = row_cosines(image, singles, rows, ids[rows, 0])
-    out["full_beats_short"] = rate(pairwise_accuracy(full, short))
+    out["full_beats_short"] = mean_and_count(pairwise_accuracy(full, short))
     return out
-
-
-def rate(wins: np.ndarray) -> tuple[float, int]:
-    return (float(wins.mean()) if len(wins) else float("nan")), int(len(wins))

@@ -87,21 +87,26 @@ def top_k(queries: torch.Tensor, keys: torch.Tensor, k: int, tick: Callable[[], 
     return out
 
 
-def retrieval_hits(retrieved: np.ndarray, scenes: SceneSet, queries: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Per query and top-k: strict and concept-level hits ``{"strict@k": bool [Q]}``.
+def retrieval_hits(
+    found: dict[str, np.ndarray], scenes: SceneSet, queries: np.ndarray | None = None
+) -> dict[str, dict[str, np.ndarray]]:
+    """Per direction, query and top-k: strict and concept-level hits ``{direction: {"strict@k": bool [Q]}}``.
 
-    Query row i is scene ``queries[i]`` of ``scenes`` (default: scene i); ``retrieved`` holds scene rows.
+    ``found``: per direction the retrieved scene rows ``[Q, k]`` (:func:`retrieve`); query row i is scene
+    ``queries[i]`` of ``scenes`` (default: scene i). The scenes' keys are computed once for all directions.
     """
     rows = np.arange(len(scenes)) if queries is None else np.asarray(queries)
     other = same_objects(scenes)[rows]
     bags = bag_keys(scenes)
-    strict = (retrieved == rows[:, None]) | (retrieved == other[:, None])
-    concept = bags[retrieved] == bags[rows][:, None]
-    out = {}
-    for k in TOP:
-        if k <= retrieved.shape[1]:
-            out[f"strict@{k}"] = strict[:, :k].any(axis=1)
-            out[f"concept@{k}"] = concept[:, :k].any(axis=1)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for direction, retrieved in found.items():
+        strict = (retrieved == rows[:, None]) | (retrieved == other[:, None])
+        concept = bags[retrieved] == bags[rows][:, None]
+        hits = out.setdefault(direction, {})
+        for k in TOP:
+            if k <= retrieved.shape[1]:
+                hits[f"strict@{k}"] = strict[:, :k].any(axis=1)
+                hits[f"concept@{k}"] = concept[:, :k].any(axis=1)
     return out
 
 
@@ -125,6 +130,6 @@ def retrieve(
 def retrieval(image: np.ndarray, text: np.ndarray, scenes: SceneSet) -> dict[str, dict[str, float]]:
     """Strict and concept-level top-1 / top-5 accuracy, image -> text and text -> image."""
     return {
-        direction: {m: float(h.mean()) for m, h in retrieval_hits(found, scenes).items()}
-        for direction, found in retrieve(image, text).items()
+        direction: {m: float(h.mean()) for m, h in hits.items()}
+        for direction, hits in retrieval_hits(retrieve(image, text), scenes).items()
     }

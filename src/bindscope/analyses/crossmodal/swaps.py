@@ -29,6 +29,11 @@ def pairwise_accuracy(correct: np.ndarray, negative: np.ndarray, tolerance: floa
     return np.where(np.abs(diff) <= tolerance, 0.5, np.where(diff > 0, 1.0, 0.0))
 
 
+def mean_and_count(values: np.ndarray) -> tuple[float, int]:
+    """The mean of per-pair scores (NaN when there are none) and their number."""
+    return (float(np.mean(values)) if len(values) else float("nan")), int(len(values))
+
+
 def row_cosines(a: np.ndarray, b: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray, chunk: int = 65536) -> np.ndarray:
     """``cos(a[rows_a[i]], b[rows_b[i]])`` for every i, in chunks (float64 accumulation)."""
     out = np.empty(len(rows_a), dtype=np.float64)
@@ -104,4 +109,4 @@ def swap_wins(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def swap_accuracy(scores: dict[str, np.ndarray]) -> dict[str, float]:
     """The mean of :func:`swap_wins` (NaN where no scene has the swap)."""
-    return {name: float(w.mean()) if len(w) else float("nan") for name, w in swap_wins(scores).items()}
+    return {name: mean_and_count(w)[0] for name, w in swap_wins(scores).items()}
