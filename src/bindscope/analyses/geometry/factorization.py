@@ -1,0 +1,84 @@
+"""Linear factorization of object vectors (docs/method.md §8): ``x[o] ≈ mu + sum_c u_c[v_c(o)]``.
+
+Exact least squares on the one-hot concept design (the decomposition analysis's solver), with each
+concept's components centred over its values (the intercept absorbs their means), so that the
+components are identifiable and comparable across concepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bindscope.analyses.decomposition import design_columns, fit_additive, r2_score
+from bindscope.space.concepts import ConceptSpace, SceneSet
+
+
+@dataclass(frozen=True)
+class Factorization:
+    """``mu`` ``[D]`` and per concept its components ``[V_c, D]`` (centred over the values)."""
+
+    mu: np.ndarray
+    components: list[np.ndarray]
+
+    def predict(self, objects: np.ndarray) -> np.ndarray:
+        """Reconstruction ``[n, D]`` of objects given by their values ``[n, C]``."""
+        out = np.repeat(self.mu[None, :], len(objects), axis=0)
+        for c, table in enumerate(self.components):
+            out += table[objects[:, c]]
+        return out
+
+
+def object_scenes(space: ConceptSpace) -> SceneSet:
+    """Every object of the space alone, row = object id."""
+    return SceneSet.enumerate(space, 1)
+
+
+def factorize(vectors: np.ndarray, space: ConceptSpace, rows: np.ndarray | None = None) -> Factorization:
+    """The least-squares factorization of the object vectors ``[U, D]`` (row = object id) on ``rows``."""
+    scenes = object_scenes(space)
+    rows = np.arange(space.num_objects) if rows is None else np.asarray(rows)
+    columns, width = design_columns(scenes.subset(rows), "concept_additive")
+    coef = fit_additive(columns, width, np.asarray(vectors, dtype=np.float64)[rows]).coef
+    mu = coef[0].copy()
+    components, start = [], 1
+    for size in space.sizes:
+        table = coef[start : start + size]
+        mean = table.mean(axis=0)
+        components.append(table - mean)
+        mu += mean
+        start += size
+    return Factorization(mu, components)
+
+
+def factorization_scores(
+    vectors: np.ndarray, space: ConceptSpace, train: np.ndarray, test: np.ndarray
+) -> dict[str, float]:
+    """R² of the factorization fitted on ``train`` objects: on them, and on ``test`` objects (SST around
+    the training mean, so a constant predictor scores about 0)."""
+    y = np.asarray(vectors, dtype=np.float64)
+    objects = space.all_objects()
+    fit = factorize(y, space, train)
+    centre = y[train].mean(axis=0)
+    return {
+        "r2_train": r2_score(y[train], fit.predict(objects[train])),
+        "r2_test": r2_score(y[test], fit.predict(objects[test]), centre) if len(test) else float("nan"),
+    }
+
+
+def residual_norms(vectors: np.ndarray, fit: Factorization, space: ConceptSpace) -> np.ndarray:
+    """Per object, ``|x - x_hat| / |x - mu|``: how much of it the factorization leaves out."""
+    y = np.asarray(vectors, dtype=np.float64)
+    residual = np.linalg.norm(y - fit.predict(space.all_objects()), axis=1)
+    return residual / np.maximum(np.linalg.norm(y - fit.mu, axis=1), 1e-12)
+
+
+def whitening(vectors: np.ndarray, ridge: float = 1e-3) -> np.ndarray:
+    """A whitening map ``W`` ``[D, D]`` (apply as ``x @ W``): the inverse square root of the object vectors'
+    covariance, regularised by ``ridge`` times its mean eigenvalue."""
+    y = np.asarray(vectors, dtype=np.float64)
+    cov = np.cov(y, rowvar=False)
+    evals, evecs = np.linalg.eigh(cov)
+    evals = np.maximum(evals, 0.0) + ridge * max(float(evals.mean()), 1e-12)
+    return (evecs / np.sqrt(evals)) @ evecs.T
