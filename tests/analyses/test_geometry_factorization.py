@@ -70,3 +70,17 @@ def test_whitening_makes_the_covariance_the_identity(space: ConceptSpace) -> Non
     x = np.random.default_rng(0).normal(size=(500, 8)) @ np.diag([10, 5, 2, 1, 1, 1, 0.5, 0.1])
     w = whitening(x, ridge=0.0)
     assert np.allclose(np.cov(x @ w, rowvar=False), np.eye(8), atol=1e-6)
+
+
+def test_held_out_sweep_separates_factorised_from_random(space: ConceptSpace) -> None:
+    from bindscope.analyses.geometry.sweeps import held_out_rows
+
+    x, _ = orthogonal_objects(space)
+    rows = held_out_rows(x, space, (0.5, 0.7), (0, 1))
+    got = {(r["seed"], r["fraction"], r["metric"]): r["value"] for r in rows}
+    assert {m for _, _, m in got} >= {"raw_r2_test", "whitened_r2_test", "head_object", "head_color"}
+    assert min(v for (_, _, m), v in got.items() if m == "raw_r2_test") > 0.99
+    assert min(v for (_, _, m), v in got.items() if m == "whitened_r2_test") > 0.9  # noise dims regularised
+    noise = np.random.default_rng(0).normal(size=x.shape)
+    bad = held_out_rows(noise, space, (0.5,), (0,))
+    assert max(r["value"] for r in bad if r["metric"] == "raw_r2_test") < 0.1

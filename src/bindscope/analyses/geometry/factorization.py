@@ -74,9 +74,10 @@ def residual_norms(vectors: np.ndarray, fit: Factorization, space: ConceptSpace)
     return residual / np.maximum(np.linalg.norm(y - fit.mu, axis=1), 1e-12)
 
 
-def whitening(vectors: np.ndarray, ridge: float = 1e-3) -> np.ndarray:
+def whitening(vectors: np.ndarray, ridge: float = 0.1) -> np.ndarray:
     """A whitening map ``W`` ``[D, D]`` (apply as ``x @ W``): the inverse square root of the object vectors'
-    covariance, regularised by ``ridge`` times its mean eigenvalue."""
+    covariance, regularised by ``ridge`` times its mean eigenvalue (few objects in many dimensions leave
+    most eigenvalues near zero: without the ridge their noise would be blown up to unit variance)."""
     y = np.asarray(vectors, dtype=np.float64)
     cov = np.cov(y, rowvar=False)
     evals, evecs = np.linalg.eigh(cov)
