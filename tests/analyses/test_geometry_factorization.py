@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bindscope.analyses.geometry.factorization import (
+    concept_shares,
     factorization_scores,
     factorize,
     residual_norms,
@@ -52,6 +53,8 @@ def test_orthogonal_sums_factorize(space: ConceptSpace) -> None:
     scores = factorization_scores(x, space, train, test)
     assert scores["r2_train"] > 0.99 and scores["r2_test"] > 0.99
     assert residual_norms(x, fit, space).max() < 0.05
+    shares = concept_shares(x, fit, space)
+    assert set(shares) == {"color", "shape"} and abs(sum(shares.values()) - scores["r2_train"]) < 0.01
     cos = component_cosines(fit.components)
     assert cos["across"] < 0.05 and cos["within"] > 0.1
     assert principal_angles(fit.components[0], fit.components[1]).min() > 80

@@ -67,6 +67,18 @@ def factorization_scores(
     }
 
 
+def concept_shares(vectors: np.ndarray, fit: Factorization, space: ConceptSpace) -> dict[str, float]:
+    """Per concept, the share of the object vectors' variance its components carry:
+    ``sum_o |u_c[v_c(o)]|² / sum_o |x_o - mean|²`` (on a complete design the shares add up to R²)."""
+    y = np.asarray(vectors, dtype=np.float64)
+    sst = float(((y - y.mean(axis=0)) ** 2).sum())
+    objects = space.all_objects()
+    return {
+        name: float((table[objects[:, c]] ** 2).sum()) / sst if sst > 0 else float("nan")
+        for c, (name, table) in enumerate(zip(space.concepts, fit.components))
+    }
+
+
 def residual_norms(vectors: np.ndarray, fit: Factorization, space: ConceptSpace) -> np.ndarray:
     """Per object, ``|x - x_hat| / |x - mu|``: how much of it the factorization leaves out."""
     y = np.asarray(vectors, dtype=np.float64)
