@@ -203,13 +203,16 @@ def _truncate_csv(d: Path) -> None:
 def test_custom_yaml_dataset(tmp_path: Path) -> None:
     ds = build_dataset(Path(__file__).parents[2] / "configs" / "custom_space.yaml", tmp_path / "c")
     assert ds.name == "sized_shapes"
-    assert len(ds) == 2000 + 24
+    assert len(ds) == 2000 + 36
+    assert ds.space.ordinal == ("size",)
+    assert ds.preset.config.ordinal == ["size"]
     assert ds.scenes.max_objects == 3
     assert ds.captions[0].count(" and ") == 2
     ids = ds.scenes.object_ids()[:2000]
     assert (ids[:, 0] != ids[:, 1]).all()  # allow_identical: false
     again = load_dataset(tmp_path / "c")
     np.testing.assert_array_equal(again.scenes.scenes, ds.scenes.scenes)
+    assert again.space.ordinal == ("size",)
 
 
 # -- attached images -------------------------------------------------------------------------------------

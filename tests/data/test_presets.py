@@ -73,6 +73,17 @@ def test_sampled_yaml_is_seeded(tmp_path: Path) -> None:
     assert len(a) == 10
 
 
+def test_ordinal_concepts_two_spellings(tmp_path: Path) -> None:
+    inline = load_preset(_yaml(tmp_path, MINIMAL.replace("[red, blue]", "{values: [red, blue], ordinal: true}")))
+    listed = load_preset(_yaml(tmp_path, MINIMAL + "ordinal: [color]\n"))
+    plain = load_preset(_yaml(tmp_path, MINIMAL))
+    assert inline.space.ordinal == listed.space.ordinal == ("color",)
+    assert inline.to_dict()["concepts"] == plain.to_dict()["concepts"] and inline.to_dict()["ordinal"] == ["color"]
+    assert inline.space == plain.space
+    assert inline.build_scenes().content_hash() == plain.build_scenes().content_hash()
+    assert plain.space.ordinal == () and plain.space.with_ordinal(["shape"]).ordinal == ("shape",)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -96,6 +107,11 @@ def test_sampled_yaml_is_seeded(tmp_path: Path) -> None:
         (MINIMAL + "scenes: {mode: sample, num_scenes: 100}\n", None),  # raised at build time
         (MINIMAL + "slot_layout: [left]\n", "slot_layout names 1 slots but objects_per_scene is 2"),
         (MINIMAL.replace("name: tiny", "name: 'a b/c'"), "name: .*letters, digits"),
+        (MINIMAL + "ordinal: [size]\n", "ordinal concept 'size' is not a concept; this space has color, shape"),
+        (MINIMAL + "ordinal: [color, color]\n", "ordinal concepts repeat"),
+        (MINIMAL.replace("[red, blue]", "{values: [red], ordinal: true}"), "ordinal concept 'color' has one value"),
+        (MINIMAL.replace("[red, blue]", "{vals: [red, blue]}"), "concept 'color': write a list of values, or"),
+        (MINIMAL.replace("[red, blue]", "{values: [red, blue], ordinal: yes please}"), "ordinal must be true or false"),
     ],
 )
 def test_bad_yaml_messages(tmp_path: Path, text: str, message: str | None) -> None:

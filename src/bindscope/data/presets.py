@@ -79,6 +79,7 @@ class PresetConfig(BaseModel):
     name: str = Field(min_length=1)
     description: str = ""
     concepts: dict[str, list[str]]
+    ordinal: list[str] = Field(default_factory=list)
     objects_per_scene: int = Field(ge=1)
     scenes: SceneConfig = Field(default_factory=SceneConfig)
     caption: CaptionConfig | None = None
@@ -95,6 +96,29 @@ class PresetConfig(BaseModel):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
             raise ValueError("use letters, digits, '_', '-' and '.' only")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ordinal_inline(cls, data: Any) -> Any:
+        """Accept ``size: {values: [small, large], ordinal: true}`` in ``concepts`` as well as ``ordinal: [size]``."""
+        if not isinstance(data, dict) or not isinstance(data.get("concepts"), dict):
+            return data
+        concepts, ordinal = {}, list(data.get("ordinal") or [])
+        for name, entry in data["concepts"].items():
+            if isinstance(entry, dict):
+                unknown = sorted(set(entry) - {"values", "ordinal"})
+                if unknown or "values" not in entry:
+                    raise ValueError(
+                        f"concept {name!r}: write a list of values, or {{values: [...], ordinal: true}} "
+                        f"(got keys {sorted(entry)})"
+                    )
+                if entry.get("ordinal") is True and name not in ordinal:
+                    ordinal.append(name)
+                elif entry.get("ordinal") not in (None, True, False):
+                    raise ValueError(f"concept {name!r}: ordinal must be true or false, got {entry['ordinal']!r}")
+                entry = entry["values"]
+            concepts[name] = entry
+        return {**data, "concepts": concepts, "ordinal": ordinal}
 
     @field_validator("concepts")
     @classmethod
@@ -155,7 +179,7 @@ def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
     """Validate a config mapping into a :class:`Preset`; errors are one line naming ``origin``."""
     config = validate_settings(PresetConfig, data, origin)
     try:
-        space = ConceptSpace.from_dict(config.concepts)
+        space = ConceptSpace.from_dict(config.concepts, config.ordinal)
         if config.caption is None:
             template = default_template(space)
         else:

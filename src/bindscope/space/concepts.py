@@ -33,21 +33,28 @@ class ConceptSpace:
         Concept names, in order (concept 0 is the fastest-varying digit of an object id).
     values
         For each concept, its value names in index order.
+    ordinal
+        Concepts whose values are ordered (``small < medium < large``: index order is rank order),
+        used by rank axes (§8). It describes the values, not the objects: it does not take part in
+        equality or in the content hash.
     """
 
     concepts: tuple[str, ...]
     values: tuple[tuple[str, ...], ...]
+    ordinal: tuple[str, ...] = field(default=(), compare=False)
     _strides: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "concepts", tuple(self.concepts))
         object.__setattr__(self, "values", tuple(tuple(v) for v in self.values))
+        object.__setattr__(self, "ordinal", tuple(self.ordinal))
         _validate_space(self.concepts, self.values)
+        _validate_ordinal(self.concepts, self.values, self.ordinal)
         strides = np.cumprod([1, *self.sizes[:-1]]).astype(np.int64)
         object.__setattr__(self, "_strides", strides)
 
     @classmethod
-    def from_dict(cls, mapping: Mapping[str, Sequence[str]]) -> ConceptSpace:
+    def from_dict(cls, mapping: Mapping[str, Sequence[str]], ordinal: Sequence[str] = ()) -> ConceptSpace:
         """Build a space from ``{concept: [values...]}`` (insertion order is concept order)."""
         if not isinstance(mapping, Mapping):
             raise BindscopeError(f"concepts must be a mapping {{concept: [values]}}, got {type(mapping).__name__}")
@@ -56,7 +63,12 @@ class ConceptSpace:
             if isinstance(vals, str) or not isinstance(vals, Sequence):
                 raise BindscopeError(f"concept {name!r} must list its values, e.g. {name}: [a, b], got {vals!r}")
             values.append(tuple(vals))
-        return cls(tuple(mapping), tuple(values))
+        return cls(tuple(mapping), tuple(values), tuple(ordinal))
+
+    def with_ordinal(self, names: Sequence[str]) -> ConceptSpace:
+        """The same space with ``names`` marked ordinal too (values in their index order)."""
+        added = [n for n in names if n not in self.ordinal]
+        return ConceptSpace(self.concepts, self.values, (*self.ordinal, *added)) if added else self
 
     def to_dict(self) -> dict[str, list[str]]:
         """``{concept: [values...]}`` in concept order."""
@@ -190,6 +202,16 @@ def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ..
         dupes = sorted({v for v in vals if vals.count(v) > 1})
         if dupes:
             raise BindscopeError(f"concept {name!r} lists value(s) {', '.join(map(repr, dupes))} more than once")
+
+
+def _validate_ordinal(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ...], ordinal: tuple[str, ...]) -> None:
+    for name in ordinal:
+        if name not in concepts:
+            raise BindscopeError(f"ordinal concept {name!r} is not a concept; this space has {', '.join(concepts)}")
+        if len(values[concepts.index(name)]) < 2:
+            raise BindscopeError(f"ordinal concept {name!r} has one value; an order needs at least two")
+    if len(set(ordinal)) != len(ordinal):
+        raise BindscopeError(f"ordinal concepts repeat: {list(ordinal)}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.analyses.intervene.banks import pos_avg_bank, single_bank
+from bindscope.analyses.object_banks import pos_avg_bank, single_bank
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import SceneSet
 

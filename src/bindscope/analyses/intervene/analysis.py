@@ -19,7 +19,7 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
-from bindscope.analyses.intervene.banks import (
+from bindscope.analyses.object_banks import (
     BANKS,
     Bank,
     BankName,
