@@ -35,9 +35,9 @@ import time
 import numpy as np
 import torch
 
-from bindscope.analyses.object_banks import Bank, obj_avg_bank, pos_avg_bank, single_bank
 from bindscope.analyses.intervene.edits import EditPlan, plan_edits
 from bindscope.analyses.intervene.score import Job, score_jobs
+from bindscope.analyses.object_banks import Bank, obj_avg_bank, pos_avg_bank, single_bank
 from bindscope.data.presets import get_preset
 from bindscope.space.concepts import SceneSet
 

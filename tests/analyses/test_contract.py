@@ -16,6 +16,7 @@ from bindscope.analyses import (
     ComplexitySettings,
     CrossmodalSettings,
     DecomposeSettings,
+    GeometrySettings,
     InterveneSettings,
     ProbeSettings,
     get_analysis,
@@ -44,6 +45,7 @@ QUICK = {
     ),
     "intervene": InterveneSettings(k=(0.0, 1.0)),
     "crossmodal": CrossmodalSettings(fractions=(0.5,), seeds=(0,)),
+    "geometry": GeometrySettings(fractions=(0.5,), seeds=(0,)),
 }
 
 
@@ -63,7 +65,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory, arrays: AnalysisInputs) ->
 
 
 def test_the_registry_lists_every_analysis_with_its_contract() -> None:
-    assert list_analyses() == ["complexity", "crossmodal", "decompose", "intervene", "probe"]
+    assert list_analyses() == ["complexity", "crossmodal", "decompose", "geometry", "intervene", "probe"]
     for name in list_analyses():
         analysis = get_analysis(name)
         assert analysis.name == name and analysis.title
@@ -73,9 +75,10 @@ def test_the_registry_lists_every_analysis_with_its_contract() -> None:
     assert get_analysis("intervene").uses == {"probes", "singles"}
     assert get_analysis("crossmodal").needs == {"embeddings", "other"}
     assert get_analysis("crossmodal").uses == {"singles", "unimodal"}
+    assert get_analysis("geometry").needs == {"embeddings"} and get_analysis("geometry").uses == {"singles"}
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal"])
+@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal", "geometry"])
 def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name: str) -> None:
     summary = json.loads((folders[name] / "summary.json").read_text())
     assert list(summary)[: len(HEADER_KEYS)] == list(HEADER_KEYS)  # the header comes first
@@ -92,7 +95,7 @@ def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name:
     assert len(pd.read_csv(folders[name] / "results.csv")) == len(table)
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal"])
+@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal", "geometry"])
 def test_load_result_round_trips(folders: dict[str, Path], name: str) -> None:
     loaded = load_result(folders[name], name)
     assert loaded.analysis == name and loaded.path == folders[name]

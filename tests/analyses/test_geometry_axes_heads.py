@@ -33,6 +33,7 @@ def test_an_ordinal_concept_is_ranked_from_its_extremes() -> None:
     axis = extremes_axis(x[labelled], ranks[labelled])
     score = rankability(axis, x[held], ranks[held])
     assert score["spearman"] > 0.95 and score["pairwise"] > 0.95
+    assert score["spearman"] <= score["spearman_ceiling"] < 1  # ties: 5 ranks over 98 objects
     labelled = labelled_sample(ranks, 32, seed=0)
     held = np.setdiff1d(np.arange(len(ranks)), labelled)
     assert rankability(least_squares_axis(x[labelled], ranks[labelled]), x[held], ranks[held])["spearman"] > 0.9
@@ -69,3 +70,20 @@ def test_factorised_objects_generalise_to_unseen_combinations() -> None:
     assert good["object"] > 0.95 and good["color"] > 0.95
     assert bad["color"] < 0.4 and bad["object"] < 0.2
     assert chance(space) == {"color": 1 / 8, "shape": 1 / 8, "object": 1 / 64}
+
+
+def test_rank_axis_rows_planted_and_shuffled() -> None:
+    from bindscope.analyses.geometry.sweeps import rank_axis_rows
+
+    space = ConceptSpace.from_dict({"size": ["s", "m", "l", "xl"], "color": [f"c{i}" for i in range(12)]})
+    ranks = space.all_objects()[:, 0]
+    every = np.arange(space.num_objects)
+    rows = rank_axis_rows(ordinal_objects(ranks, noise=0.1), space, every, "size", (2, 8), (0, 1))
+    spearman = {(r["variant"], r["labelled"], r["seed"]): r["value"] for r in rows if r["metric"] == "spearman"}
+    assert {n for _, n, _ in spearman} == {2, 8, 24}  # 2, 8 and all 24 labelled candidates
+    assert min(v for (m, n, _), v in spearman.items() if m == "rank_axis:extremes" and n == 2) > 0.95
+    assert all(r["group"] == "size" and r["objects"] == 24 for r in rows)
+    shuffled = ordinal_objects(np.random.default_rng(5).permutation(ranks), noise=0.1)
+    bad = rank_axis_rows(shuffled, space, every, "size", (2, 8), (0, 1, 2))
+    far = [r["value"] for r in bad if r["metric"] == "spearman" and r["labelled"] == 24]
+    assert np.mean(np.abs(far)) < 0.3

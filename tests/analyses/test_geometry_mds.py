@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bindscope.analyses.geometry.mds import cosine_distances, mds_3d, quad_picture, quad_points
+from bindscope.analyses.geometry.mds import composite_keys, cosine_distances, mds_3d, quad_picture, quad_points
 
 
 def test_a_square_is_recovered_up_to_rotation() -> None:
@@ -19,14 +19,16 @@ def test_a_square_is_recovered_up_to_rotation() -> None:
 def test_quad_points_and_distances() -> None:
     rng = np.random.default_rng(0)
     simple = rng.normal(size=(3, 4, 16))
-    composite = rng.normal(size=(3, 4, 3, 4, 16))
+    table = rng.normal(size=(3, 4, 3, 4, 16))
+    composite = {key: table[key] for key in composite_keys((0, 1, 2, 3))}
+    assert len(composite) == 6 and (0, 1, 2, 3) in composite and (0, 1, 0, 1) not in composite
     labels, categories, vectors = quad_points(simple, composite, (0, 1, 2, 3))
     assert labels[:8] == ["B", "C", "R", "S", "BC", "BS", "RC", "RS"]
     assert {"BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS"} <= set(labels)
     assert "BC+RS" not in labels and "BC + RS" in labels and "B+C" in labels
     assert len(labels) == len(set(labels)) == len(vectors) == 4 + 4 + 6 + 4 + 6
     assert set(categories) == {"mean", "simple", "composite", "synthetic"}
-    assert np.allclose(vectors[labels.index("BCRS")], composite[0, 1, 2, 3])
+    assert np.allclose(vectors[labels.index("BCRS")], table[0, 1, 2, 3])
     mu = simple.mean(axis=(0, 1))
     assert np.allclose(vectors[labels.index("BC + RS")], simple[0, 1] + simple[2, 3] - mu)
     d = cosine_distances(vectors)
@@ -34,5 +36,7 @@ def test_quad_points_and_distances() -> None:
     # i == k and j == l: R is B, S is C, every simple object is BC and no composite has two objects
     labels, _, _ = quad_points(simple, composite, (0, 1, 0, 1))
     assert labels == ["B", "C", "BC", "B+C", "BC + RS"]
+    partial = {key: v for key, v in composite.items() if key != (0, 1, 2, 3)}  # a composite without scenes
+    assert "BCRS" not in quad_points(simple, partial, (0, 1, 2, 3))[0]
     picture = quad_picture(simple, composite, (0, 1, 2, 3))
     assert picture.coords.shape == (len(picture.labels), 3) and picture.normalized_stress < 1

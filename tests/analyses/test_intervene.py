@@ -10,9 +10,9 @@ import pytest
 
 from bindscope.analyses import AnalysisInputs, InterveneSettings, run_analysis
 from bindscope.analyses.intervene.analysis import BAG, UNEDITED, at_k, intervene_analysis
-from bindscope.analyses.object_banks import group_means, obj_avg_bank, pos_avg_bank, single_bank
 from bindscope.analyses.intervene.edits import draw_targets, plan_edits
 from bindscope.analyses.intervene.score import Job, score_jobs
+from bindscope.analyses.object_banks import group_means, obj_avg_bank, pos_avg_bank, single_bank
 from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset

@@ -2,7 +2,7 @@
 
 >>> from bindscope.analyses import list_analyses, get_analysis, run_analysis, load_inputs, load_result
 >>> list_analyses()
-['complexity', 'crossmodal', 'decompose', 'intervene', 'probe']
+['complexity', 'crossmodal', 'decompose', 'geometry', 'intervene', 'probe']
 >>> settings = get_analysis("probe").Settings(seeds=(0,))          # doctest: +SKIP
 >>> run_analysis("probe", load_inputs("emb/clip"), "results/probe", settings)   # doctest: +SKIP
 """
@@ -16,6 +16,8 @@ from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Resul
 from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, resolve_budget
 from bindscope.analyses.crossmodal.analysis import CrossmodalSettings
 from bindscope.analyses.decompose import DecomposeSettings
+from bindscope.analyses.geometry.analysis import GeometrySettings
+from bindscope.analyses.geometry_runs import GeometryRun, geometry_inputs, run_geometry
 from bindscope.analyses.inputs import Inputs, load_frozen_probes, load_inputs
 from bindscope.analyses.intervene.analysis import InterveneSettings
 from bindscope.analyses.probe import ProbeSettings
@@ -176,12 +178,15 @@ __all__ = [
     "ComplexitySettings",
     "CrossmodalSettings",
     "DecomposeSettings",
+    "GeometryRun",
+    "GeometrySettings",
     "Inputs",
     "InterveneSettings",
     "LoadedResult",
     "ProbeSettings",
     "Result",
     "crossmodal_inputs",
+    "geometry_inputs",
     "get_analysis",
     "intervene_inputs",
     "list_analyses",
@@ -194,6 +199,7 @@ __all__ = [
     "run_complexity",
     "run_crossmodal",
     "run_decompose",
+    "run_geometry",
     "run_intervene",
     "run_probe",
     "spread",

@@ -20,6 +20,7 @@ from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.data.datasets import Dataset, load_dataset
 from bindscope.embeddings.store import EmbeddingSet, find_rand_control, find_single_objects, load_embeddings
+from bindscope.space.concepts import SceneSet
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,12 @@ class Inputs:
     unimodal: dict[str, LoadedResult] | None = None
 
     def arrays(self) -> AnalysisInputs:
-        """The arrays the analyses compute on."""
+        """The arrays the analyses compute on (a single-object folder's rows are 1-object scenes)."""
         ctrl = np.asarray(self.control.array) if self.control is not None else None
         singles = np.asarray(self.singles.array) if self.singles is not None else None
         return AnalysisInputs(
             np.asarray(self.embeddings.array),
-            self.dataset.scenes,
+            single_object_scenes(self.embeddings, self.dataset) if self.is_single_objects else self.dataset.scenes,
             control=ctrl,
             probes=self.probes,
             singles=singles,
@@ -52,6 +53,11 @@ class Inputs:
             unimodal={m: probe_accuracies(r) for m, r in self.unimodal.items()} if self.unimodal else None,
             noun=self.dataset.preset.noun,
         )
+
+    @property
+    def is_single_objects(self) -> bool:
+        """Whether the embedding folder itself is a single-object bank (``embed --single-objects``)."""
+        return self.embeddings.rows == "single_objects"
 
     def describe(self) -> dict[str, Any]:
         """Provenance for the result header; each input carries a ``key`` (what its content is)."""
@@ -86,6 +92,12 @@ class Inputs:
                 "key": probes_key(self.probes),
             }
         return out
+
+
+def single_object_scenes(bank: EmbeddingSet, dataset: Dataset) -> SceneSet:
+    """The rows of a single-object bank as 1-object scenes: row ``o * S + s`` is object ``o`` alone."""
+    positions = int(bank.manifest.get("single_positions", 1))
+    return SceneSet.singles(dataset.space).subset(np.repeat(np.arange(dataset.space.num_objects), positions))
 
 
 def describe_embeddings(emb: EmbeddingSet) -> dict[str, Any]:
@@ -160,6 +172,7 @@ def load_inputs(
     other: str | Path | None = None,
     allow_different_models: bool = False,
     unimodal: dict[str, str | Path] | None = None,
+    single_objects: bool = False,
 ) -> Inputs:
     """Load an embedding folder with its dataset (from the manifest unless given), control, probes
     and single-object bank.
@@ -170,13 +183,18 @@ def load_inputs(
     (``bindscope embed --single-objects``) of the same model and modality; without it, a sibling
     folder holding one is used when ``find_singles`` is set. ``other`` is the folder of the other
     modality of the same model; ``unimodal`` maps a modality to a ``bindscope probe`` result folder of it.
+    ``single_objects``: ``emb_dir`` may itself be a single-object folder (its rows then are the 1-object
+    scenes, and it is the single-object bank too).
     """
     emb_dir = Path(emb_dir)
-    raw = load_embeddings(emb_dir)
+    raw = load_embeddings(emb_dir, rows=None if single_objects else "scenes")
     ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
     if not str(ds_path) or not ds_path.is_dir():
         raise BindscopeError(f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR")
     ds = load_dataset(ds_path)
+    if single_objects and raw.rows == "single_objects":
+        emb = load_embeddings(emb_dir, ds, rows="single_objects")
+        return Inputs(emb, ds, singles=emb)
     emb = load_embeddings(emb_dir, ds)
     control_dir = Path(control) if control is not None else (find_rand_control(emb) if find_control else None)
     ctrl = load_embeddings(control_dir, ds) if control_dir is not None else None

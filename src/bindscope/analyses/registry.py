@@ -2,7 +2,7 @@
 
 >>> from bindscope.analyses.registry import list_analyses
 >>> list_analyses()
-['complexity', 'crossmodal', 'decompose', 'intervene', 'probe']
+['complexity', 'crossmodal', 'decompose', 'geometry', 'intervene', 'probe']
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Progr
 from bindscope.analyses.complexity.analysis import ComplexityAnalysis
 from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis
 from bindscope.analyses.decompose import DecomposeAnalysis
+from bindscope.analyses.geometry.analysis import GeometryAnalysis
 from bindscope.analyses.inputs import Inputs, describe_arrays
 from bindscope.analyses.intervene.analysis import InterveneAnalysis
 from bindscope.analyses.probe import ProbeAnalysis
@@ -36,7 +37,14 @@ def register(cls: type[Analysis]) -> type[Analysis]:
     return cls
 
 
-for _builtin in (ProbeAnalysis, DecomposeAnalysis, ComplexityAnalysis, InterveneAnalysis, CrossmodalAnalysis):
+for _builtin in (
+    ProbeAnalysis,
+    DecomposeAnalysis,
+    ComplexityAnalysis,
+    InterveneAnalysis,
+    CrossmodalAnalysis,
+    GeometryAnalysis,
+):
     register(_builtin)
 
 

@@ -67,22 +67,30 @@ def factorization_scores(
     }
 
 
-def concept_shares(vectors: np.ndarray, fit: Factorization, space: ConceptSpace) -> dict[str, float]:
+def concept_shares(
+    vectors: np.ndarray, fit: Factorization, space: ConceptSpace, rows: np.ndarray | None = None
+) -> dict[str, float]:
     """Per concept, the share of the object vectors' variance its components carry:
-    ``sum_o |u_c[v_c(o)]|² / sum_o |x_o - mean|²`` (on a complete design the shares add up to R²)."""
-    y = np.asarray(vectors, dtype=np.float64)
+    ``sum_o |u_c[v_c(o)]|² / sum_o |x_o - mean|²`` over the objects ``rows`` (default all; on a complete
+    design the shares add up to R²)."""
+    rows = np.arange(space.num_objects) if rows is None else np.asarray(rows)
+    y = np.asarray(vectors, dtype=np.float64)[rows]
     sst = float(((y - y.mean(axis=0)) ** 2).sum())
-    objects = space.all_objects()
+    objects = space.all_objects()[rows]
     return {
         name: float((table[objects[:, c]] ** 2).sum()) / sst if sst > 0 else float("nan")
         for c, (name, table) in enumerate(zip(space.concepts, fit.components))
     }
 
 
-def residual_norms(vectors: np.ndarray, fit: Factorization, space: ConceptSpace) -> np.ndarray:
-    """Per object, ``|x - x_hat| / |x - mu|``: how much of it the factorization leaves out."""
-    y = np.asarray(vectors, dtype=np.float64)
-    residual = np.linalg.norm(y - fit.predict(space.all_objects()), axis=1)
+def residual_norms(
+    vectors: np.ndarray, fit: Factorization, space: ConceptSpace, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """Per object of ``rows`` (default all), ``|x - x_hat| / |x - mu|``: how much of it the factorization
+    leaves out."""
+    rows = np.arange(space.num_objects) if rows is None else np.asarray(rows)
+    y = np.asarray(vectors, dtype=np.float64)[rows]
+    residual = np.linalg.norm(y - fit.predict(space.all_objects()[rows]), axis=1)
     return residual / np.maximum(np.linalg.norm(y - fit.mu, axis=1), 1e-12)
 
 

@@ -17,6 +17,7 @@ seed 0; the raw stress and the stress over the sum of squared distances are repo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,13 +58,16 @@ def cosine_distances(vectors: np.ndarray) -> np.ndarray:
     return d
 
 
+Quad = tuple[int, int, int, int]
+
+
 def quad_points(
-    simple: np.ndarray, composite: np.ndarray, quad: tuple[int, int, int, int]
+    simple: np.ndarray, composite: Mapping[Quad, np.ndarray], quad: Quad
 ) -> tuple[list[str], list[str], np.ndarray]:
     """The labelled points of a quadruple (see the module doc).
 
-    ``simple``: ``[A, O, D]`` object vectors by (attribute, noun); ``composite``: ``[A, O, A, O, D]`` scene
-    vectors by (a1, o1, a2, o2).
+    ``simple``: ``[A, O, D]`` object vectors by (attribute, noun); ``composite``: the mean scene vector by
+    (a1, o1, a2, o2) of the 2-object scenes (a composite without scenes is left out).
     """
     i, j, k, m = quad
     s = np.asarray(simple, dtype=np.float64)
@@ -85,7 +89,7 @@ def quad_points(
         add(label, "simple", s[pair])
     for label in ("BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS"):
         first, second = pairs[label[:2]], pairs[label[2:]]
-        if first != second:  # two different objects
+        if first != second and first + second in composite:  # two different objects, with scenes
             add(label, "composite", np.asarray(composite[first + second], dtype=np.float64))
     for pair_label in pairs:
         b, n = pair_label[0], pair_label[1]
@@ -96,7 +100,15 @@ def quad_points(
     return labels, [points[x][0] for x in labels], np.stack([points[x][1] for x in labels])
 
 
-def quad_picture(simple: np.ndarray, composite: np.ndarray, quad: tuple[int, int, int, int], seed: int = 0) -> Picture:
+def composite_keys(quad: Quad) -> list[Quad]:
+    """The (a1, o1, a2, o2) of the composites a quadruple draws."""
+    i, j, k, m = quad
+    pairs = {"BC": (i, j), "BS": (i, m), "RC": (k, j), "RS": (k, m)}
+    labels = ("BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS")
+    return [(*pairs[x[:2]], *pairs[x[2:]]) for x in labels if pairs[x[:2]] != pairs[x[2:]]]
+
+
+def quad_picture(simple: np.ndarray, composite: Mapping[Quad, np.ndarray], quad: Quad, seed: int = 0) -> Picture:
     """The MDS picture of one quadruple."""
     labels, categories, vectors = quad_points(simple, composite, quad)
     distances = cosine_distances(vectors)

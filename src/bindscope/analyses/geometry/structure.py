@@ -18,19 +18,22 @@ def unit(rows: np.ndarray) -> np.ndarray:
     return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
 
 
-def component_cosines(components: list[np.ndarray]) -> dict[str, float]:
-    """Mean |cos| between two components of the same concept (distinct values) and of different concepts."""
+def component_cosine_values(components: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Every |cos| between two components of the same concept (distinct values, each pair once) and
+    between components of different concepts."""
     units = [unit(np.asarray(c, dtype=np.float64)) for c in components]
-    within, across = [], []
+    within, across = [np.zeros(0)], [np.zeros(0)]
     for i, a in enumerate(units):
-        g = np.abs(a @ a.T)
-        within.append(g[~np.eye(len(a), dtype=bool)])
+        within.append(np.abs(a @ a.T)[np.triu_indices(len(a), 1)])
         for b in units[i + 1 :]:
             across.append(np.abs(a @ b.T).ravel())
-    return {
-        "within": float(np.mean(np.concatenate(within))) if within else float("nan"),
-        "across": float(np.mean(np.concatenate(across))) if across else float("nan"),
-    }
+    return {"within": np.concatenate(within), "across": np.concatenate(across)}
+
+
+def component_cosines(components: list[np.ndarray]) -> dict[str, float]:
+    """Mean |cos| between two components of the same concept (distinct values) and of different concepts."""
+    values = component_cosine_values(components)
+    return {k: float(v.mean()) if len(v) else float("nan") for k, v in values.items()}
 
 
 def principal_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:

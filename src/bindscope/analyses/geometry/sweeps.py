@@ -1,8 +1,9 @@
-"""Held-out scores over object-level splits (docs/method.md §8): factorization R² and linear heads.
+"""Held-out scores over object-level splits (docs/method.md §8): factorization R², linear heads, rank axes.
 
 Objects are split at each fraction and seed (covering order, §2: every value is seen from the
 lowest fractions on); the factorization and the heads are fitted on the seen objects and scored on
 the unseen ones, raw and, for the factorization, after whitening with the seen objects' covariance.
+Rank axes are found from a few labelled objects of one half of the objects and scored on the other.
 """
 
 from __future__ import annotations
@@ -13,35 +14,78 @@ import numpy as np
 
 from bindscope.analyses.geometry.factorization import factorization_scores, object_scenes, whitening
 from bindscope.analyses.geometry.heads import head_accuracy
+from bindscope.analyses.geometry.rank_axes import extremes_axis, labelled_sample, least_squares_axis, rankability
+from bindscope.analyses.results import result_row
 from bindscope.space.concepts import ConceptSpace
 from bindscope.space.splits import object_splits
 
+AXIS_METHODS = ("extremes", "least_squares")
+
+
+def row(variant: str, group: str, metric: str, seed: int, value: float, **extra: Any) -> dict[str, Any]:
+    """A geometry results row; ``fraction``, ``labelled`` and ``objects`` are NaN where they do not apply."""
+    blank = {"fraction": np.nan, "labelled": np.nan, "objects": np.nan}
+    return result_row("geometry", variant, group, metric, seed, value, **{**blank, **extra})
+
 
 def held_out_rows(
-    vectors: np.ndarray, space: ConceptSpace, fractions: tuple[float, ...], seeds: tuple[int, ...]
+    vectors: np.ndarray,
+    space: ConceptSpace,
+    present: np.ndarray,
+    fractions: tuple[float, ...],
+    seeds: tuple[int, ...],
+    *,
+    ridge: float = 0.1,
+    c: float = 10.0,
 ) -> list[dict[str, Any]]:
-    """One record per (seed, fraction, metric): factorization R² (raw / whitened, train / test) and head
-    accuracy per concept and per object on the unseen objects."""
+    """Per seed and fraction: factorization R² (variants ``raw`` / ``whitened``, metrics ``r2_train`` /
+    ``r2_test``) and head accuracy on the unseen objects (variant ``heads``, group = concept or ``object``).
+    Only ``present`` objects (ids) take part."""
     scenes = object_scenes(space)
     out: list[dict[str, Any]] = []
     for seed in seeds:
         for split in object_splits(scenes, list(fractions), seed, order="covering"):
-            train, test = split.train_only, split.test_only
+            train = np.intersect1d(split.train_only, present)
+            test = np.intersect1d(split.test_only, present)
             if len(train) < 2 or not len(test):
                 continue
-            w = whitening(vectors[train])
-            scores = {f"raw_{k}": v for k, v in factorization_scores(vectors, space, train, test).items()}
-            scores |= {f"whitened_{k}": v for k, v in factorization_scores(vectors @ w, space, train, test).items()}
-            scores |= {f"head_{k}": v for k, v in head_accuracy(vectors, space, train, test).items()}
-            out += [
-                {
-                    "seed": seed,
-                    "fraction": split.fraction,
-                    "metric": m,
-                    "value": v,
-                    "train": len(train),
-                    "test": len(test),
-                }
-                for m, v in scores.items()
-            ]
+            extra = {"fraction": split.fraction, "objects": len(test)}
+            w = whitening(vectors[train], ridge)
+            for variant, x in (("raw", vectors), ("whitened", vectors @ w)):
+                for metric, value in factorization_scores(x, space, train, test).items():
+                    out.append(row(variant, "all", metric, seed, value, **extra))
+            for group, value in head_accuracy(vectors, space, train, test, c).items():
+                out.append(row("heads", group, "accuracy", seed, value, **extra))
+    return out
+
+
+def rank_axis_rows(
+    vectors: np.ndarray,
+    space: ConceptSpace,
+    present: np.ndarray,
+    concept: str,
+    counts: tuple[int, ...],
+    seeds: tuple[int, ...],
+) -> list[dict[str, Any]]:
+    """Per seed: half the present objects (seeded) are held out; from the others, ``counts`` labelled objects
+    (and all of them) give an axis by each method, scored on the held-out half (Spearman, pairwise order)."""
+    ranks_all = space.all_objects()[:, space.concept_index(concept)]
+    out: list[dict[str, Any]] = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(present)
+        held, pool = np.sort(order[: len(order) // 2]), np.sort(order[len(order) // 2 :])
+        pool_ranks = ranks_all[pool]
+        if pool_ranks.min() == pool_ranks.max() or len(set(ranks_all[held].tolist())) < 2:
+            continue
+        for n in sorted({min(k, len(pool)) for k in counts} | {len(pool)}):
+            labelled = pool[labelled_sample(pool_ranks, n, seed)]
+            r = ranks_all[labelled]
+            axes = {
+                "extremes": extremes_axis(vectors[labelled], r),
+                "least_squares": least_squares_axis(vectors[labelled], r),
+            }
+            for method, axis in axes.items():
+                for metric, value in rankability(axis, vectors[held], ranks_all[held]).items():
+                    out.append(row(f"rank_axis:{method}", concept, metric, seed, value, labelled=n, objects=len(held)))
     return out

@@ -19,6 +19,10 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.intervene.edits import SIDES, EditPlan, check_two_object_scenes, plan_edits
+from bindscope.analyses.intervene.plot import k_curve_plot
+from bindscope.analyses.intervene.score import Job, Scores, job_ks, score_jobs
+from bindscope.analyses.metrics import format_spread
 from bindscope.analyses.object_banks import (
     BANKS,
     Bank,
@@ -28,10 +32,6 @@ from bindscope.analyses.object_banks import (
     pos_avg_bank,
     single_bank,
 )
-from bindscope.analyses.intervene.edits import SIDES, EditPlan, check_two_object_scenes, plan_edits
-from bindscope.analyses.intervene.plot import k_curve_plot
-from bindscope.analyses.intervene.score import Job, Scores, job_ks, score_jobs
-from bindscope.analyses.metrics import format_spread
 from bindscope.analyses.probe import ProbeSettings, approximate_warnings, fit_probe_set, save_fitted_probes
 from bindscope.analyses.probes import ProbeSet, set_separation_correct
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy

@@ -1,0 +1,107 @@
+"""``bindscope geometry EMB...``: the geometry of one embedding folder, or of several side by side.
+
+With one folder, ``out`` is its result folder. With several (models, or layers of one model), ``out``
+holds a result folder per embedding folder (``out/<label>/``) and the comparison across them:
+``comparison.csv`` / ``.parquet`` (held-out factorization R² and head accuracy per folder and
+fraction), ``comparison.json`` (their correlations) and ``plots/correlation.png``. The whole ``out``
+appears only once complete.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bindscope.analyses.base import Progress
+from bindscope.analyses.geometry.analysis import GeometrySettings
+from bindscope.analyses.geometry.compare import comparison_table, correlation_plot, correlations
+from bindscope.analyses.inputs import Inputs, load_inputs
+from bindscope.analyses.registry import run_analysis
+from bindscope.analyses.results import LoadedResult, load_result
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output_dir, staged_dir, write_json
+
+COMPARISON = "comparison"
+
+
+@dataclass(frozen=True)
+class GeometryRun:
+    """The result folder of each embedding folder (by label) and, with several, their comparison."""
+
+    out: Path
+    results: dict[str, LoadedResult]
+    comparison: dict[str, Any] | None
+
+
+def geometry_inputs(
+    emb_dir: str | Path, *, singles: str | Path | None = None, dataset: str | Path | None = None
+) -> Inputs:
+    """The inputs of ``geometry``: scene embeddings with their single-object bank (given, else a sibling
+    folder holding one), or a single-object folder on its own."""
+    return load_inputs(
+        emb_dir, dataset, find_control=False, singles=singles, find_singles=singles is None, single_objects=True
+    )
+
+
+def folder_labels(inputs: Sequence[Inputs], labels: Sequence[str] | None) -> list[str]:
+    """A label per folder: as given, else the folder names (made unique)."""
+    if labels is not None:
+        if len(labels) != len(inputs):
+            raise BindscopeError(f"{len(labels)} labels for {len(inputs)} embedding folders; give one per folder")
+        bad = [x for x in labels if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", x)]
+        if bad:
+            raise BindscopeError(f"labels name folders: use letters, digits, '_', '-', '+' and '.' only, got {bad}")
+        if len(set(labels)) != len(labels):
+            raise BindscopeError(f"labels repeat: {list(labels)}")
+        return list(labels)
+    out: list[str] = []
+    for item in inputs:
+        base = re.sub(r"[^A-Za-z0-9_.+-]", "_", item.embeddings.root.resolve().name) or "embeddings"
+        label, k = base, 2
+        while label in out or label == COMPARISON:
+            label, k = f"{base}-{k}", k + 1
+        out.append(label)
+    return out
+
+
+def run_geometry(
+    emb_dirs: Sequence[str | Path],
+    out: str | Path,
+    settings: GeometrySettings | None = None,
+    *,
+    singles: str | Path | None = None,
+    dataset: str | Path | None = None,
+    labels: Sequence[str] | None = None,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> GeometryRun:
+    """Run ``geometry`` on each embedding folder; with several, compare them (see the module doc)."""
+    if not emb_dirs:
+        raise BindscopeError("give at least one embedding folder")
+    if singles is not None and len(emb_dirs) > 1:
+        raise BindscopeError("--singles names the bank of one folder; with several, keep each bank beside its folder")
+    out = Path(out)
+    check_output_dir(out, overwrite=overwrite)
+    loaded = [geometry_inputs(d, singles=singles, dataset=dataset) for d in emb_dirs]  # all checked before work
+    names = folder_labels(loaded, labels)
+    settings = settings or GeometrySettings()
+    if len(loaded) == 1:
+        result = run_analysis("geometry", loaded[0], out, settings, overwrite=overwrite, progress=progress)
+        return GeometryRun(out, {names[0]: result}, None)
+    with staged_dir(out, overwrite=overwrite) as stage:
+        results = {
+            name: run_analysis("geometry", item, stage / name, settings, progress=progress)
+            for name, item in zip(names, loaded)
+        }
+        table = comparison_table(results)
+        comparison = {"folders": {n: str(Path(d).resolve()) for n, d in zip(names, emb_dirs)}}
+        comparison["correlations"] = correlations(table)
+        table.to_parquet(stage / f"{COMPARISON}.parquet", index=False)
+        table.to_csv(stage / f"{COMPARISON}.csv", index=False)
+        write_json(stage / f"{COMPARISON}.json", comparison)
+        correlation_plot(table, stage / "plots" / "correlation.png", title="factorization vs generalisation")
+    final = {name: load_result(out / name, "geometry") for name in names}
+    return GeometryRun(out, final, comparison)
