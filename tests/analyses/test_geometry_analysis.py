@@ -71,7 +71,7 @@ def test_factorised_objects_have_the_planted_geometry(factorised) -> None:
         assert 0.9 < extremes["45"]["spearman_ceiling"]["mean"] < 0.96
     assert s["concepts"]["size"]["ordinal"] and not s["concepts"]["color"]["ordinal"]
     assert s["chance"]["object"] == pytest.approx(1 / 90)
-    assert s["mds"]["composites"] == 6 and s["mds"]["points"] == 24 and s["mds"]["normalized_stress"] < 0.1
+    assert s["mds"]["composites"] == 10 and s["mds"]["points"] == 28 and s["mds"]["normalized_stress"] < 0.1
 
 
 def test_random_objects_do_not_factorize_or_generalise(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_the_result_folder(factorised) -> None:
     html = (folder / "plots" / "mds.html").read_text()
     assert '<div id="mds"' in html and "BCRS" in html and "plotly" in html
     points = pd.read_parquet(folder / "mds_points.parquet")
-    assert set(points.category) == {"mean", "simple", "composite", "synthetic"} and len(points) == 24
+    assert set(points.category) == {"mean", "simple", "composite", "synthetic"} and len(points) == 28
     objects = pd.read_parquet(folder / "objects.parquet")
     assert len(objects) == 2 * 90 and set(objects.columns) >= {"position", "object", "size", "residual"}
     assert objects.residual.max() < 0.15

@@ -19,6 +19,7 @@ from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, 
 from bindscope.analyses.geometry.compute import (
     SweepSettings,
     composite_means,
+    scene_parts,
     simple_grid,
     slot_geometry,
 )
@@ -135,19 +136,30 @@ def mds_roles(space: ConceptSpace, settings: GeometrySettings, noun: str | None)
 def picture_parts(
     inputs: AnalysisInputs, vectors: np.ndarray, present: np.ndarray, roles: dict[str, str], quad: tuple[int, ...]
 ) -> tuple[Picture, int]:
-    """The MDS picture of the quadruple, and how many composites had 2-object scenes."""
-    space = inputs.scenes.space
-    simple = simple_grid(vectors, present, space, roles)
-    scenes = inputs.scenes
+    """The MDS picture of the quadruple, and how many composites had 2-object scenes.
+
+    With 2-object scene embeddings, the simple objects and the means come from them as in the research
+    code; from single-object embeddings alone, the simple objects are those and there are no composites.
+    """
+    space, scenes = inputs.scenes.space, inputs.scenes
+    keys = composite_keys(quad)  # type: ignore[arg-type]
+    means: tuple[np.ndarray, np.ndarray] | None = None
     composites: dict = {}
-    if scenes.max_objects == 2:  # scene embeddings (a single-object folder has 1-object scenes)
+    if scenes.max_objects == 2 and len(scenes.full()):  # scene embeddings (a single-object folder has 1-object scenes)
         rows = scenes.full()
-        keys = composite_keys(quad)  # type: ignore[arg-type]
-        composites = composite_means(np.asarray(inputs.embeddings)[rows], scenes.subset(rows), roles, keys)
-    needed = [simple[quad[0], quad[1]], simple[quad[2], quad[3]], simple[quad[0], quad[3]], simple[quad[2], quad[1]]]
+        y, two = np.asarray(inputs.embeddings)[rows], scenes.subset(rows)
+        simple, attr, noun = scene_parts(y, two, roles)
+        means = (attr, noun)
+        composites = composite_means(y, two, roles, keys)
+    else:
+        simple = simple_grid(vectors, present, space, roles)
+    i, j, k, m = quad
+    needed = [simple[i, j], simple[k, m], simple[i, m], simple[k, j]]
+    if means is not None:
+        needed += [means[0][i], means[0][k], means[1][j], means[1][m]]
     if any(np.isnan(v).any() for v in needed):
-        raise BindscopeError("the MDS quadruple names an object with no vector; choose another --quad")
-    return quad_picture(np.nan_to_num(simple), composites, quad), len(composites)  # type: ignore[arg-type]
+        raise BindscopeError("the MDS quadruple names an object no scene holds; choose another --quad")
+    return quad_picture(simple, composites, quad, means), len(composites)  # type: ignore[arg-type]
 
 
 def geometry_analysis(inputs: AnalysisInputs, settings: GeometrySettings, progress: Progress | None = None) -> Result:

@@ -158,3 +158,20 @@ def composite_means(y: np.ndarray, scenes: SceneSet, roles: dict[str, str], keys
         if mask.any():
             out[key] = np.asarray(y, dtype=np.float64)[mask].mean(axis=0)
     return out
+
+
+def scene_parts(y: np.ndarray, scenes: SceneSet, roles: dict[str, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The research code's simple objects and means from 2-object scenes of two different (attribute, noun)
+    pairs: per (attribute, noun), per attribute and per noun, the mean scene vector over the scenes holding it
+    in either slot (a scene counted once per slot it fills). NaN where no scene holds it."""
+    space = scenes.space
+    a, o = space.concept_index(roles["attribute"]), space.concept_index(roles["noun"])
+    na, no = space.sizes[a], space.sizes[o]
+    v = scenes.scenes
+    keep = (v[:, 0, a] != v[:, 1, a]) | (v[:, 0, o] != v[:, 1, o])
+    v, x = v[keep], np.asarray(y, dtype=np.float64)[keep]
+    out = []
+    for keys, size in ((v[:, :, a] * no + v[:, :, o], na * no), (v[:, :, a], na), (v[:, :, o], no)):
+        means, counts = group_means(keys, x, size)
+        out.append(np.where(counts[:, None] > 0, means, np.nan).astype(np.float64))
+    return out[0].reshape(na, no, -1), out[1], out[2]

@@ -3,9 +3,10 @@
 For a quadruple (attribute i, noun j, attribute k, noun l), labelled after the research code as
 B = attribute i, C = noun j, R = attribute k, S = noun l:
 
-- the means: B, C, R, S (attribute / noun means of the simple object vectors, plus their mean mu);
+- the means: B, C, R, S (attribute / noun means: given, or those of the simple object vectors);
 - the simple objects: BC, BS, RC, RS;
-- the composites, 2-object scenes of two different objects: BCRS, BSRC, BCRC, BSRS, BCBS, RCRS;
+- the composites, mean 2-object scene vectors: BCRS, BSRC, BCRC, BSRS, BCBS, RCRS, and the identical
+  pairs RSRS, BSBS, BCBC, RCRC (the research code draws them too);
 - the synthetic sums: B+C, B+S, R+C, R+S (``A + O - mu``) and BC + RS, RC + BS, BC + RC, BS + RS,
   BC + BS, RC + RS (``(S - mu) + (S' - mu) + mu``).
 
@@ -61,19 +62,26 @@ def cosine_distances(vectors: np.ndarray) -> np.ndarray:
 Quad = tuple[int, int, int, int]
 
 
+COMPOSITES = ("BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS", "RSRS", "BSBS", "BCBC", "RCRC")
+
+
 def quad_points(
-    simple: np.ndarray, composite: Mapping[Quad, np.ndarray], quad: Quad
+    simple: np.ndarray,
+    composite: Mapping[Quad, np.ndarray],
+    quad: Quad,
+    means: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[str], list[str], np.ndarray]:
     """The labelled points of a quadruple (see the module doc).
 
     ``simple``: ``[A, O, D]`` object vectors by (attribute, noun); ``composite``: the mean scene vector by
-    (a1, o1, a2, o2) of the 2-object scenes (a composite without scenes is left out).
+    (a1, o1, a2, o2) of the 2-object scenes (a composite without scenes is left out); ``means``: the
+    attribute ``[A, D]`` and noun ``[O, D]`` means, by default those of ``simple``.
     """
     i, j, k, m = quad
     s = np.asarray(simple, dtype=np.float64)
-    mu = s.mean(axis=(0, 1))
+    mu = np.nanmean(s.reshape(-1, s.shape[-1]), axis=0)  # objects without a vector (NaN) left out
     centred = s - mu
-    attr, noun = centred.mean(axis=1) + mu, centred.mean(axis=0) + mu
+    attr, noun = (np.nanmean(centred, axis=1) + mu, np.nanmean(centred, axis=0) + mu) if means is None else means
     letters = {"B": ("a", i), "C": ("o", j), "R": ("a", k), "S": ("o", m)}
     points: dict[str, tuple[str, np.ndarray]] = {}
 
@@ -87,10 +95,10 @@ def quad_points(
     pairs = {"BC": (i, j), "BS": (i, m), "RC": (k, j), "RS": (k, m)}
     for label, pair in pairs.items():
         add(label, "simple", s[pair])
-    for label in ("BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS"):
-        first, second = pairs[label[:2]], pairs[label[2:]]
-        if first != second and first + second in composite:  # two different objects, with scenes
-            add(label, "composite", np.asarray(composite[first + second], dtype=np.float64))
+    for label in COMPOSITES:
+        key = pairs[label[:2]] + pairs[label[2:]]
+        if key in composite:  # with scenes
+            add(label, "composite", np.asarray(composite[key], dtype=np.float64))
     for pair_label in pairs:
         b, n = pair_label[0], pair_label[1]
         add(f"{b}+{n}", "synthetic", attr[letters[b][1]] + noun[letters[n][1]] - mu)
@@ -104,13 +112,18 @@ def composite_keys(quad: Quad) -> list[Quad]:
     """The (a1, o1, a2, o2) of the composites a quadruple draws."""
     i, j, k, m = quad
     pairs = {"BC": (i, j), "BS": (i, m), "RC": (k, j), "RS": (k, m)}
-    labels = ("BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS")
-    return [(*pairs[x[:2]], *pairs[x[2:]]) for x in labels if pairs[x[:2]] != pairs[x[2:]]]
+    return list(dict.fromkeys((*pairs[x[:2]], *pairs[x[2:]]) for x in COMPOSITES))
 
 
-def quad_picture(simple: np.ndarray, composite: Mapping[Quad, np.ndarray], quad: Quad, seed: int = 0) -> Picture:
+def quad_picture(
+    simple: np.ndarray,
+    composite: Mapping[Quad, np.ndarray],
+    quad: Quad,
+    means: tuple[np.ndarray, np.ndarray] | None = None,
+    seed: int = 0,
+) -> Picture:
     """The MDS picture of one quadruple."""
-    labels, categories, vectors = quad_points(simple, composite, quad)
+    labels, categories, vectors = quad_points(simple, composite, quad, means)
     distances = cosine_distances(vectors)
     coords, raw, normalized = mds_3d(distances, seed)
     return Picture(labels, categories, coords, distances, raw, normalized)
