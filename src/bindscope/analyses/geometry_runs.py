@@ -41,9 +41,7 @@ def geometry_inputs(
 ) -> Inputs:
     """The inputs of ``geometry``: scene embeddings with their single-object bank (given, else a sibling
     folder holding one), or a single-object folder on its own."""
-    return load_inputs(
-        emb_dir, dataset, find_control=False, singles=singles, find_singles=singles is None, single_objects=True
-    )
+    return load_inputs(emb_dir, dataset, find_control=False, singles=singles, find_singles=True, single_objects=True)
 
 
 def folder_labels(inputs: Sequence[Inputs], labels: Sequence[str] | None) -> list[str]:

@@ -187,7 +187,7 @@ def load_inputs(
     scenes, and it is the single-object bank too).
     """
     emb_dir = Path(emb_dir)
-    raw = load_embeddings(emb_dir, rows=None if single_objects else "scenes")
+    raw = load_embeddings(emb_dir, mmap=True, rows=None if single_objects else "scenes")  # its manifest only
     ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
     if not str(ds_path) or not ds_path.is_dir():
         raise BindscopeError(f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR")

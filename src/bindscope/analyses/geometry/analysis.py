@@ -145,8 +145,8 @@ def picture_parts(
     keys = composite_keys(quad)  # type: ignore[arg-type]
     means: tuple[np.ndarray, np.ndarray] | None = None
     composites: dict = {}
-    if scenes.max_objects == 2 and len(scenes.full()):  # scene embeddings (a single-object folder has 1-object scenes)
-        rows = scenes.full()
+    rows = scenes.full() if scenes.max_objects == 2 else np.arange(0)
+    if len(rows):  # 2-object scene embeddings (a single-object folder has 1-object scenes)
         y, two = np.asarray(inputs.embeddings)[rows], scenes.subset(rows)
         simple, attr, noun = scene_parts(y, two, roles)
         means = (attr, noun)

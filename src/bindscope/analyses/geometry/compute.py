@@ -18,8 +18,8 @@ from bindscope.analyses.geometry.factorization import concept_shares, factorize,
 from bindscope.analyses.geometry.mds import Quad
 from bindscope.analyses.geometry.structure import (
     component_cosine_values,
-    component_cosines,
     effective_rank,
+    mean_cosines,
     numerical_rank,
     principal_angles,
     singular_values,
@@ -65,9 +65,12 @@ def factorization_rows(x: np.ndarray, space: ConceptSpace, present: np.ndarray, 
     return out, fit
 
 
-def structure_rows(components: list[np.ndarray], space: ConceptSpace, dim: int, tolerance: float) -> list:
-    """Within / across |cos|, principal angles per concept pair, and the rank of each concept's components."""
-    out = [row("orthogonality", k, "mean_abs_cos", 0, v) for k, v in component_cosines(components).items()]
+def structure_rows(
+    components: list[np.ndarray], cosines: dict[str, np.ndarray], space: ConceptSpace, dim: int, tolerance: float
+) -> list:
+    """Within / across |cos| (the means of ``cosines``, :func:`component_cosine_values`), principal angles per
+    concept pair, and the rank of each concept's components."""
+    out = [row("orthogonality", k, "mean_abs_cos", 0, v) for k, v in mean_cosines(cosines).items()]
     for (a, ta), (b, tb) in combinations(zip(space.concepts, components), 2):
         angles = principal_angles(ta, tb)
         if len(angles):
@@ -111,10 +114,10 @@ def slot_geometry(
     x = np.asarray(x, dtype=np.float64)
     out = SlotGeometry()
     rows, fit = factorization_rows(x, space, present, settings.whitening_ridge)
-    out.rows += rows + structure_rows(fit.components, space, x.shape[1], settings.rank_tolerance)
+    cos = component_cosine_values(fit.components)
+    out.rows += rows + structure_rows(fit.components, cos, space, x.shape[1], settings.rank_tolerance)
     out.objects = objects_table(x, fit, space, present)
     out.spectra = spectra_table(fit.components, space)
-    cos = component_cosine_values(fit.components)
     out.cosines = pd.DataFrame(
         {"kind": np.repeat(list(cos), [len(v) for v in cos.values()]), "abs_cos": np.concatenate(list(cos.values()))}
     )
@@ -136,15 +139,20 @@ def slot_geometry(
     return out
 
 
+def means_or_nan(keys: np.ndarray, x: np.ndarray, size: int) -> np.ndarray:
+    """Per key, the mean of the rows of ``x`` holding it (:func:`group_means`), NaN for a key no row holds."""
+    means, counts = group_means(keys, x, size)
+    return np.where(counts[:, None] > 0, means, np.nan).astype(np.float64)
+
+
 def simple_grid(vectors: np.ndarray, present: np.ndarray, space: ConceptSpace, roles: dict[str, str]) -> np.ndarray:
     """Object vectors by (attribute, noun) ``[A, O, D]``: the mean over the other concepts' values of the
     present objects (NaN where none is present)."""
     a, o = space.concept_index(roles["attribute"]), space.concept_index(roles["noun"])
     values = space.all_objects()[present]
     keys = values[:, a] * space.sizes[o] + values[:, o]
-    means, counts = group_means(keys, np.asarray(vectors)[present], space.sizes[a] * space.sizes[o])
-    grid = np.where(counts[:, None] > 0, means, np.nan)
-    return grid.reshape(space.sizes[a], space.sizes[o], -1).astype(np.float64)
+    grid = means_or_nan(keys, np.asarray(vectors)[present], space.sizes[a] * space.sizes[o])
+    return grid.reshape(space.sizes[a], space.sizes[o], -1)
 
 
 def composite_means(y: np.ndarray, scenes: SceneSet, roles: dict[str, str], keys: list[Quad]) -> dict[Quad, np.ndarray]:
@@ -172,6 +180,5 @@ def scene_parts(y: np.ndarray, scenes: SceneSet, roles: dict[str, str]) -> tuple
     v, x = v[keep], np.asarray(y, dtype=np.float64)[keep]
     out = []
     for keys, size in ((v[:, :, a] * no + v[:, :, o], na * no), (v[:, :, a], na), (v[:, :, o], no)):
-        means, counts = group_means(keys, x, size)
-        out.append(np.where(counts[:, None] > 0, means, np.nan).astype(np.float64))
+        out.append(means_or_nan(keys, x, size))
     return out[0].reshape(na, no, -1), out[1], out[2]

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.manifold import MDS
 
+from bindscope.analyses.geometry.structure import unit
+
 CATEGORIES = ("mean", "simple", "composite", "synthetic")
 
 
@@ -52,8 +54,7 @@ def mds_3d(distances: np.ndarray, seed: int = 0, n_init: int = 4) -> tuple[np.nd
 
 def cosine_distances(vectors: np.ndarray) -> np.ndarray:
     """``1 - cos`` between rows, clipped to [0, 2], zero on the diagonal."""
-    v = np.asarray(vectors, dtype=np.float64)
-    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    v = unit(np.asarray(vectors, dtype=np.float64))
     d = np.clip(1.0 - v @ v.T, 0.0, 2.0)
     np.fill_diagonal(d, 0.0)
     return d
@@ -63,6 +64,12 @@ Quad = tuple[int, int, int, int]
 
 
 COMPOSITES = ("BCRS", "BSRC", "BCRC", "BSRS", "BCBS", "RCRS", "RSRS", "BSBS", "BCBC", "RCRC")
+
+
+def quad_pairs(quad: Quad) -> dict[str, tuple[int, int]]:
+    """The quadruple's four simple objects, (attribute, noun) by label: BC, BS, RC, RS."""
+    i, j, k, m = quad
+    return {"BC": (i, j), "BS": (i, m), "RC": (k, j), "RS": (k, m)}
 
 
 def quad_points(
@@ -92,7 +99,7 @@ def quad_points(
 
     for letter, (kind, index) in letters.items():
         add(letter, "mean", attr[index] if kind == "a" else noun[index])
-    pairs = {"BC": (i, j), "BS": (i, m), "RC": (k, j), "RS": (k, m)}
+    pairs = quad_pairs(quad)
     for label, pair in pairs.items():
         add(label, "simple", s[pair])
     for label in COMPOSITES:
@@ -110,8 +117,7 @@ def quad_points(
 
 def composite_keys(quad: Quad) -> list[Quad]:
     """The (a1, o1, a2, o2) of the composites a quadruple draws."""
-    i, j, k, m = quad
-    pairs = {"BC": (i, j), "BS": (i, m), "RC": (k, j), "RS": (k, m)}
+    pairs = quad_pairs(quad)
     return list(dict.fromkeys((*pairs[x[:2]], *pairs[x[2:]]) for x in COMPOSITES))
 
 

@@ -30,10 +30,14 @@ def component_cosine_values(components: list[np.ndarray]) -> dict[str, np.ndarra
     return {"within": np.concatenate(within), "across": np.concatenate(across)}
 
 
+def mean_cosines(values: dict[str, np.ndarray]) -> dict[str, float]:
+    """The mean of each kind of :func:`component_cosine_values` (NaN for a kind without pairs)."""
+    return {k: float(v.mean()) if len(v) else float("nan") for k, v in values.items()}
+
+
 def component_cosines(components: list[np.ndarray]) -> dict[str, float]:
     """Mean |cos| between two components of the same concept (distinct values) and of different concepts."""
-    values = component_cosine_values(components)
-    return {k: float(v.mean()) if len(v) else float("nan") for k, v in values.items()}
+    return mean_cosines(component_cosine_values(components))
 
 
 def principal_angles(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -33,8 +33,7 @@ def object_vectors(y: np.ndarray, scenes: SceneSet, singles: np.ndarray | None) 
     """The single-object bank (one position for captions) or, without it, ``pos-avg`` of the 2-object scenes."""
     u = scenes.space.num_objects
     if singles is not None:
-        positions = len(singles) // u if len(singles) % u == 0 else 0
-        bank = single_bank(singles, u, max(positions, 1))
+        bank = single_bank(singles, u, max(len(singles) // u, 1))  # as many positions as it has (checked there)
         return ObjectVectors(np.asarray(bank.vectors), np.asarray(bank.present), "single")
     rows = scenes.full() if scenes.max_objects == 2 else np.arange(0)
     if not len(rows):
