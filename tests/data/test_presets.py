@@ -62,6 +62,16 @@ def test_minimal_yaml_gets_defaults(tmp_path: Path) -> None:
     assert len(p.build_scenes()) == 16
 
 
+def test_a_covering_subsample_of_enumerated_scenes(tmp_path: Path) -> None:
+    text = MINIMAL.replace("[red, blue]", "[red, blue, green, cyan]") + "scenes: {max_scenes: 10, subsample_seed: 1}\n"
+    scenes = load_preset(_yaml(tmp_path, text)).build_scenes()
+    ids = scenes.object_ids()
+    assert len(scenes) == 10 and set(ids[:, 0]) == set(ids[:, 1]) == set(range(8))
+    bad = MINIMAL + "scenes: {mode: sample, num_scenes: 5, max_scenes: 4}\n"
+    with pytest.raises(BindscopeError, match="max_scenes subsamples enumerated scenes"):
+        load_preset(_yaml(tmp_path, bad))
+
+
 def test_sampled_yaml_is_seeded(tmp_path: Path) -> None:
     text = (
         MINIMAL.replace("objects_per_scene: 2", "objects_per_scene: 3")

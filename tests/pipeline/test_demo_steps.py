@@ -10,7 +10,7 @@ import pytest
 
 from bindscope.analyses import ProbeSettings, load_inputs
 from bindscope.core.errors import BindscopeError
-from bindscope.pipeline.demo import step
+from bindscope.pipeline.steps import step
 
 QUICK = ProbeSettings(optimizer="lbfgs", seeds=(0,), max_iter=30)
 

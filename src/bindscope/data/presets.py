@@ -39,6 +39,8 @@ class SceneConfig(BaseModel):
     num_scenes: int | None = Field(default=None, ge=1)
     seed: int = 0
     include_single_objects: bool = False
+    max_scenes: int | None = Field(default=None, ge=1)
+    subsample_seed: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _sample_needs_count(self) -> SceneConfig:
@@ -46,6 +48,8 @@ class SceneConfig(BaseModel):
             raise ValueError("mode 'sample' needs num_scenes")
         if self.mode == "enumerate" and self.num_scenes is not None:
             raise ValueError("num_scenes only applies to mode 'sample'; remove it or sample")
+        if self.mode == "sample" and self.max_scenes is not None:
+            raise ValueError("max_scenes subsamples enumerated scenes; with mode 'sample' set num_scenes instead")
         return self
 
 
@@ -166,6 +170,8 @@ class Preset:
                 allow_identical=sc.allow_identical,
                 distinct_values=sc.distinct_values,
             )
+        if sc.max_scenes is not None:  # a seeded subsample keeping every object in every slot
+            scenes = scenes.subset(scenes.covering_subsample(sc.max_scenes, sc.subsample_seed))
         if sc.include_single_objects and k > 1:
             scenes = scenes.concat(SceneSet.singles(self.space, k))
         return scenes

@@ -17,20 +17,15 @@ from typing import Any
 from bindscope.analyses import (
     ComplexitySettings,
     DecomposeSettings,
-    Inputs,
     ProbeSettings,
-    get_analysis,
     load_inputs,
     resolve_budget,
-    run_analysis,
 )
 from bindscope.analyses.complexity.sweep import DEFAULT_APPROXIMATORS
-from bindscope.analyses.registry import input_record
-from bindscope.analyses.results import content_key, read_header
-from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Settings
 from bindscope.data.datasets import build_dataset
 from bindscope.embeddings.encoders import DEFAULT_MODEL
+from bindscope.pipeline.steps import step
 from bindscope.space.splits import DEFAULT_FRACTIONS, DEFAULT_SEEDS
 
 Say = Callable[[str], None]
@@ -110,29 +105,6 @@ def run_demo(
     say(reading(summaries["probe"], summaries["decompose"], summaries["complexity"]))
     say(f"\nresults in {results}")
     return folders
-
-
-def step(
-    name: str, inputs: Inputs, folder: Path, settings: Settings, progress: Callable[[str], Any] | None
-) -> tuple[dict[str, Any], str]:
-    """Run an analysis into ``folder`` unless it holds the same result (same content key).
-
-    Returns the summary and ``reused``, ``computed`` or ``replaced`` (the folder held a result
-    of other inputs, settings, version or format). A folder holding anything else is refused.
-    """
-    wanted = content_key(name, input_record(get_analysis(name), inputs), settings.to_dict())
-    existing = read_header(folder)
-    if existing is not None and existing["content_key"] == wanted:
-        return existing, "reused"
-    if existing is None and folder.is_dir() and any(folder.iterdir()) and not (folder / "summary.json").is_file():
-        raise BindscopeError(
-            f"{folder} holds files that are not a bindscope result; move them away or choose another --out"
-        )
-    status = "replaced" if folder.exists() and any(folder.iterdir()) else "computed"
-    if progress is None:
-        return run_analysis(name, inputs, folder, settings, overwrite=True).summary, status
-    with progress(name) as advance:
-        return run_analysis(name, inputs, folder, settings, overwrite=True, progress=advance).summary, status
 
 
 def _pct(value: float | None) -> str:

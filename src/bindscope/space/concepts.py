@@ -363,6 +363,42 @@ class SceneSet:
         first[:, 1:] = ids[:, 1:] != ids[:, :-1]  # the first slot of each distinct id, after sorting
         return formable > (first & (ids != PAD)).sum(axis=1)
 
+    def covering_subsample(self, num_scenes: int, seed: int = 0) -> np.ndarray:
+        """Sorted rows of a seeded subsample of ``num_scenes`` scenes that keeps every object in every slot
+        it fills in this set.
+
+        In a seeded order, a first pass keeps the scenes all of whose (slot, object) pairs are still
+        uncovered, a second those with any uncovered pair (a near-minimal cover: about U scenes for
+        2-object scenes of U objects), and the next scenes of the order fill up to ``num_scenes``.
+        """
+        if num_scenes >= len(self):
+            return np.arange(len(self))
+        order = np.random.default_rng(seed).permutation(len(self))
+        ids = self.object_ids()[order]
+        u = self.space.num_objects
+        keys = np.where(ids != PAD, ids + u * np.arange(self.max_objects), -1)  # (slot, object) pair ids
+        covered = np.ones(u * self.max_objects, dtype=bool)
+        covered[keys[keys >= 0]] = False  # the pairs to cover
+        remaining = int((~covered).sum())
+        keep = np.zeros(len(self), dtype=bool)
+        for every in (True, False):
+            for row, pairs in enumerate(keys.tolist()):
+                if not remaining:
+                    break
+                new = [not covered[k] for k in pairs if k >= 0]
+                if new and (all(new) if every else any(new)):
+                    keep[row] = True
+                    remaining -= sum(new)
+                    covered[[k for k in pairs if k >= 0]] = True
+        needed = int(keep.sum())
+        if needed > num_scenes:
+            raise BindscopeError(
+                f"keeping every object in every slot needs at least {needed:,} scenes; ask for that many or more "
+                f"(got {num_scenes:,})"
+            )
+        keep[np.flatnonzero(~keep)[: num_scenes - needed]] = True
+        return np.sort(order[keep])
+
     def full(self) -> np.ndarray:
         """Indices of the scenes that hold all K objects."""
         return np.flatnonzero(self.num_objects() == self.max_objects)

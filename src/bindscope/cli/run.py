@@ -1,0 +1,39 @@
+"""``bindscope run`` and ``bindscope report``: a config to a run folder with its HTML report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bindscope.cli.app import app
+from bindscope.cli.common import QuietOpt, progress_bar, quiet_model_libraries
+
+
+@app.command("run")
+def run_command(
+    config: Annotated[Path, typer.Argument(help="A run config (YAML); see configs/demo.yaml.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The run folder (resumed when it holds this run).")],
+    quiet: QuietOpt = False,
+) -> None:
+    """Datasets -> embeddings -> every analysis that applies -> report.html, reusing finished steps."""
+    from bindscope.pipeline.config import load_config
+    from bindscope.pipeline.run import run_pipeline
+
+    quiet_model_libraries()
+    settings = load_config(config)
+
+    def bars(name: str) -> Any:
+        return progress_bar(name, "step", quiet)
+
+    run_pipeline(settings, out, say=typer.echo, progress=None if quiet else bars)
+    typer.echo(f"\nreport: {out / 'report.html'}" if settings.report else f"\nwrote {out}")
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run folder of bindscope run.", show_default=False)]) -> None:
+    """Write (again) the self-contained HTML report of a run folder."""
+    from bindscope.pipeline.report import write_report
+
+    typer.echo(f"wrote {write_report(run_dir)}")

@@ -1,0 +1,224 @@
+"""The run config of ``bindscope run``: datasets x models x modalities x layers, the analyses, the report.
+
+A config is YAML (or a mapping) validated here; unknown keys are errors naming the allowed ones,
+and each analysis's settings are validated by that analysis's own settings class, so the CLI, the
+Python API and the YAML refuse the same runs the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bindscope.analyses import get_analysis
+from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import Seeds, Settings, format_validation
+from bindscope.space.splits import DEFAULT_SEEDS
+
+Modality = Literal["image", "text"]
+SLUG = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
+#: The analyses a run can hold, in the order they run.
+RUN_ANALYSES = ("probe", "decompose", "intervene", "complexity", "crossmodal", "geometry")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_slug(value: str, what: str) -> str:
+    if not re.fullmatch(SLUG, value):
+        raise ValueError(f"{what} {value!r} names a folder: use letters, digits, '_', '-', '+' and '.' only")
+    return value
+
+
+class DatasetConfig(Strict):
+    """One dataset of the run: a built-in preset or a YAML file, optionally a seeded subsample of its scenes
+    that keeps every object in every slot (``max_scenes``)."""
+
+    name: str
+    preset: str
+    images: bool = False
+    max_scenes: int | None = Field(None, ge=2)
+    subsample_seed: int = Field(0, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_slug(v, "dataset name")
+
+
+class ModelConfig(Strict):
+    """One model of the run: its spec, the modalities and layers embedded, the ``+rand`` control and the
+    single-object bank, and the datasets it embeds (default all)."""
+
+    spec: str = Field(min_length=1)
+    name: str | None = None
+    modalities: tuple[Modality, ...] = ("text",)
+    layers: tuple[int, ...] | Literal["all"] | None = None
+    control: bool = True
+    single_objects: bool = True
+    datasets: tuple[str, ...] | None = None
+    batch_size: int | None = Field(None, ge=1)
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+
+    @field_validator("modalities")
+    @classmethod
+    def _modalities(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError(f"give each modality once, at least one, got {list(v)}")
+        return v
+
+    @field_validator("layers")
+    @classmethod
+    def _layers(cls, v: Any) -> Any:
+        if isinstance(v, tuple) and (not v or len(set(v)) != len(v)):
+            raise ValueError(f"give each layer once, at least one (or all), got {list(v)}")
+        return v
+
+    @property
+    def label(self) -> str:
+        """The model's folder name: ``name``, else the last part of the spec."""
+        if self.name:
+            return self.name
+        tail = re.split(r"[:/]", self.spec.rstrip("/"))[-1]
+        return re.sub(r"[^A-Za-z0-9_.+-]", "_", tail) or "model"
+
+
+def all_analyses() -> dict[str, dict[str, Any] | bool]:
+    """Every analysis of a run, with its default settings."""
+    return dict.fromkeys(RUN_ANALYSES, True)
+
+
+class RunConfig(Strict):
+    """Everything a run does (the schema of ``bindscope run CONFIG.yaml``)."""
+
+    name: str
+    description: str = ""
+    device: str = "cpu"
+    seeds: Seeds = DEFAULT_SEEDS
+    datasets: tuple[DatasetConfig, ...] = Field(min_length=1)
+    models: tuple[ModelConfig, ...] = Field(min_length=1)
+    analyses: dict[str, dict[str, Any] | bool] = Field(default_factory=lambda: all_analyses())
+    report: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_slug(v, "run name")
+
+    @field_validator("analyses")
+    @classmethod
+    def _analyses(cls, v: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(v) - set(RUN_ANALYSES))
+        if unknown:
+            raise ValueError(f"unknown analyses {unknown}; a run holds {', '.join(RUN_ANALYSES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> RunConfig:
+        names = [d.name for d in self.datasets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"dataset names repeat: {names}")
+        labels = [m.label for m in self.models]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"model names repeat: {labels}; give each model a distinct name")
+        for m in self.models:
+            missing = sorted(set(m.datasets or ()) - set(names))
+            if missing:
+                raise ValueError(f"model {m.label} names datasets {missing}; the run has {', '.join(names)}")
+        for name in self.enabled_analyses():
+            self.analysis_settings(name)  # every analysis's settings are valid before anything runs
+        return self
+
+    def enabled_analyses(self) -> list[str]:
+        """The analyses switched on, in run order."""
+        return [n for n in RUN_ANALYSES if self.analyses.get(n, False) is not False]
+
+    def analysis_settings(self, name: str) -> Settings:
+        """The settings of one analysis: the run's seeds and device where it has them, then its overrides."""
+        analysis = get_analysis(name)
+        fields = analysis.Settings.model_fields
+        given = self.analyses.get(name)
+        overrides = dict(given) if isinstance(given, dict) else {}
+        unknown = sorted(set(overrides) - set(fields))
+        if unknown:
+            raise ValueError(f"analyses.{name}: unknown keys {unknown}; allowed: {', '.join(sorted(fields))}")
+        base: dict[str, Any] = {}
+        if "seeds" in fields and "seeds" not in overrides:
+            base["seeds"] = self.seeds
+        if "device" in fields and "device" not in overrides:
+            base["device"] = self.device
+        try:
+            return analysis.Settings(**{**base, **overrides})
+        except BindscopeError as exc:
+            raise ValueError(f"analyses.{name}: {str(exc).split(': ', 1)[-1]}") from None
+
+    def models_for(self, dataset: str) -> list[ModelConfig]:
+        """The models that embed ``dataset``."""
+        return [m for m in self.models if m.datasets is None or dataset in m.datasets]
+
+
+def allowed_keys(schema: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The keys allowed at ``loc`` (the parent of an unknown key) of ``schema``, when it is a model."""
+    model: Any = schema
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        model = inner_model(model.model_fields[part].annotation)
+    return sorted(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def inner_model(annotation: Any) -> Any:
+    """The model inside ``tuple[M, ...]``, ``list[M]`` or ``M | None``, else the annotation."""
+    for arg in getattr(annotation, "__args__", ()) or ():
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return annotation
+
+
+def parse_config(data: Any, origin: str = "run config") -> RunConfig:
+    """Validate a mapping into a :class:`RunConfig`; errors are one line naming ``origin``, and an unknown key
+    lists the allowed ones."""
+    if not isinstance(data, dict):
+        raise BindscopeError(f"{origin} must be a mapping of settings, got {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            if err["type"] == "extra_forbidden":
+                loc = ".".join(str(p) for p in err["loc"])
+                allowed = allowed_keys(RunConfig, tuple(err["loc"][:-1]))
+                parts.append(f"{loc}: unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else ""))
+        message = "; ".join(parts) if parts else format_validation(exc)
+        raise BindscopeError(f"invalid {origin}: {message}") from None
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a run config from a YAML file; a relative ``preset`` file is resolved against the file's folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise BindscopeError(f"run config {path} does not exist; see configs/demo.yaml for an example")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise BindscopeError(f"malformed YAML in {path}{where}: {getattr(exc, 'problem', None) or exc}") from None
+    if data is None:
+        raise BindscopeError(f"run config {path} is empty; see configs/demo.yaml for an example")
+    if isinstance(data, dict):
+        for entry in data.get("datasets") or []:
+            preset = entry.get("preset") if isinstance(entry, dict) else None
+            if isinstance(preset, str) and preset.endswith((".yaml", ".yml")) and not Path(preset).is_absolute():
+                entry["preset"] = str((path.parent / preset).resolve())
+    return parse_config(data, origin=f"run config {path}")
+
+
+__all__ = ["RUN_ANALYSES", "DatasetConfig", "ModelConfig", "RunConfig", "load_config", "parse_config"]

@@ -1,0 +1,214 @@
+"""``bindscope report RUN_DIR``: one self-contained HTML page of a run (plots embedded, no network).
+
+At the top a binding report card, a row per embedding folder (and per model for the cross-modal
+tests), each number with a one-line reading; then a section per result folder with its headline
+table and figures; the provenance of each model; and the commands that reproduce the run.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bindscope.analyses import get_analysis
+from bindscope.analyses.results import read_header
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import atomic_file, read_json
+
+REPORT = "report.html"
+PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
+CARD_ANALYSES = ("probe", "decompose", "intervene", "complexity", "geometry", "crossmodal")
+
+
+@dataclass
+class CardRow:
+    """One row of the report card: an embedding folder (or a model's cross-modal pair) and its numbers."""
+
+    dataset: str
+    label: str
+    cells: dict[str, float | str | None] = field(default_factory=dict)
+    readings: list[str] = field(default_factory=list)
+
+
+def mean(node: Any) -> float | None:
+    return node.get("mean") if isinstance(node, dict) else None
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def result_folders(root: Path) -> dict[tuple[str, str], dict[str, Path]]:
+    """``(dataset, label) -> {analysis: folder}`` of every complete result folder of a run."""
+    out: dict[tuple[str, str], dict[str, Path]] = {}
+    for summary in sorted((root / "results").glob("*/*/*/summary.json")):
+        folder = summary.parent
+        if read_header(folder) is None:
+            continue
+        out.setdefault((folder.parent.parent.name, folder.parent.name), {})[folder.name] = folder
+    return out
+
+
+def summary_of(folder: Path) -> dict[str, Any]:
+    return read_json(folder / "summary.json", "analysis summary")
+
+
+def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
+    """The report card's numbers and readings for one embedding folder's results."""
+    row = CardRow(dataset, label)
+    if "probe" in folders:
+        s = summary_of(folders["probe"])
+        acc = mean(s["test"].get("object_acc"))
+        rand = mean(((s.get("controls") or {}).get("rand") or {}).get("test", {}).get("object_acc"))
+        chance = (s.get("chance") or {}).get("object_acc")
+        row.cells |= {"object probe": acc, "random weights": rand, "chance": chance}
+        floor = max(v for v in (rand, chance, 0.0) if v is not None)
+        verdict = "yes" if acc is not None and acc > floor + 0.1 else "no"
+        row.readings.append(
+            f"objects recoverable: {verdict}, {percent(acc)} vs {percent(rand)} for random weights "
+            f"(chance {percent(chance)})"
+        )
+    if "decompose" in folders:
+        r2 = summary_of(folders["decompose"])["r2"]["test"]
+        obj, con = mean(r2.get("object_additive")), mean(r2.get("concept_additive"))
+        row.cells |= {"object-additive R²": obj, "concept-additive R²": con}
+        if obj is not None:
+            row.readings.append(
+                f"a sum of object vectors: R² {obj:.3f} on held-out scenes"
+                + (f" (of concept vectors: {con:.3f})" if con is not None else "")
+            )
+    if "intervene" in folders:
+        row.cells |= intervention_cells(summary_of(folders["intervene"]), row.readings)
+    if "complexity" in folders:
+        verdict = summary_of(folders["complexity"])["verdict"]
+        row.cells |= {"complexity": verdict.get("simplest_generalising") or "none", "f*": verdict.get("f_star")}
+        row.readings.append(f"binding function: {verdict.get('reading')}")
+    if "geometry" in folders:
+        g = summary_of(folders["geometry"])
+        slot = g["positions"][0]
+        held = slot["held_out"].get(f"{g['headline_fraction']:g}", {})
+        heads = mean((held.get("heads") or {}).get("object"))
+        row.cells |= {"factorization R²": slot["r2"], "linear heads (unseen)": heads}
+        row.readings.append(
+            f"object vectors factorise: R² {slot['r2']:.3f}; linear heads read {percent(heads)} of unseen objects "
+            f"(half seen)"
+        )
+    if "crossmodal" in folders:
+        s = summary_of(folders["crossmodal"])
+        swap = mean(s["raw"].get("swap_attribute"))
+        row.cells |= {"attribute swap": swap}
+        row.readings.append(
+            f"image-text similarity tells the attribute swap apart {percent(swap)} of the time (chance 50%)"
+        )
+    return row
+
+
+def intervention_cells(summary: dict[str, Any], readings: list[str]) -> dict[str, float | None]:
+    """Retrieval of the attribute edit by the first available bank, shared and different, at the table's k."""
+    k = f"{summary['table_k']:g}"
+    banks = [b for b, v in summary["banks"].items() if v["available"]]
+    edit = summary["edits"][0]
+    if not banks:
+        return {}
+    per = summary["results"].get(edit, {}).get(banks[0], {})
+    cells = {f"edit {g}": mean((per.get(g, {}).get(k) or {}).get("retrieval")) for g in ("shared", "different")}
+    readings.append(
+        f"editing one object ({edit}, {banks[0]} bank): retrieval {percent(cells['edit shared'])} when the two objects "
+        f"share the value, {percent(cells['edit different'])} when they differ"
+    )
+    return cells
+
+
+def report_card(root: Path) -> list[CardRow]:
+    """Every row of the report card of a run folder."""
+    return [card_row(dataset, label, folders) for (dataset, label), folders in result_folders(root).items()]
+
+
+def image_tag(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def table_html(rows: list[tuple[str, ...]] | list[list[str]]) -> str:
+    head, *body = rows
+    out = ["<table><thead><tr>", *(f"<th>{html.escape(str(c))}</th>" for c in head), "</tr></thead><tbody>"]
+    for r in body:
+        out += ["<tr>", *(f"<td>{html.escape(str(c))}</td>" for c in r), "</tr>"]
+    return "".join([*out, "</tbody></table>"])
+
+
+def card_html(rows: list[CardRow]) -> str:
+    columns = list(dict.fromkeys(c for r in rows for c in r.cells))
+    body = [["dataset", "embeddings", *columns]]
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = r.cells.get(c)
+            cells.append("-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
+        body.append([r.dataset, r.label, *cells])
+    readings = "".join(
+        f"<li><b>{html.escape(r.dataset)} / {html.escape(r.label)}</b><ul>"
+        + "".join(f"<li>{html.escape(x)}</li>" for x in r.readings)
+        + "</ul></li>"
+        for r in rows
+    )
+    return table_html(body) + f"<ul class='readings'>{readings}</ul>"
+
+
+def section_html(folder: Path, root: Path) -> str:
+    summary = summary_of(folder)
+    analysis = get_analysis(summary["analysis"])
+    parts = [f"<h3>{html.escape(analysis.name)}: {html.escape(str(folder.relative_to(root)))}</h3>"]
+    parts.append(f"<p class='title'>{html.escape(analysis.title)}</p>")
+    parts.append(table_html(analysis.headline(summary)))
+    notes = analysis.notes(summary)
+    if notes:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    for png in sorted((folder / "plots").glob("*.png")):
+        parts.append(f"<figure>{image_tag(png)}<figcaption>{html.escape(png.name)}</figcaption></figure>")
+    for page in sorted((folder / "plots").glob("*.html")):
+        parts.append(f"<p>interactive: <a href='{html.escape(str(page.relative_to(root)))}'>{page.name}</a></p>")
+    return "<section>" + "".join(parts) + "</section>"
+
+
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1200px;margin:1em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .5em}
+th{background:#f0f0f0}img{max-width:100%}figure{margin:.5em 0}section{border-top:1px solid #ddd;margin-top:1em}
+.readings li{margin:.2em 0}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}
+"""
+
+
+def write_report(root: str | Path) -> Path:
+    """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
+    root = Path(root)
+    manifest_path = root / "manifest.json"
+    config_path = root / "config.yaml"
+    if not config_path.is_file():
+        raise BindscopeError(f"{root} is not a run folder (no config.yaml); give the --out folder of bindscope run")
+    manifest = read_json(manifest_path, "run manifest") if manifest_path.is_file() else {}
+    rows = report_card(root)
+    folders = result_folders(root)
+    name = manifest.get("run") or root.name
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>bindscope: {html.escape(name)}</title>",
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>bindscope run {html.escape(name)}</h1>",
+        "<h2>Binding report card</h2>",
+        card_html(rows) if rows else "<p>No results yet.</p>",
+        "<h2>Analyses</h2>",
+        *(section_html(f, root) for group in folders.values() for f in group.values()),
+        "<h2>Provenance</h2>",
+        f"<pre>{html.escape(json.dumps({k: manifest.get(k) for k in PROVENANCE}, indent=2))}</pre>",
+        "<h2>Reproduce</h2>",
+        f"<pre>bindscope run {html.escape(str(config_path))} --out {html.escape(str(root))}</pre>",
+        "</body></html>",
+    ]
+    out = root / REPORT
+    with atomic_file(out, "w") as fh:
+        fh.write("\n".join(parts))
+    return out

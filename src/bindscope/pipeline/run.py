@@ -1,0 +1,305 @@
+"""``bindscope run CONFIG.yaml --out RUN_DIR``: datasets -> embeddings -> every analysis that applies -> report.
+
+A run folder::
+
+    config.yaml      the resolved config (every default filled in)
+    manifest.json    versions, git hash, seeds, dataset hashes, model specs, every step with its status
+                     (computed / reused / replaced / skipped, and why) and seconds
+    datasets/<name>/                         dataset folders
+    embeddings/<dataset>/<model>-<modality>[-L<layer>]   embedding folders, with ``+rand`` and ``-single``
+                                             siblings (the control and the single-object bank)
+    results/<dataset>/<model>-<modality>[-L<layer>]/<analysis>/   uni-modal analyses
+    results/<dataset>/<model>[-L<layer>]/crossmodal/              the cross-modal tests
+    report.html      the report (``bindscope report RUN_DIR``)
+
+Every step whose content key (inputs, settings, version) matches is reused, so running again does
+no work and an interrupted run resumes where it stopped; a lock keeps two runs out of one folder.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bindscope.analyses import crossmodal_inputs, geometry_inputs, load_inputs
+from bindscope.analyses.inputs import Inputs
+from bindscope.core.errors import BindscopeError
+from bindscope.core.io import atomic_file, write_json
+from bindscope.core.version import stamp
+from bindscope.data.datasets import Dataset, build_dataset
+from bindscope.data.presets import load_preset, preset_from_dict
+from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
+from bindscope.pipeline.steps import ProgressFactory, StepLog, run_lock, step
+
+Say = Callable[[str], None]
+CONFIG = "config.yaml"
+MANIFEST = "manifest.json"
+UNIMODAL = ("probe", "decompose", "intervene", "complexity", "geometry")
+
+
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    """One embedding folder of the run: a model's modality (and layer) on a dataset."""
+
+    dataset: str
+    model: ModelConfig
+    modality: str
+    layer: int | None
+
+    @property
+    def stem(self) -> str:
+        """``<model>[-L<layer>]``."""
+        return self.model.label + ("" if self.layer is None else f"-L{self.layer}")
+
+    @property
+    def label(self) -> str:
+        """``<model>-<modality>[-L<layer>]``."""
+        return f"{self.model.label}-{self.modality}" + ("" if self.layer is None else f"-L{self.layer}")
+
+
+@dataclass
+class RunState:
+    """Where the run writes, what it has, and what it did."""
+
+    root: Path
+    config: RunConfig
+    say: Say
+    progress: ProgressFactory | None
+    log: StepLog
+    datasets: dict[str, Dataset]
+    summaries: dict[str, dict[str, Any]]
+
+    def embedding_folder(self, spec: EmbeddingSpec, suffix: str = "") -> Path:
+        return self.root / "embeddings" / spec.dataset / f"{spec.label}{suffix}"
+
+    def result_folder(self, spec: EmbeddingSpec, analysis: str) -> Path:
+        return self.root / "results" / spec.dataset / spec.label / analysis
+
+
+def git_hash() -> str | None:
+    """The source tree's git commit, when bindscope runs from a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def dataset_preset(entry: DatasetConfig) -> Any:
+    """The preset of a run's dataset, with its covering subsample when ``max_scenes`` is set."""
+    preset = load_preset(entry.preset)
+    if entry.max_scenes is None:
+        return preset
+    data = preset.to_dict()
+    data["scenes"] = {**data["scenes"], "max_scenes": entry.max_scenes, "subsample_seed": entry.subsample_seed}
+    return preset_from_dict(data, origin=f"dataset {entry.name}")
+
+
+def build_datasets(state: RunState) -> None:
+    for entry in state.config.datasets:
+        folder = state.root / "datasets" / entry.name
+        images = entry.images or any("image" in m.modalities for m in state.config.models_for(entry.name))
+        with state.log.timed("dataset", entry.name, folder) as outcome:
+            existed = (folder / "manifest.json").is_file()
+            ds = build_dataset(dataset_preset(entry), folder, images=images, progress=state.progress is not None)
+            outcome["status"] = "reused" if existed else "computed"
+        state.datasets[entry.name] = ds
+        state.say(f"dataset      {entry.name}: {len(ds):,} scenes ({outcome['status']})")
+
+
+def layers_of(model: ModelConfig, modality: str, device: str) -> list[int | None]:
+    """The layers a model is embedded at: the final embedding, the listed layers, or all of them."""
+    if model.layers is None:
+        return [None]
+    if model.layers != "all":
+        return list(model.layers)
+    from bindscope.embeddings.encoders import load_encoder
+
+    encoder = load_encoder(model.spec, device=device)
+    return list(range(int(encoder.describe()["num_layers"][modality]) + 1))
+
+
+def embedding_specs(state: RunState) -> list[EmbeddingSpec]:
+    specs = []
+    for entry in state.config.datasets:
+        for model in state.config.models_for(entry.name):
+            for modality in model.modalities:
+                for layer in layers_of(model, modality, state.config.device):
+                    specs.append(EmbeddingSpec(entry.name, model, modality, layer))
+    return specs
+
+
+def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
+    from bindscope.embeddings.embed import embed_dataset
+
+    for spec in specs:
+        model = spec.model
+        jobs = [("", model.spec, False)]
+        if model.control:
+            jobs.append(("+rand", f"{model.spec}+rand", False))
+        if model.single_objects:
+            jobs.append(("-single", model.spec, True))
+        for suffix, model_spec, singles in jobs:
+            folder = state.embedding_folder(spec, suffix)
+            with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
+                result = embed_dataset(
+                    state.datasets[spec.dataset],
+                    model_spec,
+                    modality=spec.modality,
+                    out=folder,
+                    layer=spec.layer,
+                    device=state.config.device,
+                    dtype=model.dtype,
+                    batch_size=model.batch_size,
+                    single_objects=singles,
+                    progress=state.progress is not None,
+                )
+                outcome["status"] = "reused" if result.status == "existing" else result.status
+            state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
+
+
+def applies(name: str, state: RunState, spec: EmbeddingSpec) -> str | None:
+    """Why analysis ``name`` does not apply to this embedding folder, or None when it does."""
+    scenes = state.datasets[spec.dataset].scenes
+    two = scenes.max_objects == 2 and len(scenes.full()) > 0
+    if name == "intervene" and not two:
+        return "interventions need 2-object scenes"
+    if name == "geometry" and not two and not spec.model.single_objects:
+        return "geometry needs 2-object scenes or the single-object bank"
+    return None
+
+
+def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
+    folder = state.embedding_folder(spec)
+    probes = state.result_folder(spec, "probe")
+    has_probes = "probe" in state.config.enabled_analyses()
+    if name in ("probe", "decompose"):
+        return load_inputs(folder, find_control=spec.model.control)
+    if name == "complexity":
+        return load_inputs(folder, find_control=False, probes=probes if has_probes else None)
+    if name == "intervene":
+        return load_inputs(folder, find_control=False, probes=probes if has_probes else None, find_singles=True)
+    if name == "geometry":
+        return geometry_inputs(folder)
+    raise BindscopeError(f"internal: no inputs for {name}")
+
+
+def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
+    enabled = state.config.enabled_analyses()
+    for spec in specs:
+        for name in [n for n in enabled if n in UNIMODAL]:
+            key = f"{spec.dataset}/{spec.label}/{name}"
+            why = applies(name, state, spec)
+            if why:
+                state.log.skip("analysis", key, why)
+                state.say(f"{name:<12} {key}: skipped, {why}")
+                continue
+            folder = state.result_folder(spec, name)
+            with state.log.timed("analysis", key, folder) as outcome:
+                settings = state.config.analysis_settings(name)
+                summary, outcome["status"] = step(
+                    name, analysis_inputs(name, state, spec), folder, settings, state.progress
+                )
+            state.summaries[key] = summary
+            state.say(f"{name:<12} {key} ({outcome['status']})")
+    if "crossmodal" in enabled:
+        crossmodal_all(state, specs)
+
+
+def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
+    """The cross-modal tests of every model (and layer) with both modalities on a dataset of 2-object scenes."""
+    by_stem: dict[tuple[str, str], dict[str, EmbeddingSpec]] = {}
+    for spec in specs:
+        by_stem.setdefault((spec.dataset, spec.stem), {})[spec.modality] = spec
+    for (dataset, stem), pair in by_stem.items():
+        key = f"{dataset}/{stem}/crossmodal"
+        if set(pair) != {"image", "text"}:
+            state.log.skip("analysis", key, "the model is embedded in one modality only")
+            continue
+        if applies("intervene", state, pair["image"]):
+            state.log.skip("analysis", key, "cross-modal tests need 2-object scenes")
+            continue
+        folder = state.root / "results" / dataset / stem / "crossmodal"
+        has_probes = "probe" in state.config.enabled_analyses()
+        inputs = crossmodal_inputs(
+            state.embedding_folder(pair["image"]),
+            state.embedding_folder(pair["text"]),
+            probes_image=state.result_folder(pair["image"], "probe") if has_probes else None,
+            probes_text=state.result_folder(pair["text"], "probe") if has_probes else None,
+        )
+        with state.log.timed("analysis", key, folder) as outcome:
+            summary, outcome["status"] = step(
+                "crossmodal", inputs, folder, state.config.analysis_settings("crossmodal"), state.progress
+            )
+        state.summaries[key] = summary
+        state.say(f"{'crossmodal':<12} {key} ({outcome['status']})")
+
+
+def write_config(root: Path, config: RunConfig) -> None:
+    with atomic_file(root / CONFIG, "w") as fh:
+        yaml.safe_dump(config.model_dump(mode="json"), fh, sort_keys=False)
+
+
+def write_manifest(state: RunState, started: float, status: str) -> None:
+    write_json(
+        state.root / MANIFEST,
+        {
+            "format": {"name": "bindscope-run", "version": 1},
+            "run": state.config.name,
+            "status": status,
+            **stamp(),
+            "git": git_hash(),
+            "seeds": list(state.config.seeds),
+            "device": state.config.device,
+            "datasets": {n: {"path": str(d.root), "hash": d.hash, "scenes": len(d)} for n, d in state.datasets.items()},
+            "models": {m.label: {"spec": m.spec, "modalities": list(m.modalities)} for m in state.config.models},
+            "seconds": round(time.perf_counter() - started, 3),
+            "steps": state.log.to_list(),
+        },
+    )
+
+
+def run_pipeline(
+    config: RunConfig,
+    out: str | Path,
+    *,
+    say: Say = print,
+    progress: ProgressFactory | None = None,
+) -> RunState:
+    """Run ``config`` into ``out`` (see the module doc); returns what it did."""
+    root = Path(out)
+    existing = root / CONFIG
+    if root.is_dir() and any(p for p in root.iterdir() if p.name != ".lock") and not existing.is_file():
+        raise BindscopeError(f"{root} holds files that are not a bindscope run; choose another --out")
+    state = RunState(root, config, say, progress, StepLog(), {}, {})
+    started = time.perf_counter()
+    with run_lock(root):
+        write_config(root, config)
+        try:
+            build_datasets(state)
+            specs = embedding_specs(state)
+            embed_all(state, specs)
+            analyse_all(state, specs)
+            if config.report:
+                from bindscope.pipeline.report import write_report
+
+                with state.log.timed("report", "report.html", root / "report.html"):
+                    write_report(root)
+        except BaseException:
+            write_manifest(state, started, "interrupted")
+            raise
+        write_manifest(state, started, "complete")
+    return state
