@@ -1,0 +1,141 @@
+"""`bindscope run` end to end through the real CLI on a tiny config (all-MiniLM-L6-v2 on the clevr captions),
+the run folder, reuse, the lock, and the HTML report read back in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bindscope.analyses import load_result
+from bindscope.pipeline.report import report_card
+from cli_checks import assert_one_line_error
+
+CONFIG = """name: tiny
+seeds: [0]
+datasets:
+  - {name: clevr, preset: clevr}
+models:
+  - {spec: "st:all-MiniLM-L6-v2", name: minilm}
+analyses:
+  probe: {optimizer: lbfgs}
+  decompose: {optimizer: lbfgs}
+  intervene: true
+  complexity: {approximators: [additive], fractions: [0.5]}
+  geometry: {fractions: [0.5]}
+"""
+ANALYSES = ("probe", "decompose", "intervene", "complexity", "geometry")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, run_cli_module) -> tuple[Path, Path, str]:
+    root = tmp_path_factory.mktemp("run")
+    (root / "tiny.yaml").write_text(CONFIG)
+    done = run_cli_module("run", root / "tiny.yaml", "--out", root / "run", "-q")
+    assert done.returncode == 0, done.stderr
+    return root / "tiny.yaml", root / "run", done.stdout
+
+
+def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
+    _, out, stdout = run
+    assert {p.name for p in out.iterdir()} == {
+        "config.yaml",
+        "manifest.json",
+        "datasets",
+        "embeddings",
+        "results",
+        "report.html",
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["seeds"] == [0]
+    assert manifest["datasets"]["clevr"]["scenes"] == 576 and len(manifest["datasets"]["clevr"]["hash"]) == 64
+    steps = {s["name"]: s for s in manifest["steps"]}
+    assert {s["status"] for s in manifest["steps"]} == {"computed", "embedded"}
+    for suffix in ("", "+rand", "-single"):
+        assert (out / "embeddings" / "clevr" / f"minilm-text{suffix}" / "manifest.json").is_file()
+        assert f"clevr/minilm-text{suffix}" in steps
+    skipped = [s for s in manifest["steps"] if s["status"] == "skipped"]
+    assert not skipped  # text only: crossmodal is off without an image modality (not asked: no step)
+    for name in ANALYSES:
+        result = load_result(out / "results" / "clevr" / "minilm-text" / name, name)
+        assert result.header.seeds == [0] or name == "intervene"
+        assert f"{name:<12} clevr/minilm-text/{name} (computed)" in stdout
+    probe = load_result(out / "results" / "clevr" / "minilm-text" / "probe")
+    assert probe.numbers["controls"]["rand"] is not None  # the +rand sibling was found
+    intervene = load_result(out / "results" / "clevr" / "minilm-text" / "intervene")
+    assert intervene.numbers["probes"]["fitted_here"] is False  # the run's probes were used
+    assert intervene.numbers["banks"]["single"]["available"]
+    assert "report: " in stdout
+
+
+def test_the_report_card_equals_the_summaries(run: tuple[Path, Path, str]) -> None:
+    _, out, _ = run
+    (row,) = report_card(out)
+    folder = out / "results" / "clevr" / "minilm-text"
+    probe = load_result(folder / "probe").numbers
+    assert row.cells["object probe"] == probe["test"]["object_acc"]["mean"]
+    assert row.cells["random weights"] == probe["controls"]["rand"]["test"]["object_acc"]["mean"]
+    decompose = load_result(folder / "decompose").numbers
+    assert row.cells["object-additive R²"] == decompose["r2"]["test"]["object_additive"]["mean"]
+    geometry = load_result(folder / "geometry").numbers
+    assert row.cells["factorization R²"] == geometry["positions"][0]["r2"]
+    complexity = load_result(folder / "complexity").numbers
+    assert row.cells["f*"] == complexity["verdict"]["f_star"]
+    assert any(r.startswith("objects recoverable: yes") for r in row.readings)
+
+
+def test_a_second_run_does_no_work(run: tuple[Path, Path, str], run_cli) -> None:
+    config, out, _ = run
+    stamp = (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").stat().st_mtime_ns
+    done = run_cli("run", config, "--out", out, "-q")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {s["status"] for s in manifest["steps"] if s["kind"] != "report"} == {"reused"}
+    assert (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").stat().st_mtime_ns == stamp
+
+
+def test_two_runs_never_share_a_folder(run: tuple[Path, Path, str], run_cli, tmp_path: Path) -> None:
+    config, _, _ = run
+    out = tmp_path / "locked"
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"pid": os.getpid(), "started": "now"}))  # this live process holds it
+    done = run_cli("run", config, "--out", out)
+    assert_one_line_error(done, f"another run (pid {os.getpid()}, started now) is writing into")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    done = run_cli("run", config, "--out", tmp_path / "other")
+    assert_one_line_error(done, "holds files that are not a bindscope run; choose another --out")
+
+
+def test_the_report_in_headless_chromium(run: tuple[Path, Path, str], tmp_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    _, out, _ = run
+    options = Options()
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1280,2000",
+        "--disable-dev-shm-usage",
+    ):
+        options.add_argument(arg)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chrome'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        driver.get((out / "report.html").resolve().as_uri())
+        assert driver.title == "bindscope: tiny"
+        widths = driver.execute_script("return Array.from(document.images).map(i => i.naturalWidth)")
+        assert len(widths) >= 5 and min(widths) > 0  # every plot decoded
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+        card = driver.execute_script("return document.querySelector('table').innerText")
+        assert "object probe" in card and "minilm-text" in card
+        assert driver.save_screenshot(str(tmp_path / "report.png"))
+    finally:
+        driver.quit()

@@ -1,0 +1,70 @@
+"""The run config: defaults, each analysis's settings validated by its class, and one-line errors naming
+what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bindscope.core.errors import BindscopeError
+from bindscope.pipeline.config import RUN_ANALYSES, load_config, parse_config
+
+BASE = {
+    "name": "t",
+    "datasets": [{"name": "clevr", "preset": "clevr"}],
+    "models": [{"spec": "st:all-MiniLM-L6-v2"}],
+}
+
+
+def test_defaults_and_settings() -> None:
+    config = parse_config({**BASE, "seeds": [0, 1], "analyses": {"probe": {"optimizer": "lbfgs"}, "geometry": True}})
+    assert config.enabled_analyses() == ["probe", "geometry"]
+    probe = config.analysis_settings("probe")
+    assert probe.seeds == (0, 1) and probe.optimizer == "lbfgs"  # the run's seeds, the analysis's own option
+    assert parse_config(BASE).enabled_analyses() == list(RUN_ANALYSES)
+    assert config.models[0].label == "all-MiniLM-L6-v2" and config.models[0].modalities == ("text",)
+    assert config.models_for("clevr") == list(config.models)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"modles": []}, "modles: unknown key; allowed: analyses, datasets, description, device, models, name"),
+        (
+            {"datasets": [{"name": "clevr", "preset": "clevr", "imags": True}]},
+            "datasets.0.imags: unknown key; allowed: images, max_scenes, name, preset, subsample_seed",
+        ),
+        ({"analyses": {"probe": {"stpes": 3}}}, "analyses.probe: unknown keys ['stpes']; allowed: center, device"),
+        ({"analyses": {"probe": {"steps": 0}}}, "analyses.probe: steps: must be at least 1, got 0"),
+        ({"analyses": {"probes": True}}, "unknown analyses ['probes']; a run holds probe, decompose"),
+        ({"models": [{"spec": "st:a", "datasets": ["x"]}]}, "model a names datasets ['x']; the run has clevr"),
+        ({"models": [{"spec": "st:a"}, {"spec": "hf:b/a"}]}, "model names repeat: ['a', 'a']"),
+        ({"datasets": [{"name": "a/b", "preset": "clevr"}]}, "dataset name 'a/b' names a folder"),
+        ({"models": [{"spec": "st:a", "modalities": ["text", "text"]}]}, "give each modality once"),
+        ({"seeds": [1, 1]}, "seeds: seeds repeat: [1, 1]"),
+        ({"datasets": []}, "datasets: Tuple should have at least 1 item"),
+    ],
+)
+def test_bad_configs(change: dict, message: str) -> None:
+    with pytest.raises(
+        BindscopeError, match=r"invalid run config: .*" + message.replace("[", r"\[").replace("]", r"\]")
+    ):
+        parse_config({**BASE, **change})
+
+
+def test_yaml_files(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text("name: s\nconcepts: {a: [x, y], b: [u, v]}\nobjects_per_scene: 2\n")
+    (tmp_path / "run.yaml").write_text(
+        "name: r\ndatasets:\n  - {name: s, preset: space.yaml, max_scenes: 4}\nmodels:\n  - {spec: 'st:m'}\n"
+    )
+    config = load_config(tmp_path / "run.yaml")
+    assert config.datasets[0].preset == str(tmp_path / "space.yaml")  # relative to the config file
+    (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(BindscopeError, match=r"malformed YAML in .*bad.yaml at line \d+"):
+        load_config(tmp_path / "bad.yaml")
+    (tmp_path / "empty.yaml").write_text("")
+    with pytest.raises(BindscopeError, match="is empty; see configs/demo.yaml"):
+        load_config(tmp_path / "empty.yaml")
+    with pytest.raises(BindscopeError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
