@@ -10,13 +10,17 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bindscope.analyses import get_analysis
 from bindscope.analyses.results import read_header
 from bindscope.core.errors import BindscopeError
+from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json
 
 REPORT = "report.html"
@@ -128,6 +132,47 @@ def report_card(root: Path) -> list[CardRow]:
     return [card_row(dataset, label, folders) for (dataset, label), folders in result_folders(root).items()]
 
 
+LAYERED = re.compile(r"^(?P<base>.+)-L(?P<layer>-?\d+)$")
+DEPTH_METRICS = (
+    "object probe",
+    "object-additive R²",
+    "edit different",
+    "factorization R²",
+    "linear heads (unseen)",
+    "attribute swap",
+)
+
+
+def depth_series(rows: list[CardRow]) -> dict[tuple[str, str], list[tuple[int, CardRow]]]:
+    """Rows of one model (and modality) at several layers, by (dataset, folder label without the layer)."""
+    out: dict[tuple[str, str], list[tuple[int, CardRow]]] = {}
+    for r in rows:
+        match = LAYERED.match(r.label)
+        if match:
+            out.setdefault((r.dataset, match["base"]), []).append((int(match["layer"]), r))
+    return {k: sorted(v, key=lambda x: x[0]) for k, v in out.items() if len(v) > 1}
+
+
+def depth_figure(key: tuple[str, str], series: list[tuple[int, CardRow]], path: Path) -> Path | None:
+    """Each headline metric of a layer sweep against depth."""
+    metrics = [m for m in DEPTH_METRICS if any(isinstance(r.cells.get(m), float) for _, r in series)]
+    if not metrics:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    layers = [layer for layer, _ in series]
+    for m in metrics:
+        values = [r.cells.get(m) for _, r in series]
+        ax.plot(layers, [v if isinstance(v, float) else np.nan for v in values], "o-", label=m)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("value")
+    ax.set_title(f"{key[0]} / {key[1]}: headline metrics against depth")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def image_tag(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
@@ -183,6 +228,16 @@ th{background:#f0f0f0}img{max-width:100%}figure{margin:.5em 0}section{border-top
 """
 
 
+def depth_html(rows: list[CardRow], root: Path) -> list[str]:
+    """A figure per layer sweep (a model embedded at several layers): the headline metrics against depth."""
+    parts = []
+    for key, series in depth_series(rows).items():
+        figure = depth_figure(key, series, root / "report" / f"depth-{key[0]}-{key[1]}.png")
+        if figure is not None:
+            parts.append(f"<h3>Layer sweep: {html.escape(key[0])} / {html.escape(key[1])}</h3>{image_tag(figure)}")
+    return parts
+
+
 def write_report(root: str | Path) -> Path:
     """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
     root = Path(root)
@@ -200,6 +255,7 @@ def write_report(root: str | Path) -> Path:
         f"<h1>bindscope run {html.escape(name)}</h1>",
         "<h2>Binding report card</h2>",
         card_html(rows) if rows else "<p>No results yet.</p>",
+        *depth_html(rows, root),
         "<h2>Analyses</h2>",
         *(section_html(f, root) for group in folders.values() for f in group.values()),
         "<h2>Provenance</h2>",
