@@ -139,3 +139,32 @@ def test_the_report_in_headless_chromium(run: tuple[Path, Path, str], tmp_path: 
         assert driver.save_screenshot(str(tmp_path / "report.png"))
     finally:
         driver.quit()
+
+
+def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) -> None:
+    import shutil
+
+    import pandas as pd
+
+    _, out, _ = run
+    other = tmp_path / "again"
+    shutil.copytree(out, other)
+    done = run_cli("compare", out, other, "--out", tmp_path / "cmp")
+    assert done.returncode == 0, done.stderr
+    card = pd.read_csv(tmp_path / "cmp" / "card.csv")
+    assert list(card.run) == ["run", "again"] and card["object probe"].nunique() == 1
+    merged = pd.read_parquet(tmp_path / "cmp" / "results.parquet")
+    assert set(merged.run) == {"run", "again"} and set(merged.analysis_folder) == set(ANALYSES)
+    assert list(merged.columns[:4]) == ["run", "dataset", "embeddings", "analysis_folder"]
+    assert (tmp_path / "cmp" / "plots" / "object_probe.png").is_file()
+    assert "<img" in (tmp_path / "cmp" / "compare.html").read_text()
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["datasets"]["clevr"]["hash"] = "0" * 64
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    done = run_cli("compare", out, other, "--out", tmp_path / "cmp2")
+    assert_one_line_error(done, "dataset 'clevr' differs between")
+    done = run_cli("compare", out, "--out", tmp_path / "cmp3")
+    assert_one_line_error(done, "give at least two run folders to compare")
+    done = run_cli("compare", out, tmp_path, "--out", tmp_path / "cmp4")
+    assert_one_line_error(done, "is not a finished run folder")
+    assert not any((tmp_path / n).exists() for n in ("cmp2", "cmp3", "cmp4"))

@@ -37,3 +37,15 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run folder of bindsco
     from bindscope.pipeline.report import write_report
 
     typer.echo(f"wrote {write_report(run_dir)}")
+
+
+@app.command()
+def compare(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders of bindscope run.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")],
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing output folder.")] = False,
+) -> None:
+    """Several runs side by side: merged tables, the report cards as one table, a figure per headline metric."""
+    from bindscope.pipeline.compare import compare_runs
+
+    typer.echo(f"wrote {compare_runs(run_dirs, out, overwrite=overwrite) / 'compare.html'}")
