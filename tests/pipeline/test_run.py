@@ -168,3 +168,75 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     done = run_cli("compare", out, tmp_path, "--out", tmp_path / "cmp4")
     assert_one_line_error(done, "is not a finished run folder")
     assert not any((tmp_path / n).exists() for n in ("cmp2", "cmp3", "cmp4"))
+
+
+def without_timings(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k != "seconds"}
+    return value
+
+
+def numbers(out: Path) -> dict[str, object]:
+    """Every result folder's content key and numbers, without timings and paths (what must not depend on
+    interruptions)."""
+    found = {}
+    for summary in sorted((out / "results").glob("*/*/*/summary.json")):
+        data = json.loads(summary.read_text())
+        kept = {k: v for k, v in data.items() if k not in ("created", "inputs", "bindscope_version", "versions")}
+        found[str(summary.parent.relative_to(out))] = without_timings(kept)
+    return found
+
+
+def test_a_failure_mid_step_resumes_to_the_same_folder(run: tuple[Path, Path, str], tmp_path: Path) -> None:
+    from contextlib import contextmanager
+
+    from bindscope.pipeline.config import load_config
+    from bindscope.pipeline.run import run_pipeline
+
+    config_path, clean, _ = run
+    config = load_config(config_path)
+    out = tmp_path / "broken"
+
+    @contextmanager
+    def failing(name: str):
+        if name == "intervene":
+            raise RuntimeError("injected failure")
+        yield lambda done, total: None
+
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run_pipeline(config, out, say=lambda _: None, progress=failing)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and not (out / ".lock").exists()
+    assert (out / "results" / "clevr" / "minilm-text" / "decompose" / "summary.json").is_file()
+    assert not (out / "results" / "clevr" / "minilm-text" / "intervene").exists()  # nothing half-written
+    state = run_pipeline(config, out, say=lambda _: None)
+    statuses = {r.name: r.status for r in state.log.records}
+    assert statuses["clevr/minilm-text/probe"] == "reused" and statuses["clevr/minilm-text/intervene"] == "computed"
+    assert numbers(out) == numbers(clean)
+
+
+def test_ctrl_c_mid_run_resumes(run: tuple[Path, Path, str], tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config, clean, _ = run
+    out = tmp_path / "interrupted"
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}  # the isolated caches of this test
+    cmd = [sys.executable, "-m", "bindscope", "run", str(config), "--out", str(out), "-q"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while (
+        time.time() < deadline and not (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").exists()
+    ):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and not (out / ".lock").exists()
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "probe        clevr/minilm-text/probe (reused)" in done.stdout
+    assert numbers(out) == numbers(clean)
