@@ -43,7 +43,7 @@ def test_defaults_and_settings() -> None:
         ({"datasets": [{"name": "a/b", "preset": "clevr"}]}, "dataset name 'a/b' names a folder"),
         ({"models": [{"spec": "st:a", "modalities": ["text", "text"]}]}, "give each modality once"),
         ({"seeds": [1, 1]}, "seeds: seeds repeat: [1, 1]"),
-        ({"datasets": []}, "datasets: Tuple should have at least 1 item"),
+        ({"datasets": []}, "the models have no dataset to embed; add datasets"),
     ],
 )
 def test_bad_configs(change: dict, message: str) -> None:
@@ -68,3 +68,16 @@ def test_yaml_files(tmp_path: Path) -> None:
         load_config(tmp_path / "empty.yaml")
     with pytest.raises(BindscopeError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_scratch_entries() -> None:
+    config = parse_config({"name": "s", "scratch": [{"name": "m", "fraction": 0.5, "steps": 10}]})
+    assert config.scratch[0].training_config().steps == 10 and config.models == ()
+    for change, message in (
+        ({"scratch": [{"name": "m", "config": "huge"}]}, "scratch model m: unknown scratch config 'huge'"),
+        ({"scratch": [{"name": "m"}, {"name": "m"}]}, "scratch model names repeat"),
+        ({"scratch": []}, "give datasets and models to embed them with, or scratch models"),
+        ({"scratch": [{"name": "m", "fraction": 0}]}, "scratch.0.fraction: must be greater than 0"),
+    ):
+        with pytest.raises(BindscopeError, match=message):
+            parse_config({"name": "s", **change})

@@ -88,6 +88,30 @@ class ModelConfig(Strict):
         return re.sub(r"[^A-Za-z0-9_.+-]", "_", tail) or "model"
 
 
+class ScratchEntry(Strict):
+    """A controlled model trained from scratch (§9) in the run: its training config (built-in or YAML) with
+    overrides, then its export (every ordered object pair embedded, with the ``+rand`` control) analysed
+    like any embedding folder."""
+
+    name: str
+    config: str = "cpu-small"
+    fraction: float | None = Field(None, gt=0, le=1)
+    seed: int | None = Field(None, ge=0)
+    steps: int | None = Field(None, ge=1)
+    control: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_slug(v, "scratch model name")
+
+    def training_config(self) -> Any:
+        """The validated training config (:class:`bindscope.scratch.config.ScratchConfig`)."""
+        from bindscope.scratch.config import load_config as load_scratch_config
+
+        return load_scratch_config(self.config, fraction=self.fraction, seed=self.seed, steps=self.steps)
+
+
 def all_analyses() -> dict[str, dict[str, Any] | bool]:
     """Every analysis of a run, with its default settings."""
     return dict.fromkeys(RUN_ANALYSES, True)
@@ -100,8 +124,9 @@ class RunConfig(Strict):
     description: str = ""
     device: str = "cpu"
     seeds: Seeds = DEFAULT_SEEDS
-    datasets: tuple[DatasetConfig, ...] = Field(min_length=1)
-    models: tuple[ModelConfig, ...] = Field(min_length=1)
+    datasets: tuple[DatasetConfig, ...] = ()
+    models: tuple[ModelConfig, ...] = ()
+    scratch: tuple[ScratchEntry, ...] = ()
     analyses: dict[str, dict[str, Any] | bool] = Field(default_factory=lambda: all_analyses())
     report: bool = True
 
@@ -120,9 +145,23 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _references(self) -> RunConfig:
+        if not self.scratch and not (self.datasets and self.models):
+            raise ValueError("give datasets and models to embed them with, or scratch models (or both)")
+        if self.models and not self.datasets:
+            raise ValueError("the models have no dataset to embed; add datasets")
         names = [d.name for d in self.datasets]
         if len(set(names)) != len(names):
             raise ValueError(f"dataset names repeat: {names}")
+        scratch = [f"scratch-{e.name}" for e in self.scratch]
+        if len(set(scratch)) != len(scratch) or set(scratch) & set(names):
+            raise ValueError(
+                f"scratch model names repeat or clash with dataset names: {[e.name for e in self.scratch]}"
+            )
+        for entry in self.scratch:
+            try:
+                entry.training_config()
+            except BindscopeError as exc:
+                raise ValueError(f"scratch model {entry.name}: {exc}") from None
         labels = [m.label for m in self.models]
         if len(set(labels)) != len(labels):
             raise ValueError(f"model names repeat: {labels}; give each model a distinct name")
@@ -221,4 +260,4 @@ def load_config(path: str | Path) -> RunConfig:
     return parse_config(data, origin=f"run config {path}")
 
 
-__all__ = ["RUN_ANALYSES", "DatasetConfig", "ModelConfig", "RunConfig", "load_config", "parse_config"]
+__all__ = ["RUN_ANALYSES", "DatasetConfig", "ModelConfig", "RunConfig", "ScratchEntry", "load_config", "parse_config"]

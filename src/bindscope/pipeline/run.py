@@ -21,7 +21,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +74,11 @@ class RunState:
     log: StepLog
     datasets: dict[str, Dataset]
     summaries: dict[str, dict[str, Any]]
+    folders: dict[str, Path] = field(default_factory=dict)  # embedding folders outside embeddings/ (exports)
 
     def embedding_folder(self, spec: EmbeddingSpec, suffix: str = "") -> Path:
-        return self.root / "embeddings" / spec.dataset / f"{spec.label}{suffix}"
+        key = f"{spec.dataset}/{spec.label}{suffix}"
+        return self.folders.get(key, self.root / "embeddings" / spec.dataset / f"{spec.label}{suffix}")
 
     def result_folder(self, spec: EmbeddingSpec, analysis: str) -> Path:
         return self.root / "results" / spec.dataset / spec.label / analysis
@@ -169,6 +171,38 @@ def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
                 )
                 outcome["status"] = "reused" if result.status == "existing" else result.status
             state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
+
+
+def scratch_all(state: RunState) -> list[EmbeddingSpec]:
+    """Train (or find) each scratch model and export it; its export is then analysed like an embedding folder
+    (dataset ``scratch-<name>``: every ordered object pair of its space)."""
+    from bindscope.data.datasets import load_dataset
+    from bindscope.scratch.export import export_model
+    from bindscope.scratch.train import train_model
+
+    specs = []
+    for entry in state.config.scratch:
+        root = state.root / "scratch" / entry.name
+        with state.log.timed("scratch", f"{entry.name}/model", root / "model") as outcome:
+            trained = train_model(
+                entry.training_config(), root / "model", device=state.config.device, progress=state.progress is not None
+            )
+            outcome["status"] = "reused" if trained.status == "existing" else trained.status
+        state.say(f"scratch      {entry.name}: model ({outcome['status']})")
+        with state.log.timed("export", f"{entry.name}/export", root / "export") as outcome:
+            existed = (root / "export" / "export.json").is_file()
+            export_model(root / "model", root / "export", control=entry.control, device=state.config.device)
+            outcome["status"] = "reused" if existed else "computed"
+        dataset = f"scratch-{entry.name}"
+        state.datasets[dataset] = load_dataset(root / "export" / "dataset")
+        model = ModelConfig(
+            spec=f"scratch:{(root / 'model').resolve()}", name=entry.name, control=entry.control, single_objects=False
+        )
+        spec = EmbeddingSpec(dataset, model, "text", None)
+        state.folders[f"{dataset}/{spec.label}"] = root / "export" / "embeddings" / "scene"
+        state.folders[f"{dataset}/{spec.label}+rand"] = root / "export" / "embeddings" / "scene-rand"
+        specs.append(spec)
+    return specs
 
 
 def applies(name: str, state: RunState, spec: EmbeddingSpec) -> str | None:
@@ -292,6 +326,7 @@ def run_pipeline(
             build_datasets(state)
             specs = embedding_specs(state)
             embed_all(state, specs)
+            specs += scratch_all(state)
             analyse_all(state, specs)
             if config.report:
                 from bindscope.pipeline.report import write_report
