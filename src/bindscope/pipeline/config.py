@@ -145,10 +145,10 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _references(self) -> RunConfig:
-        if not self.scratch and not (self.datasets and self.models):
-            raise ValueError("give datasets and models to embed them with, or scratch models (or both)")
         if self.models and not self.datasets:
             raise ValueError("the models have no dataset to embed; add datasets")
+        if not self.scratch and not (self.datasets and self.models):
+            raise ValueError("give datasets and models to embed them with, or scratch models (or both)")
         names = [d.name for d in self.datasets]
         if len(set(names)) != len(names):
             raise ValueError(f"dataset names repeat: {names}")
