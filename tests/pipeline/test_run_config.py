@@ -25,6 +25,11 @@ def test_defaults_and_settings() -> None:
     assert parse_config(BASE).enabled_analyses() == list(RUN_ANALYSES)
     assert config.models[0].label == "all-MiniLM-L6-v2" and config.models[0].modalities == ("text",)
     assert config.models_for("clevr") == list(config.models)
+    assert config.analysis_settings("complexity").budget.name == "cpu"  # auto on a CPU
+    paper = parse_config({**BASE, "analyses": {"complexity": {"budget": "paper"}}}).analysis_settings("complexity")
+    assert paper.budget.name == "paper" and paper.budget.protocol == "paper"
+    capped = parse_config({**BASE, "analyses": {"complexity": {"budget": {"name": "cpu", "epochs": 7}}}})
+    assert capped.analysis_settings("complexity").budget.epochs == 7
 
 
 @pytest.mark.parametrize(
@@ -43,6 +48,7 @@ def test_defaults_and_settings() -> None:
         ({"datasets": [{"name": "a/b", "preset": "clevr"}]}, "dataset name 'a/b' names a folder"),
         ({"models": [{"spec": "st:a", "modalities": ["text", "text"]}]}, "give each modality once"),
         ({"seeds": [1, 1]}, "seeds: seeds repeat: [1, 1]"),
+        ({"analyses": {"complexity": {"budget": "huge"}}}, "analyses.complexity: unknown budget 'huge'"),
         ({"datasets": []}, "the models have no dataset to embed; add datasets"),
     ],
 )
@@ -81,3 +87,17 @@ def test_scratch_entries() -> None:
     ):
         with pytest.raises(BindscopeError, match=message):
             parse_config({"name": "s", **change})
+
+
+@pytest.mark.parametrize("recipe", ["clevr", "clevr2d", "text", "pug_spare"])
+def test_the_paper_recipes_are_valid(recipe: str) -> None:
+    path = Path(__file__).parents[2] / "configs" / "paper" / f"{recipe}.yaml"
+    config = load_config(path, device="cpu")  # they ask for cuda; validated here on a CPU
+    assert config.device == "cpu" and config.seeds == (0, 1, 2)
+    assert config.analysis_settings("complexity").budget.name == "full"
+    assert {m.spec for m in config.models} >= {"hf:openai/clip-vit-base-patch32", "hf:google/siglip-base-patch16-224"}
+
+
+def test_the_demo_config_is_valid() -> None:
+    config = load_config(Path(__file__).parents[2] / "configs" / "demo.yaml")
+    assert config.models[0].spec == "st:all-MiniLM-L6-v2" and config.device == "cpu"

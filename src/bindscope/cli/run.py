@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -15,6 +15,7 @@ from bindscope.cli.common import QuietOpt, progress_bar, quiet_model_libraries
 def run_command(
     config: Annotated[Path, typer.Argument(help="A run config (YAML); see configs/demo.yaml.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="The run folder (resumed when it holds this run).")],
+    device: Annotated[Optional[str], typer.Option(help="Torch device for every step, instead of the config's.")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Datasets -> embeddings -> every analysis that applies -> report.html, reusing finished steps."""
@@ -22,7 +23,7 @@ def run_command(
     from bindscope.pipeline.run import run_pipeline
 
     quiet_model_libraries()
-    settings = load_config(config)
+    settings = load_config(config, device=device)
 
     def bars(name: str) -> Any:
         return progress_bar(name, "step", quiet)

@@ -192,6 +192,10 @@ class RunConfig(Strict):
         if "device" in fields and "device" not in overrides:
             base["device"] = self.device
         try:
+            if name == "complexity":  # a budget by name (auto: full on CUDA, cpu otherwise), with overrides
+                overrides["budget"] = named_budget(
+                    overrides.get("budget", "auto"), overrides.get("device", self.device)
+                )
             return analysis.Settings(**{**base, **overrides})
         except BindscopeError as exc:
             raise ValueError(f"analyses.{name}: {str(exc).split(': ', 1)[-1]}") from None
@@ -221,6 +225,18 @@ def inner_model(annotation: Any) -> Any:
     return annotation
 
 
+def named_budget(budget: Any, device: str) -> Any:
+    """``budget: paper`` or ``budget: {name: cpu, epochs: 500}`` as a complexity :class:`Budget`."""
+    from bindscope.analyses.complexity.sweep import resolve_budget
+
+    if isinstance(budget, str):
+        return resolve_budget(budget, device)
+    if isinstance(budget, dict):
+        rest = dict(budget)
+        return resolve_budget(str(rest.pop("name", "auto")), device, **rest)
+    return budget
+
+
 def parse_config(data: Any, origin: str = "run config") -> RunConfig:
     """Validate a mapping into a :class:`RunConfig`; errors are one line naming ``origin``, and an unknown key
     lists the allowed ones."""
@@ -239,8 +255,9 @@ def parse_config(data: Any, origin: str = "run config") -> RunConfig:
         raise BindscopeError(f"invalid {origin}: {message}") from None
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """Read a run config from a YAML file; a relative ``preset`` file is resolved against the file's folder."""
+def load_config(path: str | Path, **overrides: Any) -> RunConfig:
+    """Read a run config from a YAML file; a relative ``preset`` file is resolved against the file's folder.
+    ``overrides`` (None values ignored) replace top-level keys, e.g. ``device="cpu"``."""
     path = Path(path)
     if not path.is_file():
         raise BindscopeError(f"run config {path} does not exist; see configs/demo.yaml for an example")
@@ -257,6 +274,8 @@ def load_config(path: str | Path) -> RunConfig:
             preset = entry.get("preset") if isinstance(entry, dict) else None
             if isinstance(preset, str) and preset.endswith((".yaml", ".yml")) and not Path(preset).is_absolute():
                 entry["preset"] = str((path.parent / preset).resolve())
+    if isinstance(data, dict):
+        data.update({k: v for k, v in overrides.items() if v is not None})
     return parse_config(data, origin=f"run config {path}")
 
 
