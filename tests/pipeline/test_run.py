@@ -68,6 +68,7 @@ def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
     assert intervene.numbers["probes"]["fitted_here"] is False  # the run's probes were used
     assert intervene.numbers["banks"]["single"]["available"]
     assert "report: " in stdout
+    assert "clevr / minilm-text:\n  objects recoverable: yes" in stdout  # the plain-language answers
 
 
 def test_the_report_card_equals_the_summaries(run: tuple[Path, Path, str]) -> None:

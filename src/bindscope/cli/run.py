@@ -29,7 +29,18 @@ def run_command(
         return progress_bar(name, "step", quiet)
 
     run_pipeline(settings, out, say=typer.echo, progress=None if quiet else bars)
+    answers(out)
     typer.echo(f"\nreport: {out / 'report.html'}" if settings.report else f"\nwrote {out}")
+
+
+def answers(out: Path) -> None:
+    """The report card's plain-language readings, per embedding folder."""
+    from bindscope.pipeline.report import report_card
+
+    for row in report_card(out):
+        typer.echo(f"\n{row.dataset} / {row.label}:")
+        for line in row.readings:
+            typer.echo(f"  {line}")
 
 
 @app.command()
