@@ -216,7 +216,12 @@ def test_a_failure_mid_step_resumes_to_the_same_folder(run: tuple[Path, Path, st
     assert numbers(out) == numbers(clean)
 
 
-def test_ctrl_c_mid_run_resumes(run: tuple[Path, Path, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signame", "status", "word"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")]
+)
+def test_a_signal_mid_run_resumes(
+    run: tuple[Path, Path, str], tmp_path: Path, signame: str, status: int, word: str
+) -> None:
     import signal
     import subprocess
     import sys
@@ -232,10 +237,10 @@ def test_ctrl_c_mid_run_resumes(run: tuple[Path, Path, str], tmp_path: Path) -> 
         time.time() < deadline and not (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").exists()
     ):
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    assert "interrupted" in stderr and not (out / ".lock").exists()
+    assert proc.returncode == status, stderr
+    assert word in stderr and not (out / ".lock").exists()
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

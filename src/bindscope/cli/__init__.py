@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -38,15 +39,18 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point. Bad input, usage mistakes included, is one line on stderr.
 
     Exit status: 0 success, 1 bad input (a :class:`BindscopeError`), 2 command-line usage,
-    130 interrupted (Ctrl-C).
+    130 interrupted (Ctrl-C), 143 terminated (SIGTERM: cleaned up like Ctrl-C).
     """
     interrupted = "interrupted; run the same command again (embed continues where it stopped)"
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         status = app(args=argv, standalone_mode=False)
     except BindscopeError as exc:
         _fail(str(exc), 1)
     except (typer.Abort, KeyboardInterrupt):
         _fail(interrupted, 130)
+    except Terminated:
+        _fail("terminated; run the same command again (finished steps are kept)", 143)
     except typer.TyperException as exc:  # click's usage errors (bad option, missing argument)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":
@@ -58,6 +62,14 @@ def main(argv: list[str] | None = None) -> None:
     if status == 130:  # typer turns Ctrl-C into a silent exit status 130
         _fail(interrupted, 130)
     sys.exit(status if isinstance(status, int) else 0)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, so that locks and partial files are cleaned up on the way out."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _fail(message: str, status: int) -> None:
