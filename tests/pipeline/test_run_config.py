@@ -99,5 +99,8 @@ def test_the_paper_recipes_are_valid(recipe: str) -> None:
 
 
 def test_the_demo_config_is_valid() -> None:
-    config = load_config(Path(__file__).parents[2] / "configs" / "demo.yaml")
+    from bindscope.pipeline.demo import demo_config_path
+
+    config = load_config(demo_config_path())
+    assert load_config(demo_config_path(quick=True)).seeds == (0,)
     assert config.models[0].spec == "st:all-MiniLM-L6-v2" and config.device == "cpu"

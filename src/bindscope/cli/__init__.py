@@ -11,7 +11,7 @@ import typer
 
 from bindscope.cli import crossmodal, data, embeddings, geometry, measure, run, scratch  # noqa: F401 (their commands register on import)
 from bindscope.cli.app import app
-from bindscope.cli.common import QuietOpt, progress_bar, quiet_model_libraries
+from bindscope.cli.common import QuietOpt, quiet_model_libraries
 from bindscope.core.errors import BindscopeError
 
 
@@ -19,20 +19,18 @@ from bindscope.core.errors import BindscopeError
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path("runs/demo"),
     quick: Annotated[
-        bool, typer.Option(help="A smaller run: one seed, three fractions, two families, short fits.")
+        bool, typer.Option(help="A smaller run: one seed, a small subsample, a short scratch model, short fits.")
     ] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """The main job on the embedded default model (all-MiniLM-L6-v2, offline): datasets, embeddings,
-    probes, decomposition and binding-function complexity. Steps with the same inputs and settings are reused."""
-    from functools import partial
-
-    from bindscope.pipeline.demo import DemoPlan, run_demo
+    """The main job on the embedded default model (all-MiniLM-L6-v2, offline): `bindscope run` on the shipped
+    demo config (text and clevr captions, the +rand control, single-object captions, a controlled model trained
+    from scratch; every analysis that applies; the report). Finished steps are reused."""
+    from bindscope.cli.run import run_and_answer
+    from bindscope.pipeline.demo import demo_config
 
     quiet_model_libraries()
-    plan = DemoPlan.quick() if quick else DemoPlan()
-    bars = partial(progress_bar, unit="step", quiet=quiet)
-    run_demo(out, plan, say=typer.echo, progress=bars, embed_progress=not quiet)
+    run_and_answer(demo_config(quick), out, quiet)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,10 +20,14 @@ def run_command(
 ) -> None:
     """Datasets -> embeddings -> every analysis that applies -> report.html, reusing finished steps."""
     from bindscope.pipeline.config import load_config
-    from bindscope.pipeline.run import run_pipeline
 
     quiet_model_libraries()
-    settings = load_config(config, device=device)
+    run_and_answer(load_config(config, device=device), out, quiet)
+
+
+def run_and_answer(settings: Any, out: Path, quiet: bool) -> None:
+    """Run a config into ``out``, then print the plain-language answers and where the report is."""
+    from bindscope.pipeline.run import run_pipeline
 
     def bars(name: str) -> Any:
         return progress_bar(name, "step", quiet)

@@ -22,6 +22,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -244,13 +245,33 @@ def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
             folder = state.result_folder(spec, name)
             with state.log.timed("analysis", key, folder) as outcome:
                 settings = state.config.analysis_settings(name)
-                summary, outcome["status"] = step(
-                    name, analysis_inputs(name, state, spec), folder, settings, state.progress
-                )
-            state.summaries[key] = summary
-            state.say(f"{name:<12} {key} ({outcome['status']})")
+                run_step(state, outcome, key, name, partial(analysis_inputs, name, state, spec), folder, settings)
+            state.say(f"{name:<12} {key} ({described(outcome)})")
     if "crossmodal" in enabled:
         crossmodal_all(state, specs)
+
+
+def run_step(
+    state: RunState,
+    outcome: dict[str, Any],
+    key: str,
+    name: str,
+    inputs: Callable[[], Inputs],
+    folder: Path,
+    settings: Any,
+) -> None:
+    """One analysis step; an analysis that cannot run on these data (a :class:`BindscopeError`, e.g. no edit can
+    be made on a subsample) is recorded as skipped with its reason, and the run goes on."""
+    try:
+        summary, outcome["status"] = step(name, inputs(), folder, settings, state.progress)
+    except BindscopeError as exc:
+        outcome["status"], outcome["reason"] = "skipped", str(exc)
+        return
+    state.summaries[key] = summary
+
+
+def described(outcome: dict[str, Any]) -> str:
+    return outcome["status"] + (f", {outcome['reason']}" if outcome.get("reason") else "")
 
 
 def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
@@ -275,11 +296,9 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
             probes_text=state.result_folder(pair["text"], "probe") if has_probes else None,
         )
         with state.log.timed("analysis", key, folder) as outcome:
-            summary, outcome["status"] = step(
-                "crossmodal", inputs, folder, state.config.analysis_settings("crossmodal"), state.progress
-            )
-        state.summaries[key] = summary
-        state.say(f"{'crossmodal':<12} {key} ({outcome['status']})")
+            settings = state.config.analysis_settings("crossmodal")
+            run_step(state, outcome, key, "crossmodal", lambda: inputs, folder, settings)
+        state.say(f"{'crossmodal':<12} {key} ({described(outcome)})")
 
 
 def write_config(root: Path, config: RunConfig) -> None:
