@@ -289,7 +289,8 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
             continue
         folder = state.root / "results" / dataset / stem / "crossmodal"
         has_probes = "probe" in state.config.enabled_analyses()
-        inputs = crossmodal_inputs(
+        inputs = partial(
+            crossmodal_inputs,
             state.embedding_folder(pair["image"]),
             state.embedding_folder(pair["text"]),
             probes_image=state.result_folder(pair["image"], "probe") if has_probes else None,
@@ -297,7 +298,7 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
         )
         with state.log.timed("analysis", key, folder) as outcome:
             settings = state.config.analysis_settings("crossmodal")
-            run_step(state, outcome, key, "crossmodal", lambda: inputs, folder, settings)
+            run_step(state, outcome, key, "crossmodal", inputs, folder, settings)
         state.say(f"{'crossmodal':<12} {key} ({described(outcome)})")
 
 
