@@ -90,22 +90,21 @@ def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
 def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     out = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")
     assert out.returncode == 0, out.stderr
-    assert "dataset      clevr" in out.stdout and "dataset      text" in out.stdout
-    assert (tmp_path / "run" / "datasets" / "text" / "scenes.parquet").is_file()
-    assert "st:all-MiniLM-L6-v2 -> " in out.stdout and "(embedded, 576 x 384)" in out.stdout
-    assert "st:all-MiniLM-L6-v2+rand -> " in out.stdout
-    for step in ("probe", "decompose", "complexity"):
-        assert (tmp_path / "run" / "results" / step / "summary.json").is_file()
-    probe = json.loads((tmp_path / "run" / "results" / "probe" / "summary.json").read_text())
+    assert "dataset      clevr: 576 scenes (computed)" in out.stdout and "dataset      text" in out.stdout
+    assert "embeddings   clevr/minilm-text+rand (embedded)" in out.stdout
+    for step in ("probe", "decompose", "intervene", "complexity", "geometry"):
+        assert (tmp_path / "run" / "results" / "clevr" / "minilm-text" / step / "summary.json").is_file()
+    probe = json.loads((tmp_path / "run" / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").read_text())
     assert probe["controls"]["rand"], "the +rand embeddings are found as the control"
-    assert "objects recoverable?" in out.stdout and "binding complexity:" in out.stdout
-    stamp = (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns
+    assert "clevr / minilm-text:\n  objects recoverable: yes" in out.stdout
+    assert (tmp_path / "run" / "scratch" / "cpu-small-f0.8" / "model").is_dir()
+    assert (tmp_path / "run" / "report.html").is_file() and "report: " in out.stdout
+    stamp = (tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json").stat().st_mtime_ns
     again = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")  # finished steps are no-ops
     assert again.returncode == 0, again.stderr
-    assert again.stdout.count("(existing, 576 x 384)") == 2
-    assert again.stdout.count("(reused)") == 3
-    assert again.stdout.replace("existing", "embedded").replace("(reused)", "(computed)") == out.stdout
-    assert (tmp_path / "run" / "results" / "complexity" / "summary.json").stat().st_mtime_ns == stamp
+    assert "(computed)" not in again.stdout.split("report")[0] and "(embedded)" not in again.stdout
+    path = tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json"
+    assert path.stat().st_mtime_ns == stamp
 
 
 @pytest.fixture(scope="module")
