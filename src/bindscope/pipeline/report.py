@@ -43,7 +43,11 @@ def mean(node: Any) -> float | None:
 
 
 def percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
+    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
+    if value is None:
+        return "-"
+    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
+    return f"{100 * value:.{digits}f}%"
 
 
 def result_folders(root: Path) -> dict[tuple[str, str], dict[str, Path]]:
