@@ -246,3 +246,16 @@ def test_a_signal_mid_run_resumes(
     assert done.returncode == 0, done.stderr
     assert "probe        clevr/minilm-text/probe (reused)" in done.stdout
     assert numbers(out) == numbers(clean)
+
+
+def test_shipped_configs_by_name_and_printed(run_cli, tmp_path: Path) -> None:
+    import yaml
+
+    from bindscope.pipeline.demo import demo_config_path
+
+    printed = run_cli("demo", "--print-config", cwd=tmp_path)
+    assert printed.returncode == 0 and yaml.safe_load(printed.stdout) == yaml.safe_load(demo_config_path().read_text())
+    assert not (tmp_path / "runs").exists()  # printing runs nothing
+    done = run_cli("run", "demo-fast", "--out", tmp_path / "r")
+    assert_one_line_error(done, "run config demo-fast does not exist; give a YAML file or a shipped config (demo, ")
+    assert not (tmp_path / "r").exists()

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bindscope.core.errors import BindscopeError
-from bindscope.pipeline.config import RUN_ANALYSES, load_config, parse_config
+from bindscope.data.presets import load_preset
+from bindscope.pipeline.config import RUN_ANALYSES, load_config, parse_config, shipped_configs
 
 BASE = {
     "name": "t",
@@ -70,20 +71,27 @@ def test_yaml_files(tmp_path: Path) -> None:
     with pytest.raises(BindscopeError, match=r"malformed YAML in .*bad.yaml at line \d+"):
         load_config(tmp_path / "bad.yaml")
     (tmp_path / "empty.yaml").write_text("")
-    with pytest.raises(BindscopeError, match="is empty; see configs/demo.yaml"):
+    with pytest.raises(BindscopeError, match="is empty; `bindscope demo --print-config` prints an example"):
         load_config(tmp_path / "empty.yaml")
     with pytest.raises(BindscopeError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
 
 
-def test_scratch_entries() -> None:
+def test_scratch_entries(tmp_path: Path) -> None:
     config = parse_config({"name": "s", "scratch": [{"name": "m", "fraction": 0.5, "steps": 10}]})
     assert config.scratch[0].training_config().steps == 10 and config.models == ()
+    entry = {"name": "m", "seed": 0, "overrides": {"d_model": 64, "ff": 128, "seed": 5, "steps": 7}}
+    trained = parse_config({"name": "s", "scratch": [entry]}).scratch[0].training_config()
+    assert (trained.d_model, trained.ff, trained.seed, trained.steps) == (64, 128, 0, 7)  # the named fields win
+    (tmp_path / "mine.yaml").write_text("name: mine\nconcepts: {a: [x, y, z], b: [u, v, w]}\nsteps: 3\n")
+    (tmp_path / "run.yaml").write_text("name: r\nscratch:\n  - {name: m, config: mine.yaml}\n")
+    assert load_config(tmp_path / "run.yaml").scratch[0].training_config().name == "mine"  # relative to the file
     for change, message in (
         ({"scratch": [{"name": "m", "config": "huge"}]}, "scratch model m: unknown scratch config 'huge'"),
         ({"scratch": [{"name": "m"}, {"name": "m"}]}, "scratch model names repeat"),
         ({"scratch": []}, "give datasets and models to embed them with, or scratch models"),
         ({"scratch": [{"name": "m", "fraction": 0}]}, "scratch.0.fraction: must be greater than 0"),
+        ({"scratch": [{"name": "m", "overrides": {"d_modle": 8}}]}, "scratch model m: .*d_modle"),
     ):
         with pytest.raises(BindscopeError, match=message):
             parse_config({"name": "s", **change})
@@ -104,3 +112,19 @@ def test_the_demo_config_is_valid() -> None:
     config = load_config(demo_config_path())
     assert load_config(demo_config_path(quick=True)).seeds == (0,)
     assert config.models[0].spec == "st:all-MiniLM-L6-v2" and config.device == "cpu"
+    assert load_config("demo") == config and shipped_configs() == ["demo", "demo-quick"]  # shipped, by name
+    with pytest.raises(BindscopeError, match=r"give a YAML file or a shipped config \(demo, demo-quick\)"):
+        load_config("demo-fast")
+
+
+@pytest.mark.parametrize("name", ["demo", "demo-quick"])
+def test_the_demo_text_subsample_keeps_every_object_in_every_slot(name: str) -> None:
+    from bindscope.pipeline.run import dataset_preset
+
+    entry = next(d for d in load_config(name).datasets if d.preset == "text")
+    full, sub = load_preset("text").build_scenes(), dataset_preset(entry).build_scenes()
+    ids, all_ids = sub.object_ids(), full.object_ids()
+    pairs = (ids >= 0).all(axis=1)  # the subsample is of the 2-object scenes; the single objects all stay
+    assert pairs.sum() == entry.max_scenes < len(full) and (~pairs).sum() == 400
+    for slot in range(ids.shape[1]):
+        assert set(ids[:, slot]) == set(all_ids[:, slot]), f"slot {slot} lost objects"

@@ -21,14 +21,20 @@ def demo(
     quick: Annotated[
         bool, typer.Option(help="A smaller run: one seed, a small subsample, a short scratch model, short fits.")
     ] = False,
+    print_config: Annotated[
+        bool, typer.Option("--print-config", help="Print the demo's run config (YAML) to start from; run nothing.")
+    ] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """The main job on the embedded default model (all-MiniLM-L6-v2, offline): `bindscope run` on the shipped
     demo config (text and clevr captions, the +rand control, single-object captions, a controlled model trained
     from scratch; every analysis that applies; the report). Finished steps are reused."""
     from bindscope.cli.run import run_and_answer
-    from bindscope.pipeline.demo import demo_config
+    from bindscope.pipeline.demo import demo_config, demo_config_path
 
+    if print_config:
+        typer.echo(demo_config_path(quick).read_text(), nl=False)
+        return
     quiet_model_libraries()
     run_and_answer(demo_config(quick), out, quiet)
 

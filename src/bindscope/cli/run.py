@@ -13,7 +13,14 @@ from bindscope.cli.common import QuietOpt, progress_bar, quiet_model_libraries
 
 @app.command("run")
 def run_command(
-    config: Annotated[Path, typer.Argument(help="A run config (YAML); see configs/demo.yaml.", show_default=False)],
+    config: Annotated[
+        str,
+        typer.Argument(
+            help="A run config (YAML), or a shipped one by name (demo, demo-quick); "
+            "`bindscope demo --print-config` prints the demo's.",
+            show_default=False,
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="The run folder (resumed when it holds this run).")],
     device: Annotated[Optional[str], typer.Option(help="Torch device for every step, instead of the config's.")] = None,
     quiet: QuietOpt = False,

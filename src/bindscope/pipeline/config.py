@@ -22,6 +22,7 @@ from bindscope.space.splits import DEFAULT_SEEDS
 Modality = Literal["image", "text"]
 SLUG = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
 #: The analyses a run can hold, in the order they run.
+SHIPPED = Path(__file__).parent / "configs"
 RUN_ANALYSES = ("probe", "decompose", "intervene", "complexity", "crossmodal", "geometry")
 
 
@@ -37,7 +38,8 @@ def check_slug(value: str, what: str) -> str:
 
 class DatasetConfig(Strict):
     """One dataset of the run: a built-in preset or a YAML file, optionally a seeded subsample of its scenes
-    that keeps every object in every slot (``max_scenes``)."""
+    that keeps every object in every slot (``max_scenes`` of its K-object scenes; the single-object scenes a
+    preset adds all stay)."""
 
     name: str
     preset: str
@@ -98,6 +100,8 @@ class ScratchEntry(Strict):
     fraction: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(None, ge=0)
     steps: int | None = Field(None, ge=1)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Any other field of the training config (``d_model``, ``lr`` ...), replacing the config's value."""
     control: bool = True
 
     @field_validator("name")
@@ -109,7 +113,9 @@ class ScratchEntry(Strict):
         """The validated training config (:class:`bindscope.scratch.config.ScratchConfig`)."""
         from bindscope.scratch.config import load_config as load_scratch_config
 
-        return load_scratch_config(self.config, fraction=self.fraction, seed=self.seed, steps=self.steps)
+        given = {"fraction": self.fraction, "seed": self.seed, "steps": self.steps}
+        overrides = {**self.overrides, **{k: v for k, v in given.items() if v is not None}}
+        return load_scratch_config(self.config, **overrides)
 
 
 def all_analyses() -> dict[str, dict[str, Any] | bool]:
@@ -255,12 +261,37 @@ def parse_config(data: Any, origin: str = "run config") -> RunConfig:
         raise BindscopeError(f"invalid {origin}: {message}") from None
 
 
-def load_config(path: str | Path, **overrides: Any) -> RunConfig:
-    """Read a run config from a YAML file; a relative ``preset`` file is resolved against the file's folder.
-    ``overrides`` (None values ignored) replace top-level keys, e.g. ``device="cpu"``."""
-    path = Path(path)
-    if not path.is_file():
-        raise BindscopeError(f"run config {path} does not exist; see configs/demo.yaml for an example")
+def relative_to(entries: Any, key: str, folder: Path) -> None:
+    """Resolve each entry's relative YAML path under ``key`` against ``folder`` (the run config's), in place."""
+    for entry in entries if isinstance(entries, list) else []:
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if isinstance(value, str) and value.endswith((".yaml", ".yml")) and not Path(value).is_absolute():
+            entry[key] = str((folder / value).resolve())
+
+
+def shipped_configs() -> list[str]:
+    """The names of the run configs shipped inside the package (``demo``, ``demo-quick``)."""
+    return sorted(p.stem for p in SHIPPED.glob("*.yaml"))
+
+
+def config_path(name_or_path: str | Path) -> Path:
+    """A run config file: a YAML path, or the name of a shipped config."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    if str(name_or_path) in shipped_configs():
+        return SHIPPED / f"{name_or_path}.yaml"
+    raise BindscopeError(
+        f"run config {path} does not exist; give a YAML file or a shipped config ({', '.join(shipped_configs())}); "
+        "`bindscope demo --print-config` prints the demo's to start from"
+    )
+
+
+def load_config(name_or_path: str | Path, **overrides: Any) -> RunConfig:
+    """Read a run config from a YAML file (or a shipped one by name); a relative ``preset`` or scratch
+    ``config`` file is resolved against the file's folder. ``overrides`` (None values ignored) replace
+    top-level keys, e.g. ``device="cpu"``."""
+    path = config_path(name_or_path)
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -268,15 +299,21 @@ def load_config(path: str | Path, **overrides: Any) -> RunConfig:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise BindscopeError(f"malformed YAML in {path}{where}: {getattr(exc, 'problem', None) or exc}") from None
     if data is None:
-        raise BindscopeError(f"run config {path} is empty; see configs/demo.yaml for an example")
+        raise BindscopeError(f"run config {path} is empty; `bindscope demo --print-config` prints an example")
     if isinstance(data, dict):
-        for entry in data.get("datasets") or []:
-            preset = entry.get("preset") if isinstance(entry, dict) else None
-            if isinstance(preset, str) and preset.endswith((".yaml", ".yml")) and not Path(preset).is_absolute():
-                entry["preset"] = str((path.parent / preset).resolve())
-    if isinstance(data, dict):
+        relative_to(data.get("datasets"), "preset", path.parent)
+        relative_to(data.get("scratch"), "config", path.parent)
         data.update({k: v for k, v in overrides.items() if v is not None})
     return parse_config(data, origin=f"run config {path}")
 
 
-__all__ = ["RUN_ANALYSES", "DatasetConfig", "ModelConfig", "RunConfig", "ScratchEntry", "load_config", "parse_config"]
+__all__ = [
+    "RUN_ANALYSES",
+    "DatasetConfig",
+    "ModelConfig",
+    "RunConfig",
+    "ScratchEntry",
+    "load_config",
+    "parse_config",
+    "shipped_configs",
+]

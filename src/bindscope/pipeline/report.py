@@ -123,10 +123,12 @@ def intervention_cells(summary: dict[str, Any], readings: list[str]) -> dict[str
     if not banks:
         return {}
     per = summary["results"].get(edit, {}).get(banks[0], {})
-    cells = {f"edit {g}": mean((per.get(g, {}).get(k) or {}).get("retrieval")) for g in ("shared", "different")}
+    at_k = {g: per.get(g, {}).get(k) or {} for g in ("shared", "different")}
+    cells = {f"edit {g}": mean(at_k[g].get("retrieval")) for g in at_k}
+    cases = " and ".join(f"{at_k[g].get('cases', 0):,}" for g in at_k)
     readings.append(
         f"editing one object ({edit}, {banks[0]} bank): retrieval {percent(cells['edit shared'])} when the two objects "
-        f"share the value, {percent(cells['edit different'])} when they differ"
+        f"share the value, {percent(cells['edit different'])} when they differ ({cases} edits)"
     )
     return cells
 
