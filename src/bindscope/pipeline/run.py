@@ -145,9 +145,11 @@ def embedding_specs(state: RunState) -> list[EmbeddingSpec]:
     return specs
 
 
-def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
-    from bindscope.embeddings.embed import embed_dataset
-
+def embed_jobs(specs: list[EmbeddingSpec]) -> dict[tuple[str, int | None, str], list[tuple[EmbeddingSpec, str, bool]]]:
+    """Every embedding folder to write, ``(spec, suffix, single objects)``, grouped by the encoder that writes it
+    (``(model spec, layer, dtype)``, in order of first use): the plain folder and its single-object bank share
+    one, the ``+rand`` control has its own."""
+    groups: dict[tuple[str, int | None, str], list[tuple[EmbeddingSpec, str, bool]]] = {}
     for spec in specs:
         model = spec.model
         jobs = [("", model.spec, False)]
@@ -156,22 +158,34 @@ def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
         if model.single_objects:
             jobs.append(("-single", model.spec, True))
         for suffix, model_spec, singles in jobs:
+            groups.setdefault((model_spec, spec.layer, model.dtype), []).append((spec, suffix, singles))
+    return groups
+
+
+def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
+    """Write (or find) every embedding folder, loading each encoder once for all the folders it writes."""
+    from bindscope.embeddings.embed import embed_dataset
+    from bindscope.embeddings.encoders import load_encoder
+
+    for (model_spec, layer, dtype), jobs in embed_jobs(specs).items():
+        encoder = None  # loaded in the first folder's step (its time and any failure are that step's)
+        for spec, suffix, singles in jobs:
             folder = state.embedding_folder(spec, suffix)
             with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
+                if encoder is None:
+                    encoder = load_encoder(model_spec, layer=layer, device=state.config.device, dtype=dtype)
                 result = embed_dataset(
                     state.datasets[spec.dataset],
-                    model_spec,
+                    encoder,
                     modality=spec.modality,
                     out=folder,
-                    layer=spec.layer,
-                    device=state.config.device,
-                    dtype=model.dtype,
-                    batch_size=model.batch_size,
+                    batch_size=spec.model.batch_size,
                     single_objects=singles,
                     progress=state.progress is not None,
                 )
                 outcome["status"] = "reused" if result.status == "existing" else result.status
             state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
+        del encoder
 
 
 def scratch_all(state: RunState) -> list[EmbeddingSpec]:
