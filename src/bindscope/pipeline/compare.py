@@ -21,7 +21,15 @@ from bindscope.analyses.results import load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json, staged_dir
-from bindscope.pipeline.report import DEPTH_METRICS, STYLE, image_tag, report_card, result_folders, table_html
+from bindscope.pipeline.report import (
+    DEPTH_METRICS,
+    STYLE,
+    cell_text,
+    image_tag,
+    report_card,
+    result_folders,
+    table_html,
+)
 
 
 def check_runs(run_dirs: list[Path]) -> dict[str, str]:
@@ -113,12 +121,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
             ["run", "dataset", "embeddings", *[c for c in card.columns if c not in ("run", "dataset", "embeddings")]]
         ]
         for row in card.itertuples(index=False):
-            body.append(
-                [
-                    "-" if (isinstance(v, float) and np.isnan(v)) else (f"{v:.3f}" if isinstance(v, float) else str(v))
-                    for v in row
-                ]
-            )
+            body.append([cell_text(v) for v in row])
         page = [
             "<!doctype html><html><head><meta charset='utf-8'><title>bindscope compare</title>",
             f"<style>{STYLE}</style></head><body><h1>bindscope compare</h1>",

@@ -192,15 +192,18 @@ def table_html(rows: list[tuple[str, ...]] | list[list[str]]) -> str:
     return "".join([*out, "</tbody></table>"])
 
 
+def cell_text(value: Any) -> str:
+    """A report-card cell as text: ``-`` when missing (None or NaN), three decimals for a number."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def card_html(rows: list[CardRow]) -> str:
     columns = list(dict.fromkeys(c for r in rows for c in r.cells))
     body = [["dataset", "embeddings", *columns]]
     for r in rows:
-        cells = []
-        for c in columns:
-            v = r.cells.get(c)
-            cells.append("-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)))
-        body.append([r.dataset, r.label, *cells])
+        body.append([r.dataset, r.label, *(cell_text(r.cells.get(c)) for c in columns)])
     readings = "".join(
         f"<li><b>{html.escape(r.dataset)} / {html.escape(r.label)}</b><ul>"
         + "".join(f"<li>{html.escape(x)}</li>" for x in r.readings)
