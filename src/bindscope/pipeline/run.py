@@ -55,14 +55,18 @@ class EmbeddingSpec:
     layer: int | None
 
     @property
+    def layer_suffix(self) -> str:
+        return "" if self.layer is None else f"-L{self.layer}"
+
+    @property
     def stem(self) -> str:
         """``<model>[-L<layer>]``."""
-        return self.model.label + ("" if self.layer is None else f"-L{self.layer}")
+        return self.model.label + self.layer_suffix
 
     @property
     def label(self) -> str:
         """``<model>-<modality>[-L<layer>]``."""
-        return f"{self.model.label}-{self.modality}" + ("" if self.layer is None else f"-L{self.layer}")
+        return f"{self.model.label}-{self.modality}{self.layer_suffix}"
 
 
 @dataclass
@@ -125,24 +129,33 @@ def build_datasets(state: RunState) -> None:
         state.say(f"dataset      {entry.name}: {len(ds):,} scenes ({outcome['status']})")
 
 
-def layers_of(model: ModelConfig, modality: str, device: str) -> list[int | None]:
-    """The layers a model is embedded at: the final embedding, the listed layers, or all of them."""
+def layer_counts(spec: str, device: str) -> dict[str, int]:
+    """A model's number of layers per modality (it is loaded to read its description)."""
+    from bindscope.embeddings.encoders import load_encoder
+
+    return {k: int(v) for k, v in load_encoder(spec, device=device).describe()["num_layers"].items()}
+
+
+def layers_of(model: ModelConfig, modality: str, counts: dict[str, dict[str, int]], device: str) -> list[int | None]:
+    """The layers a model is embedded at: the final embedding, the listed layers, or all of them (``counts``
+    keeps each model's layer counts for the run, so a model is loaded once for them, not per dataset and
+    modality)."""
     if model.layers is None:
         return [None]
     if model.layers != "all":
         return list(model.layers)
-    from bindscope.embeddings.encoders import load_encoder
-
-    encoder = load_encoder(model.spec, device=device)
-    return list(range(int(encoder.describe()["num_layers"][modality]) + 1))
+    if model.spec not in counts:
+        counts[model.spec] = layer_counts(model.spec, device)
+    return list(range(counts[model.spec][modality] + 1))
 
 
 def embedding_specs(state: RunState) -> list[EmbeddingSpec]:
     specs = []
+    counts: dict[str, dict[str, int]] = {}
     for entry in state.config.datasets:
         for model in state.config.models_for(entry.name):
             for modality in model.modalities:
-                for layer in layers_of(model, modality, state.config.device):
+                for layer in layers_of(model, modality, counts, state.config.device):
                     specs.append(EmbeddingSpec(entry.name, model, modality, layer))
     return specs
 

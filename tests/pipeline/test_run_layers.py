@@ -1,0 +1,45 @@
+"""A layer sweep in a run: `layers: all` embeds every layer (the model loaded once to count them, however many
+datasets), the per-layer analyses run, and the report draws the headline metrics against depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bindscope.pipeline import run as run_module
+from bindscope.pipeline.config import parse_config
+from bindscope.pipeline.report import report_card
+
+
+def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    counted = run_module.layer_counts
+
+    def counting(spec: str, device: str) -> dict[str, int]:
+        calls.append(spec)
+        return counted(spec, device)
+
+    monkeypatch.setattr(run_module, "layer_counts", counting)
+    config = parse_config(
+        {
+            "name": "layers",
+            "seeds": [0],
+            "datasets": [{"name": "clevr", "preset": "clevr"}, {"name": "again", "preset": "clevr"}],
+            "models": [{"spec": "st:all-MiniLM-L6-v2", "name": "m", "layers": "all", "control": False}],
+            "analyses": {"probe": {"optimizer": "lbfgs"}},
+        }
+    )
+    run_module.run_pipeline(config, tmp_path / "run", say=lambda _: None)
+    assert calls == ["st:all-MiniLM-L6-v2"]  # loaded once to count its layers, not per dataset
+    for dataset in ("clevr", "again"):
+        folders = sorted(p.name for p in (tmp_path / "run" / "embeddings" / dataset).iterdir())
+        assert folders == sorted([f"m-text-L{i}" for i in range(7)] + [f"m-text-L{i}-single" for i in range(7)])
+    rows = {(r.dataset, r.label): r for r in report_card(tmp_path / "run")}
+    assert all(("clevr", f"m-text-L{i}") in rows for i in range(7))
+    assert rows[("clevr", "m-text-L6")].cells["object probe"] > rows[("clevr", "m-text-L0")].cells["chance"]
+    assert sorted(p.name for p in (tmp_path / "run" / "report").iterdir()) == [
+        "depth-again-m-text.png",
+        "depth-clevr-m-text.png",
+    ]
+    assert "Layer sweep: clevr / m-text" in (tmp_path / "run" / "report.html").read_text()
