@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -114,6 +115,45 @@ class Encoder(ABC):
     def dim(self, modality: str) -> int:
         """Width of the rows this encoder returns for ``modality``."""
         return int(self.describe()["dim"][modality])
+
+
+class LazyParts:
+    """What prepares each modality (an image processor, a tokenizer), each loaded on first use.
+
+    A model used for images never needs its tokenizer, so a missing or broken tokenizer refuses
+    texts only; a failure is kept and raised again on every use.
+
+    Parameters
+    ----------
+    loaders : dict
+        Per modality, a function that loads its part or raises a BindscopeError.
+    """
+
+    def __init__(self, loaders: dict[str, Callable[[], Any]]) -> None:
+        self._loaders = loaders
+        self._values: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def get(self, modality: str) -> Any:
+        """The part that prepares ``modality``; a BindscopeError when it cannot be loaded."""
+        with self._lock:
+            if modality not in self._values and modality not in self._errors:
+                try:
+                    self._values[modality] = self._loaders[modality]()
+                except BindscopeError as exc:
+                    self._errors[modality] = str(exc)
+            if modality in self._errors:
+                raise BindscopeError(self._errors[modality])
+            return self._values[modality]
+
+    def error(self, modality: str) -> str | None:
+        """Why the part of ``modality`` cannot be loaded (loading it now if needed), or None."""
+        try:
+            self.get(modality)
+        except BindscopeError as exc:
+            return str(exc)
+        return None
 
 
 def resolve_layer(layer: int | None, num_layers: int, tower: str) -> int | None:

@@ -17,15 +17,22 @@ conversion to RGB; texts through its ``AutoTokenizer``: CLIP pads to the longest
 batch, SigLIP to ``max_position_embeddings`` (as it was trained: it pools the last position), both
 truncate at ``max_position_embeddings``.
 
+The image processor and the tokenizer are loaded on first use, so a folder without tokenizer files
+still embeds images (and one without an image processor texts); the modality that lacks its part is
+refused with one line naming it. Weights that lack one tower's parameters likewise refuse only that
+tower's modality.
+
 Hub ids are pinned to one commit (the one ``config.json`` resolves to) for every file, and that
-commit is reported as the revision. A local folder has no revisions: ``hf:/folder@rev`` is refused
-rather than ignored, so a manifest never claims a revision that was not loaded.
+commit is reported as the revision; when the hub cannot be reached the model loads from the local
+cache (see :mod:`bindscope.embeddings.encoders.hub`). A local folder has no revisions:
+``hf:/folder@rev`` is refused rather than ignored, so a manifest never claims a revision that was
+not loaded.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import pickle
 import threading
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -38,16 +45,17 @@ from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
     Items,
+    LazyParts,
     count_parameters,
     pool,
     resolve_layer,
     seeded_init,
     short_reason,
-    snapshot_commit,
     to_float32,
     torch_dtype,
     weights_sha256,
 )
+from bindscope.embeddings.encoders.hub import HubFiles, hub_error, pin, quiet_hub_logs
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 logger = logging.getLogger(__name__)
@@ -70,11 +78,12 @@ _NO_LAYER_NOTE = "no final norm, no projection"
 
 @dataclass(frozen=True)
 class _Source:
-    """Where a model's files came from: what the manifest records about them."""
+    """Where a model's files came from: what the manifest records about them (``hub``: None for a folder)."""
 
     resolved: str
     revision: str | None
     local: bool
+    hub: HubFiles | None = None
 
 
 class HFEncoder(Encoder):
@@ -88,6 +97,8 @@ class HFEncoder(Encoder):
     model_class: ClassVar[str]
     #: How an intermediate hidden state is pooled, per modality (a :func:`pool` mode or "eos").
     layer_pool: ClassVar[dict[str, str]]
+    #: State-dict prefixes of each modality's tower (parameters outside them, e.g. logit_scale, embed nothing).
+    tower_prefixes: ClassVar[dict[str, tuple[str, ...]]]
     text_padding: ClassVar[str] = "longest"
     #: Tokenizer outputs the text tower takes (others, e.g. token_type_ids, are dropped).
     text_inputs: ClassVar[tuple[str, ...]] = ("input_ids", "attention_mask")
@@ -100,20 +111,31 @@ class HFEncoder(Encoder):
         device: str,
         dtype: str,
         model: Any,
-        image_processor: Any,
-        tokenizer: Any,
+        parts: LazyParts,
         source: _Source,
+        unusable: dict[str, str] | None = None,
     ) -> None:
         super().__init__(spec, layer=layer, device=device, dtype=dtype)
         self.model = model
         self.config = model.config
-        self.image_processor = image_processor
-        self.tokenizer = tokenizer
+        self.parts = parts
         self.source = source
-        self._indices, self._layer_errors = self.layer_indices(self.config, spec, layer)
+        self._indices, layer_errors = self.layer_indices(self.config, spec, layer)
+        #: Why a modality cannot be embedded (its tower's weights are missing, or the layer is out of its range).
+        self._layer_errors = {**(unusable or {}), **layer_errors}
         self._tokenizer_lock = threading.Lock()
         self._torch_dtype = torch_dtype(dtype)
-        self._description = self._describe()
+        self._description: dict[str, Any] | None = None
+
+    @property
+    def image_processor(self) -> Any:
+        """The image processor (loaded on first use)."""
+        return self.parts.get("image")
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer (loaded on first use)."""
+        return self.parts.get("text")
 
     # -- what each family says -------------------------------------------------------------------
 
@@ -176,9 +198,11 @@ class HFEncoder(Encoder):
         return indices, errors
 
     def check_modality(self, modality: str) -> None:
+        """Refuse a modality this model cannot embed (no tower, weights, layer, processor or tokenizer for it)."""
         super().check_modality(modality)
         if modality in self._layer_errors:
             raise BindscopeError(self._layer_errors[modality])
+        self.parts.get(modality)
 
     def prepare(self, modality: str, items: Items) -> dict[str, Any]:
         """Pixel values ``[B, 3, H, W]`` (float32) or token ids for one batch; CPU only, thread-safe."""
@@ -212,6 +236,9 @@ class HFEncoder(Encoder):
         return to_float32(out)
 
     def describe(self) -> dict[str, Any]:
+        """What was loaded (computed once; a part that cannot be loaded is described as unavailable)."""
+        if self._description is None:
+            self._description = self._describe()
         return self._description
 
     @property
@@ -252,6 +279,9 @@ class HFEncoder(Encoder):
         }
 
     def _preprocessing(self, modality: str) -> dict[str, Any]:
+        error = self.parts.error(modality)
+        if error is not None:
+            return {"unavailable": error}
         if modality == "image":
             settings = {key: _jsonable(getattr(self.image_processor, key, None)) for key in _IMAGE_SETTINGS}
             if isinstance(settings["resample"], int):
@@ -280,6 +310,10 @@ class ClipEncoder(HFEncoder):
     model_type = "clip"
     model_class = "CLIPModel"
     modalities = ("image", "text")
+    tower_prefixes: ClassVar[dict[str, tuple[str, ...]]] = {
+        "image": ("vision_model.", "visual_projection."),
+        "text": ("text_model.", "text_projection."),
+    }
     layer_pool: ClassVar[dict[str, str]] = {"image": "cls", "text": "eos"}
 
     def final_dim(self, modality: str) -> int:
@@ -314,6 +348,7 @@ class SiglipEncoder(HFEncoder):
     model_type = "siglip"
     model_class = "SiglipModel"
     modalities = ("image", "text")
+    tower_prefixes: ClassVar[dict[str, tuple[str, ...]]] = {"image": ("vision_model.",), "text": ("text_model.",)}
     layer_pool: ClassVar[dict[str, str]] = {"image": "mean", "text": "last"}
     text_padding = "max_length"
     # SigLIP was trained without an attention mask (its own tokenizer returns only input_ids).
@@ -344,6 +379,7 @@ class Dinov2Encoder(HFEncoder):
     model_type = "dinov2"
     model_class = "Dinov2Model"
     modalities = ("image",)
+    tower_prefixes: ClassVar[dict[str, tuple[str, ...]]] = {"image": ("",)}
     layer_pool: ClassVar[dict[str, str]] = {"image": "cls"}
 
     @classmethod
@@ -390,9 +426,10 @@ def clip_eos_positions(input_ids: Any, eos_token_id: int | None) -> Any:
 def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEncoder:
     """Load an ``hf:`` spec (see the module docstring); every bad input is a :class:`BindscopeError`.
 
-    The config decides the family; the layer is checked against it and the processors are loaded
-    before any weights, so a bad spec fails fast. ``+rand`` builds the model from the config under
-    ``seeded_init`` (no weights are read).
+    The config decides the family and the layer is checked against it before any weights are read.
+    The image processor and tokenizer load on first use (see :class:`LazyParts`), except for an
+    image-only family, which can do nothing without its image processor and loads it first.
+    ``+rand`` builds the model from the config under ``seeded_init`` (no weights are read).
     """
     source = _source(spec)
     config = _hub_call(
@@ -400,9 +437,15 @@ def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEn
     )
     family = _family(config, spec)
     family.layer_indices(config, spec, layer)
-    image_processor = _load_image_processor(spec, source)
-    tokenizer = _load_tokenizer(spec, source) if "text" in family.modalities else None
-    model = _load_model(spec, source, family, config, dtype)
+    texts = "text" in family.modalities
+    loaders = {
+        "image": lambda: _load_image_processor(spec, source, texts),
+        "text": lambda: _load_tokenizer(spec, source),
+    }
+    parts = LazyParts({m: loaders[m] for m in family.modalities})
+    if len(family.modalities) == 1:
+        parts.get(family.modalities[0])
+    model, unusable = _load_model(spec, source, family, config, dtype)
     try:
         model = model.to(device)
     except (RuntimeError, AssertionError) as exc:
@@ -416,9 +459,9 @@ def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEn
         device=device,
         dtype=dtype,
         model=model.eval(),
-        image_processor=image_processor,
-        tokenizer=tokenizer,
+        parts=parts,
         source=source,
+        unusable=unusable,
     )
     logger.debug(
         "loaded %s: %s from %s (revision %s) on %s", spec, family.model_class, source.resolved, source.revision, device
@@ -447,21 +490,24 @@ def _source(spec: ModelSpec) -> _Source:
                 "sentence-transformers folders and openclip:local-dir: for open_clip ones"
             )
         return _Source(str(folder), None, True)
-    placeholder = _Source(spec.target, spec.revision, False)
-    path = _hub_call(spec, placeholder, "config.json", lambda: _hf_hub_download(spec.target, spec.revision))
-    commit = snapshot_commit(path)
-    return _Source(spec.target, commit, False) if commit else placeholder
-
-
-def _hf_hub_download(repo: str, revision: str | None) -> str:
-    from huggingface_hub import hf_hub_download
-
-    return hf_hub_download(repo, "config.json", revision=revision, local_files_only=_offline())
+    files, _ = pin(
+        spec,
+        spec.target,
+        "config.json",
+        spec.revision,
+        "config.json",
+        missing=f"it is not a transformers model: for open_clip repositories use openclip:hf-hub:{spec.target}, "
+        f"for sentence-transformers ones st:{spec.target}",
+        folder="a local folder saved with save_pretrained",
+    )
+    return _Source(spec.target, files.revision(spec.revision), False, files)
 
 
 def _where(source: _Source) -> dict[str, Any]:
-    """from_pretrained keywords: offline for folders, the pinned commit for hub ids."""
-    return {"local_files_only": True} if source.local else {"revision": source.revision, "local_files_only": _offline()}
+    """from_pretrained keywords: offline for folders, the pinned commit for hub ids (offline when the hub is not)."""
+    if source.hub is None:
+        return {"local_files_only": True}
+    return {"revision": source.revision, "local_files_only": source.hub.offline}
 
 
 def _family(config: Any, spec: ModelSpec) -> type[HFEncoder]:
@@ -475,39 +521,51 @@ def _family(config: Any, spec: ModelSpec) -> type[HFEncoder]:
     return FAMILIES[model_type]
 
 
-def _load_image_processor(spec: ModelSpec, source: _Source) -> Any:
+def _load_image_processor(spec: ModelSpec, source: _Source, texts: bool) -> Any:
+    """The image processor; refused (for images only, when the model has a text tower) when it cannot be loaded."""
     import transformers
 
     auto = transformers.AutoImageProcessor
     fast = {"backend": "torchvision"} if _major(transformers.__version__) >= 5 else {"use_fast": True}
-    return _hub_call(
-        spec,
-        source,
-        "image processor (preprocessor_config.json)",
-        lambda: auto.from_pretrained(source.resolved, **_where(source), **fast),
-    )
+    try:
+        return _hub_call(
+            spec,
+            source,
+            "image processor (preprocessor_config.json)",
+            lambda: auto.from_pretrained(source.resolved, **_where(source), **fast),
+        )
+    except BindscopeError as exc:
+        if not texts:
+            raise
+        raise BindscopeError(f"{exc} (texts need no image processor: --modality text works without it)") from None
 
 
 def _load_tokenizer(spec: ModelSpec, source: _Source) -> Any:
+    """The tokenizer; refused (for texts only) when the folder or repo has no tokenizer files."""
     auto = _auto("AutoTokenizer")
     tokenizer = _hub_call(spec, source, "tokenizer", lambda: auto.from_pretrained(source.resolved, **_where(source)))
     if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
         # transformers builds an empty tokenizer of the config's type when a folder has no tokenizer files
+        where = f"folder {source.resolved}" if source.local else f"hub repo {source.resolved}@{source.revision}"
         raise BindscopeError(
-            f"{spec}: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), so the "
-            "folder has no tokenizer files; save the model's tokenizer there with save_pretrained"
+            f"{spec} cannot embed texts: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), "
+            f"so the {where} has no tokenizer files; save the model's tokenizer there with save_pretrained "
+            "(images need no tokenizer: --modality image works without it)"
         )
     return tokenizer
 
 
-def _load_model(spec: ModelSpec, source: _Source, family: type[HFEncoder], config: Any, dtype: str) -> Any:
+def _load_model(
+    spec: ModelSpec, source: _Source, family: type[HFEncoder], config: Any, dtype: str
+) -> tuple[Any, dict[str, str]]:
+    """The model, and why a modality cannot be embedded when the weights lack its tower's parameters."""
     import transformers
 
     model_class = getattr(transformers, family.model_class)
     if spec.rand_seed is not None:
         with seeded_init(spec.rand_seed):
             model = model_class(config)
-        return model.to(torch_dtype(dtype))
+        return model.to(torch_dtype(dtype)), {}
     dtype_key = "dtype" if _major(transformers.__version__) >= 5 else "torch_dtype"
     model, info = _hub_call(
         spec,
@@ -523,76 +581,71 @@ def _load_model(spec: ModelSpec, source: _Source, family: type[HFEncoder], confi
     )
     parameters = dict(model.named_parameters())
     missing = sorted(key for key in info.get("missing_keys", ()) if key in parameters)
-    if missing:
-        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return model, _missing_towers(spec, family, missing)
+
+
+def _missing_towers(spec: ModelSpec, family: type[HFEncoder], missing: list[str]) -> dict[str, str]:
+    """Per modality, why it cannot be embedded when the weights lack parameters of its tower.
+
+    Parameters outside every tower (CLIP's logit_scale, SigLIP's logit_bias) embed nothing and are
+    ignored; when every tower lacks some, the load is refused.
+    """
+    lacking = {m: [k for k in missing if k.startswith(prefixes)] for m, prefixes in family.tower_prefixes.items()}
+    lacking = {m: keys for m, keys in lacking.items() if keys}
+    if not lacking:
+        return {}
+    if len(lacking) == len(family.tower_prefixes):
+        keys = sorted(k for ks in lacking.values() for k in ks)
         raise BindscopeError(
-            f"{spec}: the weights lack {len(missing)} {family.model_class} parameters ({shown}), "
-            "which would be random; check that the folder's weights belong to its config.json"
+            f"{spec}: the weights lack {len(keys)} {family.model_class} parameters ({_shown(keys)}), which would "
+            "be random; check that the weights belong to its config.json"
         )
-    return model
+    usable = next(m for m in family.modalities if m not in lacking)
+    return {
+        m: f"{spec} cannot embed {m}s: the weights lack {len(keys)} {_TOWER[m]} parameters ({_shown(keys)}), "
+        f"which would be random; check that the weights belong to its config.json, or embed --modality {usable}"
+        for m, keys in lacking.items()
+    }
+
+
+_TOWER = {"image": "vision-tower", "text": "text-tower"}
+
+
+def _shown(keys: list[str]) -> str:
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
 def _hub_call(spec: ModelSpec, source: _Source, what: str, call: Any) -> Any:
     """Run one from_pretrained-style call, turning its failures into one-line BindscopeErrors."""
     try:
-        return call()
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        with quiet_hub_logs():
+            return call()
+    except BindscopeError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:  # pickled weights: refused
+        raise _load_error(spec, source, what, exc) from None
+    except Exception as exc:  # from a hub id: httpx errors of a broken download, and whatever else the hub causes
+        if source.hub is None:
+            raise
         raise _load_error(spec, source, what, exc) from None
 
 
 def _load_error(spec: ModelSpec, source: _Source, what: str, exc: BaseException) -> BindscopeError:
-    from huggingface_hub.utils import (
-        EntryNotFoundError,
-        GatedRepoError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-
     reason = short_reason(exc)
-    if source.local:
+    if source.hub is None:
         return BindscopeError(
             f"{spec}: the {what} in folder {source.resolved} could not be loaded ({reason}); "
             "re-save it with save_pretrained"
         )
-    if isinstance(exc, GatedRepoError):
-        return BindscopeError(
-            f"{spec}: {spec.target} is gated on the hub; accept its terms there and log in "
-            "(hf auth login), or give a local folder"
-        )
-    if isinstance(exc, RepositoryNotFoundError):
-        return BindscopeError(
-            f"{spec}: no model {spec.target!r} on the hub (or it is private: log in with hf auth "
-            "login); check the id, or give a local folder"
-        )
-    if isinstance(exc, RevisionNotFoundError):
-        return BindscopeError(
-            f"{spec}: {spec.target} has no revision {spec.revision!r}; give an existing branch, tag or commit"
-        )
-    if isinstance(exc, EntryNotFoundError) and not isinstance(exc, LocalEntryNotFoundError):
-        return BindscopeError(
-            f"{spec}: {spec.target} has no {what}, so it is not a complete transformers model; "
-            f"for open_clip repositories use openclip:hf-hub:{spec.target}"
-        )
-    if isinstance(exc, LocalEntryNotFoundError) and _offline():
-        return BindscopeError(
-            f"{spec} could not be loaded (no network or no such model?): its {what} is not in the "
-            "local hub cache and HF_HUB_OFFLINE is set; give a local folder saved with save_pretrained, "
-            "or unset HF_HUB_OFFLINE and check the id and your connection"
-        )
-    return BindscopeError(
-        f"{spec} could not be loaded (no network or no such model?): {what}: {reason}; "
-        "give a local folder saved with save_pretrained, or check the id and your connection"
-    )
+    todo = {
+        "weights": "give a repo that holds them (model.safetensors or pytorch_model.bin), or a local folder",
+        "tokenizer": "give a repo with the model's tokenizer files, or embed --modality image",
+        "image processor (preprocessor_config.json)": "give a repo with it, or embed --modality text",
+    }.get(what, "")
+    return hub_error(spec, source.hub, what, exc, spec.revision, missing=todo)
 
 
 # -- small helpers -------------------------------------------------------------------------------
-
-
-def _offline() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE as set now (huggingface_hub reads them once, at its import)."""
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def _auto(name: str) -> Any:

@@ -12,6 +12,12 @@ The model, its eval transform and its tokenizer all come from open_clip's own fa
 embeddings are ``model.encode_image`` / ``model.encode_text`` with ``normalize=False``. A layer is
 the token states after block L of a tower (taken with forward hooks, which stop the forward pass
 there), pooled as the tower pools, with no final norm and no projection.
+
+The tokenizer is loaded on first use, so a model whose tokenizer is missing (e.g. a folder whose
+text_cfg names an hf_tokenizer_name without its files) still embeds images. A hub repo is pinned
+to the commit its ``open_clip_config.json`` resolves to, and its weights are fetched at that commit
+before open_clip's factory runs (which then finds them in the cache), so a download that breaks is
+one line; when the hub cannot be reached the model loads from the cache.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import (
     Encoder,
     Items,
+    LazyParts,
     count_parameters,
     pool,
     resolve_layer,
@@ -39,11 +46,14 @@ from bindscope.embeddings.encoders.base import (
     torch_dtype,
     weights_sha256,
 )
+from bindscope.embeddings.encoders.hub import HubFiles, fetch, hub_error, pin, quiet_hub_logs
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 #: Weight files open_clip looks for in a local-dir folder (open_clip.factory._find_checkpoint_in_dir).
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")
 CONFIG_NAME = "open_clip_config.json"
+#: Weight files open_clip's factory takes from a hub repo, in its order of preference.
+HUB_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 _CROP = {
     "shortest": "resize the short side to size, then center crop to size",
     "longest": "resize the long side to size, then center crop or pad (fill_color) to size",
@@ -85,14 +95,20 @@ class OpenClipEncoder(Encoder):
         self._torch = torch
         self._dtype = torch_dtype(dtype)
         check_spec(spec)
-        self._revision = hub_revision(spec)
-        model, self._preprocess = create(spec, device)
+        self._hub = hub_files(spec)
+        self._revision = hub_revision(spec) if self._hub is None else self._hub.commit
+        model, self._preprocess = create(spec, device, self._hub)
         self._model = model.to(device=device, dtype=self._dtype).eval()
-        self._tokenizer = _tokenizer(spec, model_name(spec))
+        self._parts = LazyParts({"text": lambda: load_tokenizer(spec, model_name(spec), self._hub)})
         self._towers = {"image": vision_tower(model), "text": text_tower(model)}
         self._index, self._layer_errors = self._resolve_layers()
-        self._dims = {m: self._probe_dim(m) for m in self.modalities if m not in self._layer_errors}
+        self._dims = {"image": self._probe_dim("image")} if "image" not in self._layer_errors else {}
         self._description: dict[str, Any] | None = None
+
+    @property
+    def _tokenizer(self) -> Any:
+        """open_clip's tokenizer for the model (loaded on first use)."""
+        return self._parts.get("text")
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -155,8 +171,14 @@ class OpenClipEncoder(Encoder):
 
     def _check(self, modality: str) -> None:
         self.check_modality(modality)
+
+    def check_modality(self, modality: str) -> None:
+        """Refuse a modality this model cannot embed (no layer taps or range for it, no tokenizer for texts)."""
+        super().check_modality(modality)
         if modality in self._layer_errors:
             raise BindscopeError(self._layer_errors[modality])
+        if modality == "text":
+            self._parts.get("text")
 
     def _tap(self, modality: str) -> tuple[Tower, int]:
         """The tower and hidden-state index of a modality that can give ``layer`` (not in ``_layer_errors``)."""
@@ -184,6 +206,9 @@ class OpenClipEncoder(Encoder):
     def _describe(self) -> dict[str, Any]:
         spec, model = self.spec, self._model
         local = spec.source == "local-dir"
+        text_error = self._parts.error("text")
+        if "text" not in self._layer_errors and text_error is None and "text" not in self._dims:
+            self._dims["text"] = self._probe_dim("text")
         return {
             "backend": "openclip",
             "model_class": type(model).__name__,
@@ -199,7 +224,7 @@ class OpenClipEncoder(Encoder):
             "pooling": {m: self._pooling(m) for m in self.modalities},
             "preprocessing": {
                 "image": image_preprocessing(model, self._preprocess),
-                "text": text_preprocessing(self._tokenizer),
+                "text": text_preprocessing(self._tokenizer) if text_error is None else {"unavailable": text_error},
             },
             "random_init": {"seed": spec.rand_seed} if spec.random else None,
         }
@@ -298,15 +323,16 @@ def check_folder(folder: Path, spec: ModelSpec) -> None:
         )
 
 
-def create(spec: ModelSpec, device: str) -> tuple[Any, Callable[[Any], Any]]:
+def create(spec: ModelSpec, device: str, hub: HubFiles | None = None) -> tuple[Any, Callable[[Any], Any]]:
     """The model (on ``device``) and open_clip's eval transform, via open_clip's factory."""
     import open_clip
 
     name = model_name(spec)
     try:
         if spec.rand_seed is None:  # not spec.random
-            return open_clip.create_model_from_pretrained(name, pretrained=spec.pretrained, device=device)
-        with seeded_init(spec.rand_seed):
+            with quiet_hub_logs():
+                return open_clip.create_model_from_pretrained(name, pretrained=spec.pretrained, device=device)
+        with seeded_init(spec.rand_seed), quiet_hub_logs():
             model, _, preprocess = open_clip.create_model_and_transforms(
                 name,
                 pretrained=None,
@@ -320,7 +346,7 @@ def create(spec: ModelSpec, device: str) -> tuple[Any, Callable[[Any], Any]]:
     except BindscopeError:
         raise
     except Exception as exc:  # the factory raises RuntimeError, OSError, ValueError, hub errors...
-        raise _load_error(spec, exc) from exc
+        raise _load_error(spec, exc, hub, "model") from exc
 
 
 def tag_preprocess(spec: ModelSpec) -> dict[str, Any]:
@@ -339,16 +365,23 @@ def tag_preprocess(spec: ModelSpec) -> dict[str, Any]:
     return {arg: cfg[key] for key, arg in keys.items() if cfg.get(key) is not None}
 
 
-def _tokenizer(spec: ModelSpec, name: str) -> Any:
+def load_tokenizer(spec: ModelSpec, name: str, hub: HubFiles | None = None) -> Any:
+    """open_clip's tokenizer for the model; a BindscopeError (which refuses texts only) when it cannot be loaded."""
     import open_clip
 
     try:
-        return open_clip.get_tokenizer(name)
+        with quiet_hub_logs():
+            return open_clip.get_tokenizer(name)
     except Exception as exc:  # HF tokenizers fetched from the hub, missing tokenizer files in a folder
-        raise _load_error(spec, exc) from exc
+        if spec.source == "local-dir":
+            raise BindscopeError(
+                f"{spec} cannot embed texts: its tokenizer could not be loaded ({short_reason(exc)}); put the "
+                "tokenizer files its text_cfg names (hf_tokenizer_name) into the folder, or embed --modality image"
+            ) from exc
+        raise _load_error(spec, exc, hub, "tokenizer") from exc
 
 
-def _load_error(spec: ModelSpec, exc: Exception) -> BindscopeError:
+def _load_error(spec: ModelSpec, exc: Exception, hub: HubFiles | None = None, what: str = "model") -> BindscopeError:
     reason = short_reason(exc)
     if spec.source == "local-dir":
         return BindscopeError(
@@ -356,6 +389,8 @@ def _load_error(spec: ModelSpec, exc: Exception) -> BindscopeError:
             f"weights fit the model_cfg in {CONFIG_NAME} (and that tokenizer files are there if "
             "text_cfg names an hf_tokenizer_name)"
         )
+    if hub is not None:
+        return hub_error(spec, hub, what, exc)
     return BindscopeError(
         f"{spec} could not be loaded (no network or no such model?): {reason}; give a local folder "
         "instead (openclip:local-dir:<path> with open_clip_config.json and the weights), or run once "
@@ -364,19 +399,50 @@ def _load_error(spec: ModelSpec, exc: Exception) -> BindscopeError:
 
 
 def hub_revision(spec: ModelSpec) -> str | None:
-    """The hub commit of the weights (from their path in the Hugging Face cache), fetched before building."""
-    if spec.random or spec.source == "local-dir" or (spec.source == "name" and spec.pretrained is None):
+    """For ``<arch>/<tag>``: the hub commit of the weights (from their path in the hub cache), fetched first."""
+    if spec.random or spec.source != "name" or spec.pretrained is None:
         return None
     from open_clip import pretrained
 
     try:
-        if spec.source == "hf-hub":
-            path = pretrained.download_pretrained_from_hf(spec.target, filename=CONFIG_NAME)
-        else:
+        with quiet_hub_logs():
             path = pretrained.download_pretrained(pretrained.get_pretrained_cfg(spec.target, spec.pretrained))
     except Exception as exc:  # offline, unknown repo, no hub client
         raise _load_error(spec, exc) from exc
     return snapshot_commit(path)
+
+
+def hub_files(spec: ModelSpec) -> HubFiles | None:
+    """For ``openclip:hf-hub:``: the repo pinned to the commit of its open_clip_config.json, weights fetched.
+
+    The weights are downloaded here, at that commit, so that a broken download is one line and open_clip's
+    factory then finds every file in the cache. None for other specs.
+    """
+    if spec.source != "hf-hub":
+        return None
+    files, _ = pin(
+        spec,
+        spec.target,
+        CONFIG_NAME,
+        None,
+        CONFIG_NAME,
+        missing=f"it is not an open_clip model: for transformers repositories use hf:{spec.target}",
+        folder="a local folder instead (openclip:local-dir:<path> with open_clip_config.json and the weights)",
+    )
+    if spec.random:
+        return files
+    for name in HUB_WEIGHTS:
+        if fetch(spec, files, name, f"weights ({name})", optional=True) is not None:
+            return files
+    what = f"weights ({' or '.join(HUB_WEIGHTS)})"
+    if files.offline:
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        raise hub_error(spec, files, what, LocalEntryNotFoundError("not in the local cache"))
+    raise BindscopeError(
+        f"{spec}: {files.repo} has no {what} at commit {files.commit}; give a repo saved with open_clip's "
+        "push_to_hf_hub, or openclip:local-dir:<folder> with open_clip_config.json and the weights"
+    )
 
 
 # -- towers, hooks and pooling ------------------------------------------------------------------

