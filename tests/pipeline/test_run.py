@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bindscope.analyses import load_result
+from bindscope.core.locks import lock_path, output_lock
 from bindscope.pipeline.report import report_card
 from cli_checks import assert_one_line_error
 
@@ -106,9 +107,10 @@ def test_two_runs_never_share_a_folder(run: tuple[Path, Path, str], run_cli, tmp
     config, _, _ = run
     out = tmp_path / "locked"
     out.mkdir()
-    (out / ".lock").write_text(json.dumps({"pid": os.getpid(), "started": "now"}))  # this live process holds it
-    done = run_cli("run", config, "--out", out)
-    assert_one_line_error(done, f"another run (pid {os.getpid()}, started now) is writing into")
+    with output_lock(out):  # this live process holds it
+        done = run_cli("run", config, "--out", out)
+    assert_one_line_error(done, f"another bindscope process (pid {os.getpid()}, started ")
+    assert f"is writing run folder {out.resolve()}; wait for it to finish, rerun with --wait" in done.stderr
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     done = run_cli("run", config, "--out", tmp_path / "other")
@@ -212,7 +214,7 @@ def test_a_failure_mid_step_resumes_to_the_same_folder(run: tuple[Path, Path, st
     with pytest.raises(RuntimeError, match="injected failure"):
         run_pipeline(config, out, say=lambda _: None, progress=failing)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "interrupted" and not (out / ".lock").exists()
+    assert manifest["status"] == "interrupted" and not lock_path(out).exists()
     assert (out / "results" / "clevr" / "minilm-text" / "decompose" / "summary.json").is_file()
     assert not (out / "results" / "clevr" / "minilm-text" / "intervene").exists()  # nothing half-written
     state = run_pipeline(config, out, say=lambda _: None)
@@ -245,7 +247,7 @@ def test_a_signal_mid_run_resumes(
     proc.send_signal(getattr(signal, signame))
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == status, stderr
-    assert word in stderr and not (out / ".lock").exists()
+    assert word in stderr and not lock_path(out).exists()
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

@@ -15,27 +15,11 @@ import pytest
 
 from bindscope.analyses.results import load_result
 from cli_checks import assert_one_line_error
+from tiny_scratch import tiny_scratch_yaml
 
 BINDSCOPE = Path(sys.executable).with_name("bindscope")  # as in conftest.py
 
-TINY_YAML = """\
-name: tiny
-concepts:
-  color: [red, blue, green, yellow]
-  shape: [cube, ball, cone, star, ring]
-max_objects: 2
-d_model: 16
-ff: 32
-d_out: 8
-layers: 1
-heads: 2
-batch_size: 64
-steps: 40
-eval_every: 20
-checkpoint_every: 20
-eval_scenes: 64
-lr: 0.003
-"""
+TINY_YAML = tiny_scratch_yaml(steps=40, every=20)
 
 
 @pytest.fixture(autouse=True)
@@ -292,7 +276,7 @@ def test_bad_train_inputs(run_cli, tmp_path: Path) -> None:
     )
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: x\nconcepts: {color: [red, blue]\n")
-    assert_one_line_error(run_cli("scratch", "train", "--config", broken, "--out", out, "-q"), "is not valid YAML")
+    assert_one_line_error(run_cli("scratch", "train", "--config", broken, "--out", out, "-q"), "malformed YAML in")
     assert not out.exists()
 
 

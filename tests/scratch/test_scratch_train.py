@@ -406,7 +406,7 @@ def test_config_files(tmp_path: Path) -> None:
     assert "colour_count" in str(err.value) and str(unknown) in str(err.value)
     broken = tmp_path / "broken.yaml"
     broken.write_text("concepts: [unclosed\n")
-    with pytest.raises(BindscopeError, match="is not valid YAML"):
+    with pytest.raises(BindscopeError, match="malformed YAML in"):
         load_config(broken)
     listing = tmp_path / "list.yaml"
     listing.write_text("- a\n- b\n")

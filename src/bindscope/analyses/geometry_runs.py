@@ -23,6 +23,7 @@ from bindscope.analyses.registry import run_analysis
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, staged_dir, write_json
+from bindscope.core.locks import writes
 
 COMPARISON = "comparison"
 
@@ -65,6 +66,7 @@ def folder_labels(inputs: Sequence[Inputs], labels: Sequence[str] | None) -> lis
     return out
 
 
+@writes("out", what="result folder")
 def run_geometry(
     emb_dirs: Sequence[str | Path],
     out: str | Path,

@@ -188,8 +188,9 @@ def load_inputs(
     """
     emb_dir = Path(emb_dir)
     raw = load_embeddings(emb_dir, mmap=True, rows=None if single_objects else "scenes")  # its manifest only
-    ds_path = Path(dataset) if dataset is not None else Path(raw.manifest.get("dataset_path", ""))
-    if not str(ds_path) or not ds_path.is_dir():
+    recorded = raw.manifest.get("dataset_path") or ""
+    ds_path = Path(dataset) if dataset is not None else Path(recorded) if recorded else None
+    if ds_path is None or not ds_path.is_dir():
         raise BindscopeError(f"the dataset of {emb_dir} is not at {ds_path or '(unknown)'}; pass --dataset DIR")
     ds = load_dataset(ds_path)
     if single_objects and raw.rows == "single_objects":
@@ -292,4 +293,12 @@ def load_frozen_probes(path: str | Path, dataset: Dataset, seed: int = 0) -> tup
             f"the probes in {folder} were fitted on another dataset (hash {str(recorded)[:12]}, this one "
             f"{dataset.hash[:12]}); fit probes on these embeddings with bindscope probe"
         )
+    space = dataset.space
+    labels = {"object": space.num_objects, **{c: len(v) for c, v in zip(space.concepts, space.values)}}
+    for name, weights in probes.coef_.items():
+        if name in labels and weights.shape[0] != labels[name]:
+            raise BindscopeError(
+                f"the {name} probe in {folder} has {weights.shape[0]} labels but {dataset.root} has "
+                f"{labels[name]}; fit probes on these embeddings with bindscope probe"
+            )
     return probes, folder

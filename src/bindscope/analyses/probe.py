@@ -277,7 +277,7 @@ def recorded_training_scenes(meta: dict[str, Any], scenes: SceneSet) -> np.ndarr
     split their ``probe.json`` records (see :func:`save_fitted_probes`); None when it records none
     or no dataset to tie it to."""
     split = meta.get("split") or {}
-    if split.get("kind") != "scene" or meta.get("dataset_hash") is None:
+    if not isinstance(split, dict) or split.get("kind") != "scene" or meta.get("dataset_hash") is None:
         return None
     try:
         used = used_scenes(scenes, str(split.get("scenes", "all")))

@@ -38,6 +38,7 @@ import torch
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import load_npy, read_json, save_npy, write_json
+from bindscope.core.validation import check_fields
 from bindscope.space.concepts import PAD, SceneSet
 
 Optimizer = Literal["fast", "reference", "lbfgs"]
@@ -370,6 +371,17 @@ class ProbeSet:
 
 
 PROBE_FORMAT = "bindscope-probe-v1"
+REFIT = "fit the probes again with bindscope probe"
+#: Types of ``probe.json``'s keys (checked when present).
+PROBE_TYPES: dict[str, type | tuple[type, ...]] = {
+    "optimizer": str,
+    "seed": int,
+    "solver": dict,
+    "split": (dict, type(None)),
+    "labels": dict,
+    "dataset_hash": (str, type(None)),
+    "embeddings": (str, type(None)),
+}
 
 
 def save_probes(
@@ -402,9 +414,10 @@ def save_probes(
 def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray | None, dict]:
     """Weights ``{name: [L, D]}``, the centring mean (or None) and the metadata of a probe folder."""
     folder = Path(folder)
-    meta = read_json(folder / "probe.json", "probe file")
+    meta = read_json(folder / "probe.json", "probe file", folder)
     if meta.get("format") != PROBE_FORMAT:
         raise BindscopeError(f"{folder / 'probe.json'} is not a bindscope probe file")
+    check_fields(meta, PROBE_TYPES, f"probe file {folder / 'probe.json'}", REFIT)
     names = meta.get("names")
     if (
         not isinstance(names, list)
@@ -417,11 +430,13 @@ def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray |
             f"{folder / 'probe.json'} is damaged: it needs 'names' (a list of probe names), "
             "'center' and 'normalize' (true/false); write the probes again with bindscope probe"
         )
-    weights = {n: load_npy(folder / f"{n}.npy", "probe weights") for n in names}
-    dims = {w.shape[1] if w.ndim == 2 else -1 for w in weights.values()}
+    weights = {n: load_npy(folder / f"{n}.npy", "probe weights", root=folder) for n in names}
+    dims = {w.shape[1] if w.ndim == 2 and _real(w) else -1 for w in weights.values()}
     if len(dims) != 1 or -1 in dims:
-        raise BindscopeError(f"the probe weights in {folder} must be 2-D [labels, dim] arrays of one width")
-    mean = load_npy(folder / "mean.npy", "probe mean") if meta["center"] else None
+        raise BindscopeError(f"the probe weights in {folder} must be 2-D [labels, dim] float arrays of one width")
+    mean = load_npy(folder / "mean.npy", "probe mean", root=folder) if meta["center"] else None
+    if mean is not None and not _real(mean):
+        raise BindscopeError(f"{folder / 'mean.npy'} must hold floating-point numbers, got {mean.dtype}")
     if mean is not None and mean.shape != (dims.pop(),):
         raise BindscopeError(f"{folder / 'mean.npy'} does not match the probe width")
     bad = [n for n, w in weights.items() if not np.isfinite(w).all()]
@@ -430,6 +445,11 @@ def load_probes(folder: str | Path) -> tuple[dict[str, np.ndarray], np.ndarray |
             f"the probes in {folder} hold NaN or infinite values ({', '.join(bad) or 'mean'}); fit them again"
         )
     return weights, mean, meta
+
+
+def _real(array: np.ndarray) -> bool:
+    """Whether ``array`` holds real floating-point numbers (what :func:`save_probes` writes)."""
+    return bool(np.issubdtype(array.dtype, np.floating))
 
 
 def stack_targets(targets: Mapping[str, np.ndarray], n: int) -> tuple[tuple[str, ...], list[slice], np.ndarray]:

@@ -22,6 +22,7 @@ from bindscope.analyses.probe import ProbeAnalysis
 from bindscope.analyses.results import LoadedResult, header, load_result, write_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir
+from bindscope.core.locks import writes
 
 _REGISTRY: dict[str, Analysis] = {}
 
@@ -66,6 +67,7 @@ def input_record(analysis: Analysis, inputs: Inputs | AnalysisInputs) -> dict[st
     return {k: v for k, v in described.items() if k in analysis.needs | analysis.uses | {"dataset"}}
 
 
+@writes("out", what="result folder")
 def run_analysis(
     name: str,
     inputs: Inputs | AnalysisInputs,

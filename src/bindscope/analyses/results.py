@@ -15,10 +15,11 @@ A folder appears only once complete; spread over seeds is always ``{"mean", "std
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import platform
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import read_json, staged_dir, write_json
-from bindscope.core.validation import format_validation
+from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json
+from bindscope.core.validation import format_validation, one_line
 from bindscope.core.version import __version__, stamp
 
 FORMAT_NAME = "bindscope-result"
@@ -39,6 +40,7 @@ KEY_COLUMNS = ("analysis", "variant", "control", "group", "metric", "seed", "val
 NO_CONTROL = "none"
 SUMMARY = "summary.json"
 RESULTS = "results.parquet"
+RERUN = "run the analysis again"
 
 
 class ResultFormat(BaseModel):
@@ -89,10 +91,23 @@ class LoadedResult:
     def read_table(self, name: str) -> pd.DataFrame:
         """A further table of the folder (``<name>.parquet``), e.g. ``per_scene`` or ``training``."""
         path = self.path / f"{name}.parquet"
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             tables = sorted(p.stem for p in self.path.glob("*.parquet") if p.name != RESULTS)
             raise BindscopeError(f"{self.path} has no table {name!r}; it has {', '.join(tables) or 'none'}")
-        return pd.read_parquet(path)
+        return to_frame(read_parquet(path, "result table", RERUN, root=self.path), path, "result table", RERUN)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """A block that reads the analysis's own numbers: a missing key or a wrong type met there
+        means a damaged ``summary.json``, reported as one :class:`BindscopeError`."""
+        try:
+            yield
+        except BindscopeError:
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+            raise BindscopeError(
+                f"{self.path / SUMMARY} is damaged ({type(exc).__name__}: {one_line(exc, 100)}); {RERUN}"
+            ) from None
 
 
 @dataclass
@@ -253,9 +268,9 @@ def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult
         one of another analysis than ``analysis``, or a damaged one.
     """
     folder = Path(folder)
-    if not (folder / SUMMARY).is_file():
+    if not (folder / SUMMARY).is_file() and not (folder / SUMMARY).is_symlink():
         raise BindscopeError(f"{folder} is not an analysis folder (no {SUMMARY}); give the --out folder of an analysis")
-    summary = read_json(folder / SUMMARY, "analysis summary")
+    summary = read_json(folder / SUMMARY, "analysis summary", folder)
     fmt = summary.get("format")
     if not isinstance(fmt, dict) or fmt.get("name") != FORMAT_NAME:
         raise BindscopeError(
@@ -274,10 +289,28 @@ def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult
     if analysis is not None and head.analysis != analysis:
         raise BindscopeError(f"{folder} holds a {head.analysis!r} result, not {analysis!r}")
     results = folder / RESULTS
-    if not results.is_file():
+    if not results.is_file() and not results.is_symlink():
         raise BindscopeError(f"{folder} has no {RESULTS}; the folder is incomplete, run the analysis again")
-    table = pd.read_parquet(results)
-    missing = [c for c in KEY_COLUMNS if c not in table.columns]
+    arrow = read_parquet(results, "results table", RERUN, root=folder)
+    missing = [c for c in KEY_COLUMNS if c not in arrow.column_names]
     if missing:
         raise BindscopeError(f"{results} lacks the key columns {missing}; run the analysis again")
-    return LoadedResult(folder, head, summary, table)
+    check_key_columns(arrow.schema, arrow.num_rows, results)
+    return LoadedResult(folder, head, summary, to_frame(arrow, results, "results table", RERUN))
+
+
+def check_key_columns(schema: Any, num_rows: int, path: Path) -> None:
+    """Key columns of the right kinds (in the file, before pandas metadata could convert them): ``seed``
+    whole numbers, ``value`` numbers, the others text; any type in a table without rows."""
+    import pyarrow as pa
+
+    for column in KEY_COLUMNS:
+        kind = schema.field(column).type
+        if column == "seed":
+            ok = pa.types.is_integer(kind)
+        elif column == "value":
+            ok = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+        else:
+            ok = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        if num_rows and not ok:
+            raise BindscopeError(f"{path}: key column {column!r} holds {kind}, not the kind it should; {RERUN}")

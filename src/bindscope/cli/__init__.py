@@ -11,8 +11,8 @@ import typer
 
 from bindscope.cli import crossmodal, data, embeddings, geometry, measure, run, scratch  # noqa: F401 (their commands register on import)
 from bindscope.cli.app import app
-from bindscope.cli.common import QuietOpt, quiet_model_libraries
-from bindscope.core.errors import BindscopeError
+from bindscope.cli.common import QuietOpt, WaitOpt, quiet_model_libraries
+from bindscope.core.errors import BindscopeError, disk_error_message
 
 
 @app.command()
@@ -25,6 +25,7 @@ def demo(
         bool, typer.Option("--print-config", help="Print the demo's run config (YAML) to start from; run nothing.")
     ] = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """The main job on the embedded default model (all-MiniLM-L6-v2, offline): `bindscope run` on the shipped
     demo config (text and clevr captions, the +rand control, single-object captions, a controlled model trained
@@ -42,7 +43,8 @@ def demo(
 def main(argv: list[str] | None = None) -> None:
     """Entry point. Bad input, usage mistakes included, is one line on stderr.
 
-    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`), 2 command-line usage,
+    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`) or a write the disk refused (full,
+    read-only), 2 command-line usage,
     130 interrupted (Ctrl-C), 143 terminated (SIGTERM: cleaned up like Ctrl-C).
     """
     interrupted = "interrupted; run the same command again (embed continues where it stopped)"
@@ -51,6 +53,11 @@ def main(argv: list[str] | None = None) -> None:
         status = app(args=argv, standalone_mode=False)
     except BindscopeError as exc:
         _fail(str(exc), 1)
+    except OSError as exc:
+        message = disk_error_message(exc)
+        if message is None:
+            raise
+        _fail(message, 1)
     except (typer.Abort, KeyboardInterrupt):
         _fail(interrupted, 130)
     except Terminated:
@@ -77,5 +84,6 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _fail(message: str, status: int) -> None:
-    typer.echo(f"error: {message}", err=True)
+    flat = " ".join(message.split())  # one line, even where a message quotes a library's multi-line error
+    typer.echo(f"error: {flat}", err=True)
     sys.exit(status)

@@ -67,6 +67,23 @@ OverwriteOpt = Annotated[bool, typer.Option(help="Replace an existing output fol
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 
 
+def _wait_for_locks(value: bool) -> bool:
+    from bindscope.core.locks import wait_for_locks
+
+    wait_for_locks(value)
+    return value
+
+
+WaitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        callback=_wait_for_locks,
+        help="If another bindscope process is writing the same output, wait for it instead of failing.",
+    ),
+]
+
+
 # -- output -------------------------------------------------------------------------------------------------
 def print_table(rows: Sequence[Sequence[str]]) -> None:
     """Columns padded to their widest cell."""

@@ -15,6 +15,7 @@ from bindscope.cli.common import (
     OverwriteOpt,
     QuietOpt,
     SeedsOpt,
+    WaitOpt,
     given,
     parse_fractions,
     parse_seeds,
@@ -105,6 +106,7 @@ def crossmodal(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Does image-text similarity see the binding? Swap tests, retrieval, a linear bridge, half-truths."""
     from bindscope.analyses import CrossmodalSettings, crossmodal_inputs

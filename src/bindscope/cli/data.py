@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from bindscope.cli.app import app, dataset_app
-from bindscope.cli.common import ObjectOrderChoice, parse_fractions
+from bindscope.cli.common import ObjectOrderChoice, WaitOpt, parse_fractions
 from bindscope.core.errors import BindscopeError
 
 
@@ -64,6 +64,7 @@ def dataset_build(
     workers: Annotated[Optional[int], typer.Option(help="Rendering processes (default: all cores).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace a folder that holds a different dataset.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success, no progress bar.")] = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Write a dataset folder: manifest.json, scenes.parquet/.csv, images/ (rendered; resumable)."""
     from bindscope.data.datasets import build_dataset
@@ -85,6 +86,7 @@ def dataset_preview(
     cols: Annotated[int, typer.Option(help="Grid columns.")] = 4,
     seed: Annotated[int, typer.Option(help="Which images (a seeded sample).")] = 0,
     singles: Annotated[bool, typer.Option("--singles", help="Show single-object images instead of scenes.")] = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Draw a grid of images with their captions: check that names match pixels."""
     from bindscope.data.datasets import load_dataset
@@ -120,6 +122,7 @@ def dataset_import_pug(
     world: Annotated[str, typer.Option(help="Keep the rows of this world.")] = "Desert",
     overwrite: Annotated[bool, typer.Option(help="Replace an existing folder.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success, no progress bar.")] = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Build the 7,392-scene pug_spare folder from your copy of PUG:SPARE (images are copied)."""
     from bindscope.data.pug import import_pug
@@ -169,6 +172,7 @@ def dataset_split(
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Folder for the split files (default DATASET/splits).")
     ] = None,
+    wait: WaitOpt = False,
 ) -> None:
     """Write seeded split files (JSON with indices, seed and fraction)."""
     from bindscope.data.datasets import load_dataset

@@ -9,7 +9,15 @@ from typing import Annotated, Optional
 import typer
 
 from bindscope.cli.app import app, embeddings_app
-from bindscope.cli.common import DeviceOpt, Modality, OverwriteOpt, QuietOpt, print_table, quiet_model_libraries
+from bindscope.cli.common import (
+    DeviceOpt,
+    Modality,
+    OverwriteOpt,
+    QuietOpt,
+    WaitOpt,
+    print_table,
+    quiet_model_libraries,
+)
 
 
 class SingleCaptions(str, Enum):
@@ -31,6 +39,7 @@ def embeddings_import(
         typer.Option(help="The model that made them (e.g. hf:openai/clip-vit-base-patch32, or with +rand)."),
     ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing embedding folder.")] = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Write an embedding folder (embeddings.npy + manifest.json) from an array made elsewhere."""
     from bindscope.embeddings.store import import_embeddings
@@ -99,6 +108,7 @@ def embed(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Embed a dataset's images or captions with a model: resumable, and a no-op when already done."""
     from bindscope.embeddings.embed import embed_dataset

@@ -13,6 +13,7 @@ from bindscope.cli.common import (
     OverwriteOpt,
     QuietOpt,
     SeedsOpt,
+    WaitOpt,
     given,
     parse_fractions,
     parse_list,
@@ -84,6 +85,7 @@ def geometry(
     dataset: DatasetOpt = None,
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """What shape do object embeddings have? Factorization, orthogonality, rank, linear heads, rank axes, MDS."""
     from bindscope.analyses import GeometrySettings, get_analysis, run_geometry

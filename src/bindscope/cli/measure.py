@@ -16,6 +16,7 @@ from bindscope.cli.common import (
     OverwriteOpt,
     QuietOpt,
     SeedsOpt,
+    WaitOpt,
     given,
     parse_fractions,
     parse_list,
@@ -185,6 +186,7 @@ def probe(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Is object information recoverable? Concept and object probes with set-separation accuracy."""
     from bindscope.analyses import ProbeSettings, load_inputs
@@ -238,6 +240,7 @@ def decompose(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Is a scene a sum of its parts? Additive R² and probes after subtracting each model."""
     from bindscope.analyses import DecomposeSettings, load_inputs
@@ -402,6 +405,7 @@ def complexity(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
     from bindscope.analyses import ComplexitySettings, load_inputs, resolve_budget
@@ -528,6 +532,7 @@ def intervene(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Can one object in a scene embedding be edited? Vector-arithmetic edits, scored by retrieval and probes."""
     if table:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from bindscope.cli.app import app
-from bindscope.cli.common import QuietOpt, progress_bar, quiet_model_libraries
+from bindscope.cli.common import QuietOpt, WaitOpt, progress_bar, quiet_model_libraries
 
 
 @app.command("run")
@@ -24,6 +24,7 @@ def run_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="The run folder (resumed when it holds this run).")],
     device: Annotated[Optional[str], typer.Option(help="Torch device for every step, instead of the config's.")] = None,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Datasets -> embeddings -> every analysis that applies -> report.html, reusing finished steps."""
     from bindscope.pipeline.config import load_config
@@ -55,7 +56,10 @@ def answers(out: Path) -> None:
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A run folder of bindscope run.", show_default=False)]) -> None:
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder of bindscope run.", show_default=False)],
+    wait: WaitOpt = False,
+) -> None:
     """Write (again) the self-contained HTML report of a run folder."""
     from bindscope.pipeline.report import write_report
 
@@ -67,6 +71,7 @@ def compare(
     run_dirs: Annotated[list[Path], typer.Argument(help="Run folders of bindscope run.", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")],
     overwrite: Annotated[bool, typer.Option(help="Replace an existing output folder.")] = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Several runs side by side: merged tables, the report cards as one table, a figure per headline metric."""
     from bindscope.pipeline.compare import compare_runs

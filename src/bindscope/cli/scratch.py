@@ -15,6 +15,7 @@ from bindscope.cli.common import (
     OverwriteOpt,
     QuietOpt,
     SeedsOpt,
+    WaitOpt,
     given,
     parse_fractions,
     parse_list,
@@ -142,6 +143,7 @@ def scratch_train(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Train a scene and a query encoder from scratch (docs/method.md §9); an interrupted run resumes."""
     from bindscope.scratch.config import load_config
@@ -209,6 +211,7 @@ def scratch_sweep(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
     from bindscope.scratch.config import load_config
@@ -276,6 +279,7 @@ def scratch_export(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """Embed every ordered object pair with the scene encoder and write the query probes: inputs for every analysis."""
     from bindscope.scratch.export import export_model
@@ -316,6 +320,7 @@ def scratch_complexity(
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
+    wait: WaitOpt = False,
 ) -> None:
     """The binding function's complexity against coverage: `complexity` on every model of a sweep."""
     from bindscope.analyses import ComplexitySettings, resolve_budget

@@ -5,15 +5,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import tokenize
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.faults import kill_point
+from bindscope.core.validation import check_fields, one_line, short_repr
 
 
 def _umask() -> int:
@@ -36,6 +41,7 @@ def atomic_file(path: Path, mode: str = "w") -> Iterator:
         with os.fdopen(fd, mode) as fh:
             yield fh
         _default_mode(tmp, 0o666)
+        kill_point("atomic-replace")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -54,34 +60,94 @@ def write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
-def read_json(path: Path, what: str) -> dict:
-    """Read a JSON object, with errors that name ``what`` the file is."""
+def check_inside(root: Path, path: Path, fix: str = "rebuild the folder") -> Path:
+    """``path`` itself, refused when it leads out of ``root`` (a link, ``..``, an absolute path).
+
+    A folder's files never point outside it: a link out is refused, not followed.
+    """
+    try:
+        real_root, real = Path(root).resolve(), Path(path).resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop
+        raise BindscopeError(f"{path} cannot be resolved ({exc}); {fix}") from None
+    if real != real_root and real_root not in real.parents:
+        raise BindscopeError(f"{path} leads outside {root} (to {real}); bindscope does not follow it there; {fix}")
+    return path
+
+
+def read_text(path: Path, what: str, root: Path | None = None, kind: str = "text") -> str:
+    """A UTF-8 text file's content; a folder, a missing, unreadable or binary file is a clear error.
+
+    ``kind`` names the format in messages ("JSON", "YAML"). With ``root``, a file that leads out of
+    ``root`` is refused (see :func:`check_inside`).
+    """
+    if root is not None:
+        check_inside(root, path)
     if path.is_dir():
-        raise BindscopeError(f"{what} {path} is a folder; give the path of the JSON file")
+        raise BindscopeError(f"{what} {path} is a folder; give the path of the {kind} file")
     if not path.is_file():
         raise BindscopeError(f"{what} {path} is missing")
     try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BindscopeError(f"{what} {path} is not valid JSON ({exc}); rebuild it") from None
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BindscopeError(f"{what} {path} is not valid {kind} (not UTF-8: a binary or damaged file)") from None
+    except OSError as exc:
+        raise BindscopeError(f"{what} {path} cannot be read ({exc.strerror})") from None
+
+
+def read_json(path: Path, what: str, root: Path | None = None) -> dict:
+    """Read a JSON object, with errors that name ``what`` the file is (``root``: see :func:`read_text`)."""
+    text = read_text(path, what, root, "JSON")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, or a number too long to convert
+        raise BindscopeError(f"{what} {path} is not valid JSON ({one_line(exc)}); rebuild it") from None
+    except RecursionError:
+        raise BindscopeError(f"{what} {path} nests too deeply to be a bindscope file; rebuild it") from None
     if not isinstance(data, dict):
         raise BindscopeError(f"{what} {path} must hold a JSON object")
     return data
 
 
-def read_manifest(root: Path, what: str, required: tuple[str, ...], fmt: str, fix: str) -> dict:
-    """Read ``root/manifest.json`` and check its required keys and format.
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file safely (plain data only); a malformed or binary file is a one-line error."""
+    import yaml
+
+    text = read_text(path, what, kind="YAML")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = one_line(getattr(exc, "problem", None) or exc)
+        raise BindscopeError(f"malformed YAML in {path}{where}: {problem}") from None
+    except ValueError as exc:  # e.g. a number too long to convert
+        raise BindscopeError(f"{what} {path} holds a value YAML cannot read ({one_line(exc)})") from None
+    except RecursionError:
+        raise BindscopeError(f"{what} {path} nests too deeply; write a flat mapping of settings") from None
+
+
+def read_manifest(
+    root: Path,
+    what: str,
+    required: tuple[str, ...],
+    fmt: str,
+    fix: str,
+    types: Mapping[str, type | tuple[type, ...]] | None = None,
+) -> dict:
+    """Read ``root/manifest.json`` and check its required keys, their ``types`` and the format.
 
     ``what`` names the folder kind in messages ("dataset", "embedding"); ``fix`` says what to do.
     """
     if not root.is_dir():
         raise BindscopeError(f"{what} folder {root} does not exist; {fix}")
-    manifest = read_json(root / "manifest.json", f"{what} manifest")
+    path = root / "manifest.json"
+    manifest = read_json(path, f"{what} manifest", root)
     missing = [k for k in required if k not in manifest]
     if missing:
-        raise BindscopeError(f"{what} manifest {root / 'manifest.json'} lacks {', '.join(missing)}; {fix}")
+        raise BindscopeError(f"{what} manifest {path} lacks {', '.join(missing)}; {fix}")
     if manifest["format"] != fmt:
-        raise BindscopeError(f"{root} has format {manifest['format']!r}; this bindscope reads {fmt!r}")
+        raise BindscopeError(f"{root} has format {short_repr(manifest['format'])}; this bindscope reads {fmt!r}; {fix}")
+    check_fields(manifest, types or {}, f"{what} manifest {path}", fix)
     return manifest
 
 
@@ -91,14 +157,76 @@ def save_npy(path: Path, array: np.ndarray) -> None:
         np.save(fh, array, allow_pickle=False)
 
 
-def load_npy(path: Path, what: str, mmap: bool = False) -> np.ndarray:
-    """``numpy.load`` without pickles; a corrupt or missing file is a clear error."""
+def load_npy(path: Path, what: str, mmap: bool = False, root: Path | None = None) -> np.ndarray:
+    """``numpy.load`` without pickles; a corrupt or missing file is a clear error.
+
+    The header is checked first: an array of Python objects, or one declaring more data than
+    the file holds, is refused before anything is allocated. With ``root``, a file that leads out
+    of ``root`` is refused (see :func:`check_inside`).
+    """
+    if root is not None:
+        check_inside(root, path)
     if not path.is_file():
         raise BindscopeError(f"{what} {path} is missing")
     try:
+        _check_npy_header(path, what)
         return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
-    except (ValueError, OSError, EOFError) as exc:
-        raise BindscopeError(f"{what} {path} is not a readable .npy array ({exc})") from None
+    except (ValueError, OSError, EOFError, TypeError, SyntaxError, tokenize.TokenError) as exc:  # a garbled header
+        if isinstance(exc, BindscopeError):
+            raise
+        raise BindscopeError(f"{what} {path} is not a readable .npy array ({one_line(exc)})") from None
+
+
+def _check_npy_header(path: Path, what: str) -> None:
+    """Refuse a ``.npy`` file of Python objects, or one whose header declares more bytes than it holds."""
+    with path.open("rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(fh)
+        data_start = fh.tell()
+    if dtype.hasobject:
+        raise BindscopeError(
+            f"{what} {path} is not a readable .npy array (it holds Python objects, a pickle; bindscope never unpickles)"
+        )
+    declared = math.prod(shape) * dtype.itemsize
+    held = path.stat().st_size - data_start
+    if declared > held:
+        raise BindscopeError(
+            f"{what} {path} is not a readable .npy array (it declares shape {shape}, {declared:,} bytes, but holds "
+            f"{held:,}: truncated or damaged); write it again"
+        )
+
+
+def read_parquet(path: Path, what: str, fix: str, root: Path | None = None) -> Any:
+    """A parquet file as a ``pyarrow.Table``; a missing, damaged or non-parquet file is a clear error.
+
+    With ``root``, a file that leads out of ``root`` is refused (see :func:`check_inside`).
+    Turn the table into a DataFrame with :func:`to_frame`.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if root is not None:
+        check_inside(root, path, fix)
+    if not path.is_file():
+        raise BindscopeError(f"{what} {path} is missing; {fix}")
+    try:
+        table = pq.read_table(path)
+        table.schema.names  # noqa: B018 (decode every column name now: a garbled one fails here, not later)
+        table.validate(full=True)  # and every text cell is UTF-8
+        return table
+    except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError too
+        raise BindscopeError(f"{what} {path} is not a readable parquet file ({one_line(exc)}); {fix}") from None
+
+
+def to_frame(table: Any, path: Path, what: str, fix: str) -> Any:
+    """``table.to_pandas()``; damaged pandas metadata in the file is a clear error naming ``path``."""
+    import pyarrow as pa
+
+    try:
+        return table.to_pandas()
+    except (pa.ArrowException, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise BindscopeError(f"{what} {path} has damaged metadata ({one_line(exc)}); {fix}") from None
 
 
 def is_empty_dir(path: Path) -> bool:
@@ -129,9 +257,11 @@ def staged_dir(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
     _default_mode(stage, 0o777)
     try:
         yield stage
+        kill_point("stage-move")
         if out.exists():
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
+            kill_point("stage-swap")
             os.replace(stage, out)
             shutil.rmtree(old)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
@@ -32,6 +33,48 @@ def format_validation(exc: ValidationError) -> str:
             msg = f"must be {BOUNDS[err['type']]} {ctx[BOUNDS_KEY[err['type']]]}, got {err['input']!r}"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def check_fields(data: Mapping[str, Any], types: Mapping[str, type | tuple[type, ...]], where: str, fix: str) -> None:
+    """Refuse a value of the wrong type among the keys of ``data`` named in ``types`` (absent keys pass).
+
+    ``bool`` is not taken for ``int`` unless named; ``type(None)`` allows null. One line names the key.
+    """
+    for key, kind in types.items():
+        if key not in data:
+            continue
+        value = data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+            continue
+        shown = [k for k in kinds if not (k is int and float in kinds)]  # a number: int or float
+        names = " or ".join("null" if k is type(None) else _TYPE_NAMES.get(k, k.__name__) for k in shown)
+        raise BindscopeError(f"{where}: {key!r} must be {names}, got {short_repr(value)}; {fix}")
+
+
+def one_line(text: object, limit: int = 200) -> str:
+    """``str(text)`` on one line (whitespace runs, newlines included, become one space), cut to ``limit``."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for a one-line message."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "a number too large to print"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_TYPE_NAMES = {
+    int: "a whole number",
+    float: "a number",
+    str: "text",
+    dict: "a mapping",
+    list: "a list",
+    bool: "true/false",
+}
 
 
 def validate_settings(schema: type[BaseModel], data: Any, origin: str) -> Any:
@@ -68,12 +111,18 @@ class Settings(BaseModel):
         return self.model_dump(mode="json")
 
 
+#: The largest seed: every random generator bindscope seeds (numpy, torch) takes it.
+MAX_SEED = 2**32 - 1
+
+
 def check_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
     """Seed ids: at least one, non-negative, no repeats."""
     if not seeds:
         raise ValueError("give at least one seed")
     if min(seeds) < 0:
-        raise ValueError(f"seeds are non-negative, got {list(seeds)}")
+        raise ValueError(f"seeds are non-negative, got {short_repr(list(seeds))}")
+    if max(seeds) > MAX_SEED:
+        raise ValueError(f"seeds are at most {MAX_SEED}, got {short_repr(list(seeds))}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds repeat: {list(seeds)}")
     return seeds

@@ -30,7 +30,16 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import atomic_file, read_json, read_manifest, staged_dir, write_json
+from bindscope.core.io import (
+    atomic_file,
+    check_inside,
+    read_json,
+    read_manifest,
+    read_parquet,
+    staged_dir,
+    write_json,
+)
+from bindscope.core.locks import writes
 from bindscope.core.version import stamp
 from bindscope.data.presets import Preset, load_preset, preset_from_dict
 from bindscope.space.captions import bare_phrase
@@ -57,6 +66,35 @@ REQUIRED_MANIFEST_KEYS = (
     "bindscope_version",
     "spec",
 )
+#: Types of the manifest's keys (checked when present).
+MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
+    "preset": str,
+    "num_scenes": int,
+    "objects_per_scene": int,
+    "concepts": dict,
+    "hash": str,
+    "bindscope_version": str,
+    "spec": dict,
+    "images": dict,
+    "files": dict,
+}
+#: Manifest keys that follow from the spec and the scenes: they must equal what those give.
+DERIVED_KEYS = (
+    "preset",
+    "description",
+    "num_scenes",
+    "objects_per_scene",
+    "num_objects",
+    "concepts",
+    "noun",
+    "modalities",
+    "renderer",
+    "slot_layout",
+    "caption_template",
+    "scene_counts",
+    "scene_set_hash",
+)
+REBUILD = "rebuild it with `bindscope dataset build`"
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +175,7 @@ def _value_names(space: ConceptSpace, concept: int, idx: np.ndarray) -> pa.Array
     return pc.take(names, pa.array(idx, mask=idx == PAD))
 
 
+@writes("out", what="dataset")
 def build_dataset(
     preset: str | Path | Preset,
     out: str | Path,
@@ -224,13 +263,23 @@ def load_dataset(root: str | Path, *, check_images: bool = True) -> Dataset:
     """
     root = Path(root)
     manifest = read_manifest(
-        root, "dataset", REQUIRED_MANIFEST_KEYS, DATASET_FORMAT, "build it with `bindscope dataset build`"
+        root,
+        "dataset",
+        REQUIRED_MANIFEST_KEYS,
+        DATASET_FORMAT,
+        "build it with `bindscope dataset build`",
+        types=MANIFEST_TYPES,
     )
     preset = preset_from_dict(manifest["spec"], origin=f"spec in {root / MANIFEST}")
     if manifest["concepts"] != preset.space.to_dict():
         raise BindscopeError(f"{root / MANIFEST}: 'concepts' disagrees with the stored spec")
+    k = manifest["objects_per_scene"]
+    _check(
+        k == preset.objects_per_scene,
+        root,
+        f"the manifest says {k} objects per scene but its spec says {preset.objects_per_scene}; {REBUILD}",
+    )
     table = _read_table(root / SCENES_PARQUET)
-    k = int(manifest["objects_per_scene"])
     scenes = _scenes_from_table(table, preset.space, k, root)
     _check(
         len(scenes) == manifest["num_scenes"],
@@ -261,9 +310,9 @@ def load_dataset(root: str | Path, *, check_images: bool = True) -> Dataset:
         f"caption of scene {bad[0] if len(bad) else 0} does not match its objects "
         f"({captions[bad[0]] if len(bad) else ''!r})",
     )
+    _check_derived(root, manifest, _manifest(preset, scenes, manifest["hash"]))
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
-    if check_images:
-        _check_images(root, images)
+    _check_images(root, images, check_images)
     _check_csv(root, SCENES_CSV, len(scenes))
     singles = _load_single_images(root, preset, check_images) if (root / SINGLES_PARQUET).exists() else None
     return Dataset(root, manifest, preset, scenes, captions, images, singles)
@@ -298,6 +347,7 @@ def single_object_captions(ds: Dataset, form: str = "template") -> np.ndarray:
     return np.array([bare_phrase(str(c)) for c in out], dtype=object) if form == "bare" else out
 
 
+@writes("root", what="dataset")
 def attach_images(
     root: str | Path,
     scene_images: Sequence[str] | np.ndarray,
@@ -395,6 +445,7 @@ def _load_single_images(root: Path, preset: Preset, check_images: bool = True) -
         root,
         f"{SINGLES_PARQUET} must have the columns {', '.join(expected.column_names)}; attach the images again",
     )
+    _check_column_types(table, root, SINGLES_PARQUET)
     _check(
         table.drop_columns(["image"]).equals(expected.drop_columns(["image"])),
         root,
@@ -402,8 +453,7 @@ def _load_single_images(root: Path, preset: Preset, check_images: bool = True) -
         "attach the images again",
     )
     images = np.asarray([p or "" for p in table["image"].to_pylist()], dtype=object)
-    if check_images:
-        _check_images(root, images)
+    _check_images(root, images, check_images)
     _check_csv(root, SINGLES_CSV, table.num_rows)
     return images.reshape(u, positions)
 
@@ -414,12 +464,30 @@ def _check(ok: bool, root: Path, message: str) -> None:
 
 
 def _read_table(path: Path) -> pa.Table:
-    if not path.is_file():
-        raise BindscopeError(f"{path} is missing; rebuild the dataset with `bindscope dataset build`")
-    try:
-        return pq.read_table(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise BindscopeError(f"{path} is not a readable parquet file ({exc}); rebuild the dataset") from None
+    return read_parquet(path, "dataset table", "rebuild the dataset with `bindscope dataset build`", root=path.parent)
+
+
+def _check_column_types(table: pa.Table, root: Path, name: str) -> None:
+    """Whole-number ids, slots and value indices; text names, captions and image paths."""
+    for field in table.schema:
+        whole = field.name in ("scene", "object", "slot", "num_objects") or field.name.endswith("_idx")
+        ok = (
+            pa.types.is_integer(field.type)
+            if whole
+            else pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_null(field.type)
+        )
+        _check(
+            ok,
+            root,
+            f"{name}: column {field.name!r} holds {field.type}, not {'whole numbers' if whole else 'text'}; {REBUILD}",
+        )
+
+
+def _check_derived(root: Path, manifest: dict[str, Any], expected: dict[str, Any]) -> None:
+    """The manifest's keys that follow from the spec and the scenes must equal what those give."""
+    for key in DERIVED_KEYS:
+        if key in manifest and manifest[key] != json.loads(json.dumps(expected[key])):
+            raise BindscopeError(f"{root / MANIFEST}: {key!r} disagrees with the stored spec and scenes; {REBUILD}")
 
 
 def _scenes_from_table(table: pa.Table, space: ConceptSpace, k: int, root: Path) -> SceneSet:
@@ -428,6 +496,7 @@ def _scenes_from_table(table: pa.Table, space: ConceptSpace, k: int, root: Path)
     _check(not missing, root, f"{SCENES_PARQUET} lacks column(s) {', '.join(missing)}")
     extra = [c for c in table.column_names if c not in expected]
     _check(not extra, root, f"{SCENES_PARQUET} has unexpected column(s) {', '.join(extra)}")
+    _check_column_types(table, root, SCENES_PARQUET)
     arr = np.empty((table.num_rows, k, space.num_concepts), dtype=np.int64)
     for slot in range(k):
         for c, concept in enumerate(space.concepts):
@@ -454,9 +523,14 @@ def _scenes_from_table(table: pa.Table, space: ConceptSpace, k: int, root: Path)
     return scenes
 
 
-def _check_images(root: Path, images: np.ndarray) -> None:
+def _check_images(root: Path, images: np.ndarray, exist: bool = True) -> None:
+    """Listed image paths stay inside the folder (relative, no ``..``, no link out); with ``exist``, they exist."""
     listed = [p for p in images if p]
-    missing = [p for p in listed if not (root / p).is_file()]
+    for p in listed:
+        if Path(p).is_absolute() or ".." in Path(p).parts:
+            raise BindscopeError(f"dataset {root}: image path {p!r} must be relative to the folder; {REBUILD}")
+        check_inside(root, root / p, REBUILD)
+    missing = [p for p in listed if exist and not (root / p).is_file()]
     if missing:
         raise BindscopeError(
             f"dataset {root}: {len(missing)} image file(s) listed in the scenes table are missing, "
@@ -465,7 +539,7 @@ def _check_images(root: Path, images: np.ndarray) -> None:
 
 
 def _check_csv(root: Path, name: str, num_rows: int) -> None:
-    path = root / name
+    path = check_inside(root, root / name, REBUILD)
     if not path.is_file():
         raise BindscopeError(f"dataset {root}: {name} is missing; rebuild the dataset")
     with path.open("rb") as fh:

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.io import read_yaml
 from bindscope.core.validation import validate_settings
 from bindscope.space.captions import CaptionTemplate, default_template
-from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
 
 Modality = Literal["image", "text"]
 
@@ -36,8 +36,8 @@ class SceneConfig(BaseModel):
     mode: Literal["enumerate", "sample"] = "enumerate"
     allow_identical: bool = True
     distinct_values: bool = False
-    num_scenes: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    num_scenes: int | None = Field(default=None, ge=1, le=MAX_SCENES)
+    seed: int = Field(default=0, ge=0)
     include_single_objects: bool = False
     max_scenes: int | None = Field(default=None, ge=1)
     subsample_seed: int = Field(default=0, ge=0)
@@ -71,7 +71,7 @@ class ImageConfig(BaseModel):
     width: int = Field(default=224, ge=16, le=4096)
     height: int = Field(default=224, ge=16, le=4096)
     jitter: float = Field(default=0.0, ge=0.0, le=1.0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     single_objects: bool = True
 
 
@@ -84,7 +84,7 @@ class PresetConfig(BaseModel):
     description: str = ""
     concepts: dict[str, list[str]]
     ordinal: list[str] = Field(default_factory=list)
-    objects_per_scene: int = Field(ge=1)
+    objects_per_scene: int = Field(ge=1, le=MAX_OBJECTS_PER_SCENE)
     scenes: SceneConfig = Field(default_factory=SceneConfig)
     caption: CaptionConfig | None = None
     noun: str | None = None
@@ -107,14 +107,16 @@ class PresetConfig(BaseModel):
         """Accept ``size: {values: [small, large], ordinal: true}`` in ``concepts`` as well as ``ordinal: [size]``."""
         if not isinstance(data, dict) or not isinstance(data.get("concepts"), dict):
             return data
+        if not isinstance(data.get("ordinal") or [], list):
+            return data  # the field's own validation names the problem
         concepts, ordinal = {}, list(data.get("ordinal") or [])
         for name, entry in data["concepts"].items():
             if isinstance(entry, dict):
-                unknown = sorted(set(entry) - {"values", "ordinal"})
+                unknown = sorted(map(str, set(entry) - {"values", "ordinal"}))
                 if unknown or "values" not in entry:
                     raise ValueError(
                         f"concept {name!r}: write a list of values, or {{values: [...], ordinal: true}} "
-                        f"(got keys {sorted(entry)})"
+                        f"(got keys {sorted(map(str, entry))})"
                     )
                 if entry.get("ordinal") is True and name not in ordinal:
                     ordinal.append(name)
@@ -206,17 +208,9 @@ def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
 def load_preset_file(path: str | Path) -> Preset:
     """Read a custom space from a YAML file (same schema as :class:`PresetConfig`)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise BindscopeError(f"preset file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BindscopeError(f"malformed YAML in {path}{where}: {problem}") from None
+    data = read_yaml(path, "preset file")
     if data is None:
         raise BindscopeError(f"preset file {path} is empty; see configs/custom_space.yaml for an example")
     return preset_from_dict(data, origin=f"preset file {path}")

@@ -8,9 +8,11 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, load_image
+from bindscope.core.locks import writes
 from bindscope.data.datasets import Dataset, single_object_captions
 
 
+@writes("out", what="preview image")
 def preview_grid(
     ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, seed: int = 0, singles: bool = False
 ) -> Path:

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, check_output_dir, file_sha256, read_json, staged_dir, write_json
+from bindscope.core.locks import writes
 from bindscope.core.version import utc_now
 from bindscope.data.datasets import IMAGES_DIR, MANIFEST, Dataset, attach_images, build_dataset, load_dataset
 from bindscope.data.presets import Preset, get_preset
@@ -55,6 +56,7 @@ class PugSelection:
     rows: dict[str, int]
 
 
+@writes("out", what="dataset")
 def import_pug(
     csv_path: str | Path,
     images_dir: str | Path,

@@ -25,7 +25,9 @@ import numpy as np
 
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
+from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
+from bindscope.core.locks import writes
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
 from bindscope.embeddings.encoders.base import DTYPES, Items
@@ -60,6 +62,7 @@ class EmbedResult:
     seconds: float
 
 
+@writes("out", what="embedding folder")
 def embed_dataset(
     dataset: str | Path | Dataset,
     model: str | ModelSpec | Encoder,
@@ -143,6 +146,7 @@ def embed_dataset(
     key = content_key(ds.hash, modality, rows, info, images_sha256, single_captions)
     existing = _existing(out, key, ds, rows, overwrite)
     if existing is not None:
+        shutil.rmtree(PartialEmbedding.folder(out, key), ignore_errors=True)  # left by a crash after the write
         return EmbedResult(existing, "existing", 0, 0, time.perf_counter() - start)
     dim = int(info["dim"][modality])
     partial = PartialEmbedding.open(out, key, len(items), chunk_rows, dim)
@@ -346,10 +350,15 @@ class PartialEmbedding:
     chunk_rows: int
     dim: int
 
+    @staticmethod
+    def folder(out: Path, key: str) -> Path:
+        """The hidden folder beside ``out`` holding the chunks of job ``key``."""
+        return out.parent / f".{out.name}.embedding-{key[:16]}"
+
     @classmethod
     def open(cls, out: Path, key: str, num_rows: int, chunk_rows: int, dim: int) -> PartialEmbedding:
         """Continue the job named ``key`` if it was interrupted, else start it."""
-        root = out.parent / f".{out.name}.embedding-{key[:16]}"
+        root = cls.folder(out, key)
         state = {"key": key, "num_rows": num_rows, "dim": dim}
         if (root / STATE_FILE).is_file():
             saved = read_json(root / STATE_FILE, "embedding state")
@@ -391,6 +400,7 @@ class PartialEmbedding:
 
     def save_chunk(self, start: int, rows: np.ndarray) -> None:
         save_npy(self._path(start), rows)
+        kill_point("embed-chunk")
 
     def assemble(self) -> np.ndarray:
         out = np.empty((self.num_rows, self.dim), dtype=np.float32)

@@ -14,6 +14,8 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import file_sha256, load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
+from bindscope.core.locks import writes
+from bindscope.core.validation import short_repr
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, load_dataset
 
@@ -23,6 +25,21 @@ MANIFEST = "manifest.json"
 MODALITIES = ("image", "text")
 ROWS = ("scenes", "single_objects")
 REQUIRED_KEYS = ("format", "name", "modality", "dim", "num_rows", "dataset_hash")
+#: Types of the manifest's keys (checked when present).
+MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "modality": str,
+    "dim": int,
+    "num_rows": int,
+    "dataset_hash": str,
+    "rows": str,
+    "single_positions": int,
+    "dataset_path": str,
+    "model_spec": (str, type(None)),
+    "layer": (int, type(None)),
+    "content_key": (str, type(None)),
+    "source": dict,
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +121,7 @@ def check_embedding_array(array: Any, num_rows: int, what: str = "embedding arra
     return out
 
 
+@writes("out", what="embedding folder")
 def write_embeddings(
     out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False
 ) -> EmbeddingSet:
@@ -123,6 +141,7 @@ def write_embeddings(
     return EmbeddingSet(out, full, array)
 
 
+@writes("out", what="embedding folder")
 def import_embeddings(
     dataset: str | Path | Dataset,
     array_path: str | Path,
@@ -177,8 +196,16 @@ def load_embeddings(
     (a bank of single-object embeddings); None accepts either.
     """
     root = Path(root)
-    manifest = read_manifest(root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, "import or embed the embeddings again")
-    arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap)
+    fix = "import or embed the embeddings again"
+    manifest = read_manifest(root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, fix, types=MANIFEST_TYPES)
+    for key, allowed in (("modality", MODALITIES), ("rows", ROWS)):
+        if manifest.get(key, allowed[0]) not in allowed:
+            raise BindscopeError(
+                f"{root / MANIFEST}: {key} {short_repr(manifest[key])} is not one of {', '.join(allowed)}; {fix}"
+            )
+    if manifest.get("single_positions", 1) < 1:
+        raise BindscopeError(f"{root / MANIFEST}: 'single_positions' must be at least 1; {fix}")
+    arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap, root=root)
     if arr.dtype != np.float32 or arr.ndim != 2:
         raise BindscopeError(f"{root / EMBEDDINGS_FILE} must be float32 [N, D], got {arr.dtype} with shape {arr.shape}")
     if arr.shape != (manifest["num_rows"], manifest["dim"]):

@@ -21,6 +21,7 @@ from bindscope.analyses.results import load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json, staged_dir
+from bindscope.core.locks import writes
 from bindscope.pipeline.report import (
     DEPTH_METRICS,
     STYLE,
@@ -100,6 +101,7 @@ def metric_plot(card: pd.DataFrame, metric: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
+@writes("out", what="comparison folder")
 def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: bool = False) -> Path:
     """Merge the tables and report cards of several runs into ``out`` (see the module doc)."""
     paths = [Path(p) for p in run_dirs]

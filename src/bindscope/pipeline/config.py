@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bindscope.analyses import get_analysis
 from bindscope.core.errors import BindscopeError
+from bindscope.core.io import read_yaml
 from bindscope.core.validation import Seeds, Settings, format_validation
 from bindscope.space.splits import DEFAULT_SEEDS
 
@@ -292,12 +292,7 @@ def load_config(name_or_path: str | Path, **overrides: Any) -> RunConfig:
     ``config`` file is resolved against the file's folder. ``overrides`` (None values ignored) replace
     top-level keys, e.g. ``device="cpu"``."""
     path = config_path(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise BindscopeError(f"malformed YAML in {path}{where}: {getattr(exc, 'problem', None) or exc}") from None
+    data = read_yaml(path, "run config")
     if data is None:
         raise BindscopeError(f"run config {path} is empty; `bindscope demo --print-config` prints an example")
     if isinstance(data, dict):

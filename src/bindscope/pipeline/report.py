@@ -22,6 +22,7 @@ from bindscope.analyses.results import read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json
+from bindscope.core.locks import writes
 
 REPORT = "report.html"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
@@ -247,6 +248,7 @@ def depth_html(rows: list[CardRow], root: Path) -> list[str]:
     return parts
 
 
+@writes("root", what="run folder")
 def write_report(root: str | Path) -> Path:
     """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
     root = Path(root)

@@ -33,11 +33,12 @@ from bindscope.analyses import crossmodal_inputs, geometry_inputs, load_inputs
 from bindscope.analyses.inputs import Inputs
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, write_json
+from bindscope.core.locks import writes
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import load_preset, preset_from_dict
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
-from bindscope.pipeline.steps import ProgressFactory, StepLog, run_lock, step
+from bindscope.pipeline.steps import ProgressFactory, StepLog, step
 
 Say = Callable[[str], None]
 CONFIG = "config.yaml"
@@ -388,6 +389,7 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
     )
 
 
+@writes("out", what="run folder")
 def run_pipeline(
     config: RunConfig,
     out: str | Path,
@@ -402,21 +404,21 @@ def run_pipeline(
         raise BindscopeError(f"{root} holds files that are not a bindscope run; choose another --out")
     state = RunState(root, config, say, progress, StepLog(), {}, {})
     started = time.perf_counter()
-    with run_lock(root):
-        write_config(root, config)
-        try:
-            build_datasets(state)
-            specs = embedding_specs(state)
-            embed_all(state, specs)
-            specs += scratch_all(state)
-            analyse_all(state, specs)
-            if config.report:
-                from bindscope.pipeline.report import write_report
+    root.mkdir(parents=True, exist_ok=True)
+    write_config(root, config)
+    try:
+        build_datasets(state)
+        specs = embedding_specs(state)
+        embed_all(state, specs)
+        specs += scratch_all(state)
+        analyse_all(state, specs)
+        if config.report:
+            from bindscope.pipeline.report import write_report
 
-                with state.log.timed("report", "report.html", root / "report.html"):
-                    write_report(root)
-        except BaseException:
-            write_manifest(state, started, "interrupted")
-            raise
-        write_manifest(state, started, "complete")
+            with state.log.timed("report", "report.html", root / "report.html"):
+                write_report(root)
+    except BaseException:
+        write_manifest(state, started, "interrupted")
+        raise
+    write_manifest(state, started, "complete")
     return state

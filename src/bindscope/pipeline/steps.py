@@ -1,10 +1,8 @@
-"""Steps of a pipeline: an analysis run into a folder unless the folder holds the same result, a lock on a
-run folder, and a record of what each step did."""
+"""Steps of a pipeline: an analysis run into a folder unless the folder holds the same result, and a record of
+what each step did."""
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,7 +17,6 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Settings
 
 ProgressFactory = Callable[[str], Any]
-LOCK = ".lock"
 
 
 def step(
@@ -85,44 +82,3 @@ class StepLog:
 
     def to_list(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.records]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextmanager
-def run_lock(folder: Path) -> Iterator[None]:
-    """Hold ``folder/.lock`` for the block: a second run into the same folder is refused while this one lives;
-    a lock left by a process that died is taken over."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCK
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                holder = json.loads(path.read_text() or "{}")
-            except (OSError, ValueError):
-                holder = {}
-            pid = int(holder.get("pid", 0) or 0)
-            if pid and pid != os.getpid() and pid_alive(pid):
-                raise BindscopeError(
-                    f"another run (pid {pid}, started {holder.get('started', '?')}) is writing into {folder}; "
-                    "wait for it to finish or choose another --out"
-                ) from None
-            path.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}))
-        break
-    try:
-        yield
-    finally:
-        path.unlink(missing_ok=True)

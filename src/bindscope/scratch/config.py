@@ -17,11 +17,11 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import validate_settings
+from bindscope.core.io import read_yaml
+from bindscope.core.validation import MAX_SEED, validate_settings
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict
 
 
@@ -38,13 +38,13 @@ class ScratchConfig(BaseModel):
     max_objects: int = Field(default=3, ge=1, le=16)
     fraction: float = Field(default=0.8, gt=0.0, lt=1.0)
     validation_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
-    seed: int = Field(default=0, ge=0)
-    # model (both encoders)
-    d_model: int = Field(default=256, ge=8)
-    layers: int = Field(default=6, ge=1)
-    heads: int = Field(default=4, ge=1)
-    ff: int = Field(default=2048, ge=8)
-    d_out: int = Field(default=64, ge=2)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    # model (both encoders); the upper bounds keep a typo from allocating a huge model
+    d_model: int = Field(default=256, ge=8, le=16_384)
+    layers: int = Field(default=6, ge=1, le=256)
+    heads: int = Field(default=4, ge=1, le=256)
+    ff: int = Field(default=2048, ge=8, le=65_536)
+    d_out: int = Field(default=64, ge=2, le=16_384)
     embedding_std: float = Field(default=0.02, gt=0.0)
     ff_activation: Literal["gelu", "swiglu"] = "gelu"
     """The feed-forward layers' activation: ``gelu`` (the paper's) or ``swiglu``, a gated layer
@@ -56,7 +56,7 @@ class ScratchConfig(BaseModel):
     built-in config."""
     # optimisation
     steps: int = Field(default=50_000, ge=1)
-    batch_size: int = Field(default=512, ge=2)
+    batch_size: int = Field(default=512, ge=2, le=65_536)
     lr: float = Field(default=3e-5, gt=0.0)
     weight_decay: float = Field(default=0.1, ge=0.0)
     warmup_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
@@ -70,7 +70,7 @@ class ScratchConfig(BaseModel):
     max_logit_scale: float = Field(default=10.0, gt=0.0)
     # evaluation and checkpoints
     eval_every: int = Field(default=2_500, ge=1)
-    eval_scenes: int = Field(default=2_048, ge=1)
+    eval_scenes: int = Field(default=2_048, ge=1, le=1_000_000)
     eval_objects: int = Field(default=2, ge=1)
     checkpoint_every: int = Field(default=2_500, ge=1)
     # research-code parity switches (docs/method.md §10); each default is bindscope's choice
@@ -201,12 +201,9 @@ def config_from_dict(data: Any, origin: str = "scratch config") -> ScratchConfig
 
 
 def _read_yaml(path: Path) -> dict:
-    if not path.is_file():
+    if not path.exists():
         raise BindscopeError(f"scratch config file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise BindscopeError(f"scratch config {path} is not valid YAML ({' '.join(str(exc).split())})") from None
+    data = read_yaml(path, "scratch config")
     if not isinstance(data, dict):
         raise BindscopeError(f"scratch config {path} must be a mapping of settings")
     return data

@@ -47,6 +47,7 @@ from bindscope.analyses.results import (
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import check_output_dir, read_json, write_json
+from bindscope.core.locks import writes
 from bindscope.scratch.export import export_model
 from bindscope.scratch.sweep import ANALYSIS as SWEEP_ANALYSIS
 from bindscope.scratch.sweep import run_name
@@ -72,6 +73,7 @@ def sweep_runs(sweep_dir: Path) -> list[tuple[float, int, float]]:
     return out
 
 
+@writes("out", what="result folder")
 def complexity_by_coverage(
     sweep_dir: str | Path,
     out: str | Path,

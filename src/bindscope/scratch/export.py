@@ -129,6 +129,8 @@ def export_model(
 def _preset(record: dict):
     from bindscope.data.presets import preset_from_dict
 
+    if "preset" not in record:
+        raise BindscopeError("the model's config.json records no concept space ('preset'); train the model again")
     return preset_from_dict(record["preset"], origin="the model's concept space")
 
 

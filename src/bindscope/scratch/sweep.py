@@ -42,8 +42,10 @@ from bindscope.analyses.results import (
     write_result,
 )
 from bindscope.core.errors import BindscopeError
+from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, write_json
-from bindscope.core.validation import Settings
+from bindscope.core.locks import writes
+from bindscope.core.validation import MAX_SEED, Settings
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.plot import BAG_OF_CONCEPTS, coverage_plot
 from bindscope.scratch.train import train_model
@@ -76,11 +78,12 @@ class SweepSettings(Settings):
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: tuple[int, ...]) -> tuple[int, ...]:
-        if not v or min(v) < 0:
-            raise ValueError("give at least one seed (seeds are non-negative)")
+        if not v or min(v) < 0 or max(v) > MAX_SEED:
+            raise ValueError(f"give at least one seed (seeds are non-negative), each at most {MAX_SEED}")
         return tuple(sorted(set(v)))
 
 
+@writes("out", what="sweep folder")
 def sweep(
     config: ScratchConfig,
     settings: SweepSettings,
@@ -108,6 +111,7 @@ def sweep(
     existing = read_header(out)
     if existing is not None and not overwrite:
         if existing["analysis"] == ANALYSIS and existing["content_key"] == content_key(ANALYSIS, inputs, request):
+            shutil.rmtree(_work_dir(out), ignore_errors=True)  # left by a crash after the result was written
             return existing
         raise BindscopeError(f"{out} holds another result; choose another --out or pass --overwrite")
     check_output_dir(out, overwrite=overwrite)
@@ -129,6 +133,7 @@ def sweep(
                 f"accuracy {acc:.3f} ({status})"
             )
         rows.extend(_rows(summary, job_config.fraction, job_config.seed))
+        kill_point("sweep-run")
     table = tidy(rows, EXTRA_COLUMNS).sort_values(["fraction", "seed"], kind="stable", ignore_index=True)
     numbers = sweep_summary(table, config, fractions)
     title = (
@@ -162,6 +167,7 @@ def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterato
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     import torch
 
@@ -175,7 +181,13 @@ def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterato
     try:
         futures = {pool.submit(_train_job, c.to_dict(), str(f), device): c for c, f in jobs}
         for future in as_completed(futures):
-            summary, status = future.result()
+            try:
+                summary, status = future.result()
+            except BrokenProcessPool:
+                raise BindscopeError(
+                    "a training worker process died (killed, or out of memory); finished runs and checkpoints are "
+                    "kept: run the same command again to continue, with fewer --workers if memory is short"
+                ) from None
             yield futures[future], summary, status
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -186,8 +198,13 @@ def _train_job(config: dict, folder: str, device: str) -> tuple[dict, str]:
     return result.summary, result.status
 
 
+def _work_dir(out: Path) -> Path:
+    """The hidden folder beside ``out`` holding the runs of an unfinished sweep."""
+    return out.with_name(f".{out.name}.sweep")
+
+
 def _runs_dir(out: Path, request: dict, overwrite: bool) -> Path:
-    work = out.with_name(f".{out.name}.sweep")
+    work = _work_dir(out)
     record = work / "sweep.json"
     if record.is_file() and not overwrite and read_json(record, "sweep record") != request:
         raise BindscopeError(

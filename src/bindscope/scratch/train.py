@@ -31,7 +31,10 @@ from bindscope.analyses.probes import chance_accuracy, soft_targets
 from bindscope.analyses.results import versions
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
+from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
+from bindscope.core.locks import writes
+from bindscope.core.validation import check_fields, one_line
 from bindscope.core.version import utc_now
 from bindscope.embeddings.encoders.base import count_parameters, seeded_init
 from bindscope.scratch.checkpoint import (
@@ -157,6 +160,7 @@ class Trainer:
         self.optimizer.step()
         self._window.append(torch.stack([loss, concept_loss, object_loss, self.model.logit_scale()]).detach())
         self.step += 1
+        kill_point("train-step")
         if self.step % min(LOG_EVERY, cfg.eval_every) == 0 or self.step == cfg.steps:
             self._log()
 
@@ -206,16 +210,46 @@ class Trainer:
         write_checkpoint(work, self.step, files, state)
 
     def restore(self, folder: Path) -> None:
-        state = read_json(folder / "state.json", "training checkpoint")
-        self.model.load_state_dict(load_weights(folder / "model.safetensors"))
-        restore_optimizer(self.optimizer, load_weights(folder / "optimizer.safetensors"), state["param_groups"])
-        self.step, self.best = int(state["step"]), state["best"]
+        """Continue from a checkpoint folder; a damaged one is one error that says how to start over."""
+        fix = "pass --overwrite to start the training over"
+        state = read_json(folder / "state.json", "training checkpoint", folder)
+        missing = [k for k in CHECKPOINT_TYPES if k != "window" and k not in state]
+        if missing:
+            raise BindscopeError(f"the training checkpoint {folder} lacks {', '.join(missing)}; {fix}")
+        check_fields(state, CHECKPOINT_TYPES, f"training checkpoint {folder / 'state.json'}", fix)
+        try:
+            self.model.load_state_dict(load_weights(folder / "model.safetensors", root=folder))
+            restore_optimizer(
+                self.optimizer, load_weights(folder / "optimizer.safetensors", root=folder), state["param_groups"]
+            )
+            self._window = [torch.tensor(w, device=self.device) for w in state.get("window", [])]
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, BindscopeError):
+                raise
+            raise BindscopeError(
+                f"the training checkpoint {folder} does not fit this run ({one_line(exc, 100)}); {fix}"
+            ) from None
+        self.step, self.best = state["step"], state["best"]
         self.log_rows, self.eval_rows, self.seconds = state["log"], state["evaluation"], float(state["seconds"])
-        self._window = [torch.tensor(w, device=self.device) for w in state.get("window", [])]
         best = folder / "best.safetensors"
-        self.best_weights = {k: v.to(self.device) for k, v in load_weights(best).items()} if best.is_file() else None
+        self.best_weights = (
+            {k: v.to(self.device) for k, v in load_weights(best, root=folder).items()} if best.is_file() else None
+        )
 
 
+#: Types of a training checkpoint's ``state.json`` (all required but ``window``).
+CHECKPOINT_TYPES: dict[str, type | tuple[type, ...]] = {
+    "step": int,
+    "best": dict,
+    "param_groups": list,
+    "log": list,
+    "evaluation": list,
+    "seconds": (int, float),
+    "window": list,
+}
+
+
+@writes("out", what="model folder")
 def train_model(
     config: ScratchConfig,
     out: str | Path,
@@ -246,6 +280,7 @@ def train_model(
     work = out.with_name(f".{out.name}.training")
     existing = _finished(out, config, overwrite)
     if existing is not None:
+        shutil.rmtree(work, ignore_errors=True)  # left by a crash after the model was written
         return TrainResult(out, existing, "existing")
     check_output_dir(out, overwrite=overwrite)
     resumed = _prepare_work(work, config, overwrite)
@@ -288,7 +323,8 @@ def _prepare_work(work: Path, config: ScratchConfig, overwrite: bool) -> Path | 
     if record.is_file():
         recorded = _normalised(read_json(record, "unfinished training record").get("config"))
         if recorded != config.to_dict():
-            changed = sorted(k for k in config.to_dict() if (recorded or {}).get(k) != config.to_dict()[k])
+            known = recorded if isinstance(recorded, dict) else {}
+            changed = sorted(k for k in config.to_dict() if known.get(k) != config.to_dict()[k])
             raise BindscopeError(
                 f"{work} holds an unfinished run of another config (differs in {', '.join(changed)}); "
                 "run the original command to finish it, or pass --overwrite to start over"
@@ -322,6 +358,7 @@ def _at(rows: list[dict], step: int | None) -> dict[str, float]:
     return {f"{r['split']}_{r['metric']}": r["value"] for r in rows if r["step"] == step}
 
 
+@writes("out", what="model folder")
 def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command: str = "scratch train") -> dict:
     """Write ``trainer``'s model folder (best weights on validation, else the current ones) to ``out``;
     returns its summary. ``command`` is recorded in the manifest."""
@@ -389,11 +426,13 @@ def load_model(
     except ValidationError:
         raise BindscopeError(f"{folder / CONFIG} holds an invalid training config; train the model again") from None
     vocab = Vocabulary(tuple(record["vocabulary"]["sizes"]), int(record["vocabulary"]["max_objects"]))
+    if vocab != Vocabulary.for_space(config.preset().space, config.max_objects):
+        raise BindscopeError(f"{folder / CONFIG}: the vocabulary disagrees with its training config; train again")
     if random_seed is not None:
         return build_model(config, vocab, seed=random_seed).to(device).eval(), record
     model = build_model(config, vocab)
     try:
-        model.load_state_dict(load_weights(folder / weights))
+        model.load_state_dict(load_weights(folder / weights, root=folder))
     except RuntimeError as exc:
         raise BindscopeError(
             f"{folder / weights} does not match its config ({str(exc).splitlines()[0]}); train again"

@@ -7,6 +7,7 @@ integer array ``[N, K, C]`` of value indices whose missing objects are padded wi
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import math
@@ -21,6 +22,10 @@ from bindscope.core.errors import BindscopeError
 PAD = -1
 MAX_ENUMERATED_TUPLES = 50_000_000
 MAX_OBJECTS = 2**40
+#: The most objects in one scene, and the most scenes in one set: bounds that keep a declared size
+#: (a typo, a hostile file) from turning into a huge allocation.
+MAX_OBJECTS_PER_SCENE = 64
+MAX_SCENES = MAX_ENUMERATED_TUPLES
 
 
 @dataclass(frozen=True)
@@ -199,7 +204,7 @@ def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ..
         for v in vals:
             if not isinstance(v, str) or not v.strip():
                 raise BindscopeError(f"values of concept {name!r} must be non-empty strings, got {v!r}")
-        dupes = sorted({v for v in vals if vals.count(v) > 1})
+        dupes = sorted(v for v, n in collections.Counter(vals).items() if n > 1)  # linear: a hostile file may list many
         if dupes:
             raise BindscopeError(f"concept {name!r} lists value(s) {', '.join(map(repr, dupes))} more than once")
 
@@ -295,6 +300,8 @@ class SceneSet:
         k = _check_k(objects_per_scene)
         if num_scenes < 1:
             raise BindscopeError(f"num_scenes must be at least 1, got {num_scenes}")
+        if num_scenes > MAX_SCENES:
+            raise BindscopeError(f"num_scenes must be at most {MAX_SCENES:,}, got {num_scenes:,}")
         rng = np.random.default_rng(seed)
         if space.num_objects**k <= MAX_ENUMERATED_TUPLES:
             pool = cls.enumerate(space, k, allow_identical=allow_identical, distinct_values=distinct_values)
@@ -425,8 +432,9 @@ class SceneSet:
 
 
 def _check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise BindscopeError(f"objects_per_scene must be a whole number >= 1, got {k!r}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_OBJECTS_PER_SCENE:
+        most = MAX_OBJECTS_PER_SCENE
+        raise BindscopeError(f"objects_per_scene must be a whole number >= 1, at most {most}, got {k!r}")
     return int(k)
 
 

@@ -25,6 +25,8 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, read_json
+from bindscope.core.locks import writes
+from bindscope.core.validation import check_fields, short_repr
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
 SPLIT_FORMAT = "bindscope-split-v1"
@@ -349,9 +351,15 @@ def split_from_dict(data: dict) -> Split:
     if not isinstance(data, dict) or data.get("format") != SPLIT_FORMAT:
         raise BindscopeError(f"not a bindscope split file (expected format {SPLIT_FORMAT!r})")
     kind = data.get("kind")
-    if kind not in _ARRAY_FIELDS:
-        raise BindscopeError(f"split kind must be 'scene' or 'object', got {kind!r}")
+    if not isinstance(kind, str) or kind not in _ARRAY_FIELDS:
+        raise BindscopeError(f"split kind must be 'scene' or 'object', got {short_repr(kind)}")
     cls = SceneSplit if kind == "scene" else ObjectSplit
+    check_fields(data, _FIELD_TYPES, f"{kind} split", "make it again with `bindscope dataset split`")
+    for name, allowed in (("source", ("bindscope", "paper")), ("order", OBJECT_ORDERS)):
+        if data.get(name, allowed[0]) not in allowed:
+            raise BindscopeError(
+                f"{kind} split: {name} must be one of {', '.join(allowed)}, got {short_repr(data[name])}"
+            )
     fields = {k: v for k, v in data.items() if k != "format"}
     for name in _ARRAY_FIELDS[kind]:
         fields[name] = _index_list(fields.get(name, []), name)
@@ -363,8 +371,22 @@ def split_from_dict(data: dict) -> Split:
     return split
 
 
+#: Types of a split file's scalar fields (checked when present).
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "seed": int,
+    "train_fraction": (int, float),
+    "fraction": (int, float),
+    "dataset_hash": (str, type(None)),
+    "source": str,
+    "order": str,
+}
+
+
 def _index_list(values: object, name: str) -> np.ndarray:
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # ragged nesting
+        raise BindscopeError(f"split field {name!r} must be a list of whole numbers") from None
     if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
         raise BindscopeError(f"split field {name!r} must be a list of whole numbers")
     if arr.size and arr.min() < 0:
@@ -403,6 +425,7 @@ def split_file_name(split: Split) -> str:
     return f"object_seed{split.seed}_f{split.fraction:g}.json"
 
 
+@writes("path", what="split file")
 def save_split(split: Split, path: str | Path) -> Path:
     """Write ``split`` (with its seed and fraction) to a JSON file atomically."""
     path = Path(path)

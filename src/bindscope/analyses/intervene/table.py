@@ -16,6 +16,7 @@ from bindscope.analyses.object_banks import BANKS
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, staged_dir
+from bindscope.core.locks import writes
 
 TABLE_METRICS = ("probe", "retrieval")
 MISSING = "–"
@@ -42,23 +43,33 @@ def cell(part: dict[str, Any] | None, metric: str) -> str:
     return text + (f" ± {100 * value['std']:.1f}" if value.get("std") is not None else "")
 
 
+def _summary_shape(result: LoadedResult) -> tuple[list[str], list[str], list[float]]:
+    """The groups, edits and edit strengths k an intervene result holds (a damaged summary is one error)."""
+    with result.reading():
+        s = result.summary
+        return [str(g) for g in s["groups"]], [str(e) for e in s["edits"]], [float(k) for k in s["k"]]
+
+
 def table_rows(results: Sequence[LoadedResult]) -> tuple[list[str], list[list[str]], list[str]]:
     """The groups shown, and one row per (dataset, model, edit): labels, then group x bank x metric cells."""
     seen: dict[tuple[str, ...], Path] = {}
     groups = list(GROUPS)
-    if any(r.summary["groups"] == [ALL] for r in results):
+    shape = {r.path: _summary_shape(r) for r in results}
+    if any(shape[r.path][0] == [ALL] for r in results):
         groups.append(ALL)
-    with_edit = any(e != "attribute" for r in results for e in r.summary["edits"])
+    with_edit = any(e != "attribute" for r in results for e in shape[r.path][1])
     rows = []
     for r in results:
         s = r.summary
-        if TABLE_K not in [float(k) for k in s["k"]]:
+        _, edits, ks = shape[r.path]
+        if TABLE_K not in ks:
             raise BindscopeError(
-                f"{r.path} was run at k = {', '.join(f'{k:g}' for k in s['k'])}; the table is at k = {TABLE_K:g}: "
+                f"{r.path} was run at k = {', '.join(f'{k:g}' for k in ks)}; the table is at k = {TABLE_K:g}: "
                 f"run it again with --k including {TABLE_K:g}"
             )
-        dataset, model = result_label(r)
-        for edit in s["edits"]:
+        with r.reading():
+            dataset, model = result_label(r)
+        for edit in edits:
             key = (dataset, model, edit)
             if key in seen:
                 raise BindscopeError(
@@ -66,7 +77,10 @@ def table_rows(results: Sequence[LoadedResult]) -> tuple[list[str], list[list[st
                 )
             seen[key] = r.path
             label = [dataset, model, edit] if with_edit else [dataset, model]
-            cells = [cell(at_k(s, edit, bank, g, TABLE_K), m) for g in groups for bank in BANKS for m in TABLE_METRICS]
+            with r.reading():
+                cells = [
+                    cell(at_k(s, edit, bank, g, TABLE_K), m) for g in groups for bank in BANKS for m in TABLE_METRICS
+                ]
             rows.append(label + cells)
     labels = ["dataset", "model", "edit"] if with_edit else ["dataset", "model"]
     return groups, rows, labels
@@ -139,6 +153,7 @@ def latex(groups: list[str], rows: list[list[str]], labels: list[str]) -> str:
     )
 
 
+@writes("out", what="table folder")
 def write_tables(folders: Sequence[str | Path], out: str | Path, *, overwrite: bool = False) -> list[Path]:
     """Read ``intervene`` result folders and write ``table.md`` and ``table.tex`` into ``out``."""
     if not folders:

@@ -11,6 +11,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.faults import kill_point
 from bindscope.core.io import atomic_file
 from bindscope.data.render import RENDERERS, get_renderer
 from bindscope.data.render.base import PALETTE, SceneBatch
@@ -155,11 +157,19 @@ def _run(
     if workers == 1:
         for task in tasks:
             advance(render_files(*task))
+            kill_point("render-chunk")
         return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         for future in as_completed([pool.submit(render_files, *task) for task in tasks]):
-            advance(future.result())
+            try:
+                advance(future.result())
+            except BrokenProcessPool:
+                raise BindscopeError(
+                    "a render worker process died (killed, or out of memory); the images written so far are "
+                    "complete: run the same command again to render the rest, with fewer --workers if memory is short"
+                ) from None
+            kill_point("render-chunk")
 
 
 def _rows(batch: SceneBatch, rows: np.ndarray) -> SceneBatch:

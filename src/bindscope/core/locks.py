@@ -1,0 +1,276 @@
+"""One writer per output: an exclusive lock on the folder (or file) a command writes.
+
+The lock is ``flock`` on a hidden file beside the target (``.NAME.lock``), so it is released by the
+kernel when its process dies however it dies (SIGKILL, power loss): a lock left behind by a dead
+process is simply taken over. While it is held, the file names the holder (pid, host, start time,
+command) for the error a second writer gets. Whoever takes the lock first removes what dead writers
+of the same target left behind: staging folders (``.NAME.*.partial``), replaced folders waiting to
+be deleted (``.NAME.old-PID``) and unfinished atomic files (``.NAME.*.tmp``), beside the target
+and inside it, except below a sub-folder that another live process holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import functools
+import inspect
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from bindscope.core.errors import BindscopeError
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+POLL_SECONDS = 0.2
+_held: dict[Path, int] = {}  # target -> depth, for a process that takes the same lock again
+_wait = False
+_STALE_TMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # atomic_file's mkstemp names
+
+
+def wait_for_locks(wait: bool) -> None:
+    """Make every lock taken afterwards in this process wait for its holder (``--wait``) or fail at once."""
+    global _wait
+    _wait = bool(wait)
+
+
+def lock_path(target: Path) -> Path:
+    """The lock file of ``target``: ``.NAME.lock`` in the same folder."""
+    return target.parent / f".{target.name}.lock"
+
+
+@contextlib.contextmanager
+def output_lock(target: str | Path, *, wait: bool | None = None, what: str = "output") -> Iterator[None]:
+    """Hold the exclusive lock on ``target`` for the block.
+
+    Parameters
+    ----------
+    target : path
+        The folder or file the block writes (it need not exist yet).
+    wait : bool, optional
+        Wait for another process that holds it; default: the process-wide choice of
+        :func:`wait_for_locks` (off: a second writer is an error naming the holder).
+    what : str
+        What the target is, for the error ("dataset", "embedding folder", "run folder").
+    """
+    target = Path(target).expanduser().resolve()
+    if not target.name:
+        raise BindscopeError(f"{target} cannot be an output; choose a folder or file below it")
+    if _held.get(target):
+        _held[target] += 1
+        try:
+            yield
+        finally:
+            _held[target] -= 1
+        return
+    fd = _acquire(target, _wait if wait is None else wait, what)
+    _held[target] = 1
+    try:
+        if fd is not None:
+            remove_leftovers(target)
+        yield
+    finally:
+        del _held[target]
+        if fd is not None:
+            _release(target, fd)
+
+
+def writes(param: str, what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function that writes the path given as its argument ``param``: it runs holding that lock."""
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def locked(*args: P.args, **kwargs: P.kwargs) -> R:
+            target = signature.bind(*args, **kwargs).arguments[param]
+            path = target if isinstance(target, (str, os.PathLike)) else target.root  # a path or a loaded Dataset
+            with output_lock(os.fspath(path), what=what):
+                return fn(*args, **kwargs)
+
+        return locked
+
+    return decorate
+
+
+def _acquire(target: Path, wait: bool, what: str) -> int | None:
+    path = lock_path(target)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BindscopeError(
+            f"cannot create {path.parent} for {target} ({exc.strerror}); choose another --out"
+        ) from None
+    told = False
+    while True:
+        fd = _open(path)
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(path)
+            os.close(fd)
+            if not wait:
+                raise BindscopeError(
+                    f"another bindscope process ({holder}) is writing {what} {target}; wait for it to finish, "
+                    "rerun with --wait to queue behind it, or choose another --out"
+                ) from None
+            if not told:
+                print(f"waiting for {holder}, which is writing {target} ...", file=sys.stderr, flush=True)
+                told = True
+            time.sleep(POLL_SECONDS)
+            continue
+        if _same_file(fd, path):  # not unlinked by a holder that released it meanwhile
+            _describe_holder(fd, path)
+            return fd
+        os.close(fd)
+
+
+def _open(path: Path) -> int | None:
+    """The lock file, opened; None where nothing can be created (a read-only disk: nobody can write there, so
+    a command that only finds its result already made still runs, and one that writes fails at its first write)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            log.info("cannot create %s (%s); going on without a lock", path, exc.strerror)
+            return None
+        raise
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _describe_holder(fd: int, path: Path) -> None:
+    previous = _read_holder(path)
+    if previous.get("pid") and previous.get("pid") != os.getpid():
+        log.info("taking over %s from process %s, which is gone", path, previous.get("pid"))
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:500] if sys.argv else "",
+    }
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+
+
+def _read_holder(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _holder(path: Path) -> str:
+    """``pid N on HOST since T: COMMAND``, read from the lock file (its holder may be mid-write)."""
+    for _ in range(10):
+        data = _read_holder(path)
+        if data.get("pid"):
+            where = f" on {data['host']}" if data.get("host") and data["host"] != socket.gethostname() else ""
+            command = f", `{data['command']}`" if data.get("command") else ""
+            return f"pid {data['pid']}{where}, started {data.get('started', '?')}{command}"
+        time.sleep(0.05)
+    return "pid unknown"
+
+
+def _release(target: Path, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(lock_path(target))  # before unlocking: a waiter then re-opens and finds a fresh file
+    os.close(fd)
+
+
+def is_locked(target: Path) -> bool:
+    """Whether another process holds ``target``'s lock now."""
+    path = lock_path(target)
+    if not path.is_file():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _is_leftover(name: str, of: str | None = None) -> bool:
+    prefix = "." if of is None else f".{of}."
+    if not name.startswith(prefix):
+        return False
+    return name.endswith(".partial") or ".old-" in name or bool(_STALE_TMP.match(name))
+
+
+def remove_leftovers(target: Path) -> list[Path]:
+    """Delete what dead writers of ``target`` left: beside it (its own staging names) and inside it.
+
+    Called with the lock held, so nothing found belongs to a live writer of ``target``; a sub-folder
+    whose own lock is held by another process is left alone. Returns what was removed.
+    """
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        siblings = [e for e in target.parent.iterdir() if _is_leftover(e.name, target.name)]
+        replaced = sorted((e for e in siblings if ".old-" in e.name), key=lambda e: e.stat().st_mtime)
+        if replaced and not target.exists():  # killed between moving the old result away and the new one in
+            os.replace(replaced[-1], target)
+            log.warning("restored %s from %s, left by an interrupted replacement", target, replaced[-1])
+            siblings.remove(replaced[-1])
+        for entry in siblings:
+            _remove(entry, removed)
+    if target.is_dir() and not target.is_symlink():
+        _remove_inside(target, removed)
+    if removed:
+        log.info("removed %d leftover(s) of an interrupted write: %s", len(removed), ", ".join(map(str, removed)))
+    return removed
+
+
+def _remove_inside(folder: Path, removed: list[Path]) -> None:
+    for root, dirs, files in os.walk(folder):
+        here = Path(root)
+        busy = {d for d in dirs if is_locked(here / d)}
+        for name in [*dirs, *files]:
+            if name in busy or any(name.startswith(f".{b}.") for b in busy):
+                continue
+            stale_lock = name.startswith(".") and name.endswith(".lock") and not is_locked(here / name[1:-5])
+            if stale_lock or _is_leftover(name):
+                _remove(here / name, removed)
+        dirs[:] = [d for d in dirs if d not in busy and (here / d).is_dir() and not (here / d).is_symlink()]
+
+
+def _remove(path: Path, removed: list[Path]) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        log.warning("could not remove leftover %s (%s)", path, exc.strerror)
+        return
+    removed.append(path)
