@@ -193,14 +193,14 @@ def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Pa
     (bad / "probe.json").write_text(json.dumps(meta))
     np.save(bad / "object.npy", np.zeros((24, 7), np.float32))
     assert_one_line_error(
-        run_cli("complexity", emb, "--out", out, "--probes", bad), "must be 2-D [labels, dim] arrays of one width"
+        run_cli("complexity", emb, "--out", out, "--probes", bad), "must be 2-D [labels, dim] float arrays of one width"
     )
     np.save(bad / "object.npy", np.zeros((24, 24), np.float32))
     np.save(bad / "color.npy", np.full((8, 24), np.nan, np.float32))
     assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "NaN or infinite")
     np.save(bad / "color.npy", np.zeros((8, 24), np.float32))
     np.save(bad / "object.npy", np.zeros((20, 24), np.float32))
-    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "probe 'object' is 20 x 24")
+    assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "has 20 labels but")
     (bad / "probe.json").write_text("{not json")
     assert_one_line_error(run_cli("complexity", emb, "--out", out, "--probes", bad), "probe")
     assert not out.exists()
