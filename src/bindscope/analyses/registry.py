@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from bindscope.analyses.geometry.analysis import GeometryAnalysis
 from bindscope.analyses.inputs import Inputs, describe_arrays
 from bindscope.analyses.intervene.analysis import InterveneAnalysis
 from bindscope.analyses.probe import ProbeAnalysis
-from bindscope.analyses.results import LoadedResult, header, load_result, write_result
+from bindscope.analyses.results import LoadedResult, content_key, header, load_result, write_result
 from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import keeping_units
 from bindscope.core.io import check_output_dir
 from bindscope.core.locks import writes
 
@@ -103,11 +105,14 @@ def run_analysis(
     arrays = inputs.arrays() if isinstance(inputs, Inputs) else inputs
     analysis.check_inputs(arrays)
     start = time.perf_counter()
-    result = analysis.compute(arrays, settings, progress)
+    record = input_record(analysis, inputs)
+    units = units_folder(out, content_key(name, record, settings.to_dict()))
+    with keeping_units(units):
+        result = analysis.compute(arrays, settings, progress)
     numbers = analysis.summarize(result, settings)
     head = header(
         name,
-        inputs=input_record(analysis, inputs),
+        inputs=record,
         settings=settings.to_dict(),
         seeds=analysis.seeds(settings),
         seconds=time.perf_counter() - start,
@@ -116,4 +121,11 @@ def run_analysis(
     title = folder_inputs.embeddings.name if folder_inputs is not None else "embeddings"
     files = analysis.files(result, settings, RunContext(folder_inputs, arrays, title))
     write_result(out, head, numbers, files, overwrite=overwrite)
+    shutil.rmtree(units.parent, ignore_errors=True)
     return load_result(out, name)
+
+
+def units_folder(out: Path, key: str) -> Path:
+    """Where a run into ``out`` keeps its finished units until its result is written: a hidden
+    sibling, one sub-folder per content key of the run (other inputs or settings start afresh)."""
+    return out.parent / f".{out.name}.units" / key[:16]

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     interrupted = "interrupted; run the same command again (embed continues where it stopped)"
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        status = app(args=argv, standalone_mode=False)
+        status = _run_app(argv)
     except BindscopeError as exc:
         _fail(str(exc), 1)
     except OSError as exc:
@@ -73,6 +73,17 @@ def main(argv: list[str] | None = None) -> None:
     if status == 130:  # typer turns Ctrl-C into a silent exit status 130
         _fail(interrupted, 130)
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def _run_app(argv: list[str] | None) -> object:
+    """The typer app; executors it started (a local Ray instance) are shut down afterwards."""
+    from bindscope.core.executors import choose_executor, close_executors
+
+    choose_executor(name="local", address="")  # each invocation starts from the default executor
+    try:
+        return app(args=argv, standalone_mode=False)
+    finally:
+        close_executors()
 
 
 class Terminated(BaseException):

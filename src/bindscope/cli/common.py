@@ -84,6 +84,47 @@ WaitOpt = Annotated[
 ]
 
 
+def _executor(value: Optional[ExecutorName]) -> Optional[ExecutorName]:
+    if value is not None:
+        from bindscope.core.executors import choose_executor
+
+        choose_executor(name=value.value)
+    return value
+
+
+def _address(value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        from bindscope.core.executors import choose_executor, chosen_executor
+
+        choose_executor(address=value)
+        chosen_executor()  # --executor is read first (eager): refuse an address for the local executor now
+    return value
+
+
+class ExecutorName(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+ExecutorOpt = Annotated[
+    Optional[ExecutorName],
+    typer.Option(
+        "--executor",
+        callback=_executor,
+        is_eager=True,
+        help="Where units of work run: local (this machine, the default) or ray (a Ray cluster; see --address).",
+    ),
+]
+AddressOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--address",
+        callback=_address,
+        help="With --executor ray: the cluster (auto, HOST:PORT or ray://HOST:PORT); none starts Ray on this machine.",
+    ),
+]
+
+
 # -- output -------------------------------------------------------------------------------------------------
 def print_table(rows: Sequence[Sequence[str]]) -> None:
     """Columns padded to their widest cell."""

@@ -10,7 +10,9 @@ import typer
 
 from bindscope.cli.app import app, embeddings_app
 from bindscope.cli.common import (
+    AddressOpt,
     DeviceOpt,
+    ExecutorOpt,
     Modality,
     OverwriteOpt,
     QuietOpt,
@@ -109,6 +111,8 @@ def embed(
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
 ) -> None:
     """Embed a dataset's images or captions with a model: resumable, and a no-op when already done."""
     from bindscope.embeddings.embed import embed_dataset

@@ -10,7 +10,9 @@ import typer
 
 from bindscope.cli.app import app
 from bindscope.cli.common import (
+    AddressOpt,
     DeviceOpt,
+    ExecutorOpt,
     ObjectOrderChoice,
     OutDir,
     OverwriteOpt,
@@ -187,6 +189,8 @@ def probe(
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
 ) -> None:
     """Is object information recoverable? Concept and object probes with set-separation accuracy."""
     from bindscope.analyses import ProbeSettings, load_inputs
@@ -406,6 +410,8 @@ def complexity(
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
 ) -> None:
     """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
     from bindscope.analyses import ComplexitySettings, load_inputs, resolve_budget

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from bindscope.cli.app import app
-from bindscope.cli.common import QuietOpt, WaitOpt, progress_bar, quiet_model_libraries
+from bindscope.cli.common import AddressOpt, ExecutorOpt, QuietOpt, WaitOpt, progress_bar, quiet_model_libraries
 
 
 @app.command("run")
@@ -25,6 +25,8 @@ def run_command(
     device: Annotated[Optional[str], typer.Option(help="Torch device for every step, instead of the config's.")] = None,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
 ) -> None:
     """Datasets -> embeddings -> every analysis that applies -> report.html, reusing finished steps."""
     from bindscope.pipeline.config import load_config

@@ -10,7 +10,9 @@ import typer
 
 from bindscope.cli.app import scratch_app
 from bindscope.cli.common import (
+    AddressOpt,
     DeviceOpt,
+    ExecutorOpt,
     OutDir,
     OverwriteOpt,
     QuietOpt,
@@ -212,6 +214,8 @@ def scratch_sweep(
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
 ) -> None:
     """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
     from bindscope.scratch.config import load_config
@@ -321,6 +325,8 @@ def scratch_complexity(
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
+    executor: ExecutorOpt = None,
+    address: AddressOpt = None,
 ) -> None:
     """The binding function's complexity against coverage: `complexity` on every model of a sweep."""
     from bindscope.analyses import ComplexitySettings, resolve_budget

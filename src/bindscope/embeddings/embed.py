@@ -25,6 +25,7 @@ import numpy as np
 
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
 from bindscope.core.locks import writes
@@ -127,11 +128,14 @@ def embed_dataset(
     _refuse_other_contents(
         out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite, wording
     )
+    executor = None if isinstance(model, Encoder) else current_executor()
+    remote = executor is not None and executor.name != "local"
     if isinstance(model, Encoder):
         encoder = model
-    else:
-        check_device(device)
-        encoder = load_encoder(spec, layer=layer, device=device, dtype=dtype)
+    else:  # on a cluster the workers embed: here the model is loaded on the CPU, to name it
+        if not remote:
+            check_device(device)
+        encoder = load_encoder(spec, layer=layer, device="cpu" if remote else device, dtype=dtype)
     encoder.check_modality(modality)
     own_items = encoder.dataset_items(ds, modality, single_objects)
     if own_items is not None:
@@ -154,16 +158,23 @@ def embed_dataset(
     reused = len(items) - sum(e - s for s, e in todo)
     bar = _progress(len(items), reused, modality, progress)
     try:
-        run_chunks(
-            encoder,
-            modality,
-            items,
-            todo,
-            batch_size,
-            partial.save_chunk,
-            bar.update,
-            overlap=not str(encoder.device).startswith("cpu"),
-        )
+        if remote:
+            job = ChunkJob(str(spec), layer, device, dtype, modality, items, batch_size)
+            for done in executor.map(chunk_units(job, todo, key), job, setup=load_chunk_encoder):  # type: ignore[union-attr]
+                start, stop = done.unit.args
+                partial.save_chunk(start, done.result)
+                bar.update(stop - start)
+        else:
+            run_chunks(
+                encoder,
+                modality,
+                items,
+                todo,
+                batch_size,
+                partial.save_chunk,
+                bar.update,
+                overlap=not str(encoder.device).startswith("cpu"),
+            )
     finally:
         bar.close()
     array = check_embedding_array(partial.assemble(), len(items), what=f"embeddings of {spec}")
@@ -179,7 +190,8 @@ def embed_dataset(
         images_sha256,
         wording,
         {
-            "device": str(encoder.device),
+            "device": device if remote else str(encoder.device),
+            **(executor.describe() if remote else {}),  # type: ignore[union-attr]
             "batch_size": batch_size,
             "chunk_rows": partial.chunk_rows,
             "rows_reused": reused,
@@ -316,6 +328,39 @@ def run_chunks(
                 save(c0, np.concatenate(parts))
                 parts = []
             advance(b1 - b0)
+
+
+@dataclass(frozen=True)
+class ChunkJob:
+    """What every worker of a sharded embedding job reads: the model to load and the rows."""
+
+    spec: str
+    layer: int | None
+    device: str
+    dtype: str
+    modality: str
+    items: Items
+    batch_size: int
+
+
+def chunk_units(job: ChunkJob, chunks: Sequence[tuple[int, int]], key: str) -> list[Unit]:
+    """One unit per missing chunk (a GPU each when the job runs on CUDA)."""
+    need = Resources(gpus=1.0 if job.device.startswith("cuda") else 0.0)
+    what = f"of {job.spec} ({job.modality})"
+    return [Unit(f"{key}-{s}", f"rows {s}..{e - 1} {what}", embed_chunk, (s, e), need) for s, e in chunks]
+
+
+def load_chunk_encoder(job: ChunkJob) -> tuple[Encoder, ChunkJob]:
+    """A worker's state: the model, loaded once per worker."""
+    return load_encoder(job.spec, layer=job.layer, device=job.device, dtype=job.dtype), job
+
+
+def embed_chunk(state: tuple[Encoder, ChunkJob], start: int, stop: int) -> np.ndarray:
+    """The embeddings of rows ``start..stop-1``."""
+    encoder, job = state
+    rows: list[np.ndarray] = []
+    run_chunks(encoder, job.modality, job.items, [(start, stop)], job.batch_size, lambda _, r: rows.append(r), int)
+    return rows[0]
 
 
 def _run_now(fn: Callable[..., Any], *args: Any) -> Future:

@@ -31,14 +31,16 @@ import yaml
 
 from bindscope.analyses import crossmodal_inputs, geometry_inputs, load_inputs
 from bindscope.analyses.inputs import Inputs
+from bindscope.analyses.results import content_key
 from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.io import atomic_file, write_json
 from bindscope.core.locks import writes
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import load_preset, preset_from_dict
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
-from bindscope.pipeline.steps import ProgressFactory, StepLog, step
+from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, step
 
 Say = Callable[[str], None]
 CONFIG = "config.yaml"
@@ -178,31 +180,101 @@ def embed_jobs(specs: list[EmbeddingSpec]) -> dict[tuple[str, int | None, str], 
     return groups
 
 
+EncoderKey = tuple[str, int | None, str]
+EmbedJob = tuple[EmbeddingSpec, str, bool]
+
+
 def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
-    """Write (or find) every embedding folder, loading each encoder once for all the folders it writes."""
+    """Write (or find) every embedding folder, loading each encoder once for all the folders it writes; on a
+    cluster (``--executor ray``) each encoder's folders are a unit of work (a GPU each on CUDA)."""
+    groups = list(embed_jobs(specs).items())
+    if not fans_out():
+        for encoder_key, jobs in groups:
+            embed_group(state, encoder_key, jobs)
+        return
+    units = [
+        Unit(
+            content_key("run-embed", {}, {"encoder": list(k), "folders": [str(x[0]) + x[1] for x in j]}),
+            f"embeddings of {k[0]}" + ("" if k[1] is None else f" layer {k[1]}"),
+            remote_step,
+            (embed_group, k, j),
+            need(state.config.device),
+        )
+        for k, j in groups
+    ]
+    merge_units(state, units)
+
+
+def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob]) -> None:
+    """The folders one encoder writes (it is loaded in the first folder's step: its time and any failure are
+    that step's)."""
     from bindscope.embeddings.embed import embed_dataset
     from bindscope.embeddings.encoders import load_encoder
 
-    for (model_spec, layer, dtype), jobs in embed_jobs(specs).items():
-        encoder = None  # loaded in the first folder's step (its time and any failure are that step's)
-        for spec, suffix, singles in jobs:
-            folder = state.embedding_folder(spec, suffix)
-            with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
-                if encoder is None:
-                    encoder = load_encoder(model_spec, layer=layer, device=state.config.device, dtype=dtype)
-                    state.sources[model_spec] = model_source(encoder.describe())
-                result = embed_dataset(
-                    state.datasets[spec.dataset],
-                    encoder,
-                    modality=spec.modality,
-                    out=folder,
-                    batch_size=spec.model.batch_size,
-                    single_objects=singles,
-                    progress=state.progress is not None,
-                )
-                outcome["status"] = "reused" if result.status == "existing" else result.status
-            state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
-        del encoder
+    model_spec, layer, dtype = encoder_key
+    encoder = None
+    for spec, suffix, singles in jobs:
+        folder = state.embedding_folder(spec, suffix)
+        with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
+            if encoder is None:
+                encoder = load_encoder(model_spec, layer=layer, device=state.config.device, dtype=dtype)
+                state.sources[model_spec] = model_source(encoder.describe())
+            result = embed_dataset(
+                state.datasets[spec.dataset],
+                encoder,
+                modality=spec.modality,
+                out=folder,
+                batch_size=spec.model.batch_size,
+                single_objects=singles,
+                progress=state.progress is not None,
+            )
+            outcome["status"] = "reused" if result.status == "existing" else result.status
+        state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
+    del encoder
+
+
+# -- fan-out: the run's steps as units of work on a cluster ----------------------------------------------
+def fans_out() -> bool:
+    """Whether the run's models go to workers (``--executor ray``) rather than run here one after another."""
+    return current_executor().name != "local"
+
+
+def need(device: str) -> Resources:
+    return Resources(gpus=1.0 if device.startswith("cuda") else 0.0)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a worker needs to act for the run: its folder, config, datasets and exported embedding folders."""
+
+    root: Path
+    config: RunConfig
+    datasets: dict[str, Path]
+    folders: dict[str, Path]
+
+
+def remote_step(plan: RunPlan, fn: Callable[..., None], *args: Any) -> dict[str, Any]:
+    """``fn(state, *args)`` on a worker, for a run state rebuilt from ``plan``: the steps it recorded, the lines
+    it said, the summaries and model sources it found."""
+    from bindscope.data.datasets import load_dataset
+
+    lines: list[str] = []
+    datasets = {name: load_dataset(root) for name, root in plan.datasets.items()}
+    state = RunState(plan.root, plan.config, lines.append, None, StepLog(), datasets, {}, dict(plan.folders))
+    fn(state, *args)
+    return {"records": state.log.to_list(), "lines": lines, "summaries": state.summaries, "sources": state.sources}
+
+
+def merge_units(state: RunState, units: list[Unit]) -> None:
+    """Run the units on the chosen executor and take in what each did, as it finishes."""
+    plan = RunPlan(state.root, state.config, {n: d.root for n, d in state.datasets.items()}, dict(state.folders))
+    for done in current_executor().map(units, plan):
+        out = done.result
+        state.log.records += [StepRecord(**r) for r in out["records"]]
+        state.summaries.update(out["summaries"])
+        state.sources.update(out["sources"])
+        for line in out["lines"]:
+            state.say(line)
 
 
 def scratch_all(state: RunState) -> list[EmbeddingSpec]:
@@ -264,22 +336,41 @@ def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
 
 
 def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
-    enabled = state.config.enabled_analyses()
-    for spec in specs:
-        for name in [n for n in enabled if n in UNIMODAL]:
-            key = f"{spec.dataset}/{spec.label}/{name}"
-            why = applies(name, state, spec)
-            if why:
-                state.log.skip("analysis", key, why)
-                state.say(f"{name:<12} {key}: skipped, {why}")
-                continue
-            folder = state.result_folder(spec, name)
-            with state.log.timed("analysis", key, folder) as outcome:
-                settings = state.config.analysis_settings(name)
-                run_step(state, outcome, key, name, partial(analysis_inputs, name, state, spec), folder, settings)
-            state.say(f"{name:<12} {key} ({described(outcome)})")
-    if "crossmodal" in enabled:
+    """Every uni-modal analysis that applies to each embedding folder (on a cluster, a folder's analyses are
+    a unit of work), then the cross-modal tests."""
+    if not fans_out():
+        for spec in specs:
+            analyse_spec(state, spec)
+    else:
+        units = [
+            Unit(
+                content_key("run-analyses", {}, {"folder": str(state.embedding_folder(spec))}),
+                f"analyses of {spec.dataset}/{spec.label}",
+                remote_step,
+                (analyse_spec, spec),
+                need(state.config.device),
+            )
+            for spec in specs
+        ]
+        merge_units(state, units)
+    if "crossmodal" in state.config.enabled_analyses():
         crossmodal_all(state, specs)
+
+
+def analyse_spec(state: RunState, spec: EmbeddingSpec) -> None:
+    """The uni-modal analyses of one embedding folder, in order (complexity and intervene read the probes)."""
+    for name in [n for n in state.config.enabled_analyses() if n in UNIMODAL]:
+        key = f"{spec.dataset}/{spec.label}/{name}"
+        why = applies(name, state, spec)
+        if why:
+            state.log.skip("analysis", key, why)
+            state.say(f"{name:<12} {key}: skipped, {why}")
+            continue
+        folder = state.result_folder(spec, name)
+        with state.log.timed("analysis", key, folder) as outcome:
+            settings = state.config.analysis_settings(name)
+            run_step(state, outcome, key, name, partial(analysis_inputs, name, state, spec), folder, settings)
+        state.say(f"{name:<12} {key} ({described(outcome)})")
 
 
 def run_step(

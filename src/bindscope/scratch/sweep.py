@@ -42,6 +42,7 @@ from bindscope.analyses.results import (
     write_result,
 )
 from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
@@ -159,42 +160,37 @@ def sweep(
 
 
 def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterator[tuple[ScratchConfig, dict, str]]:
-    """Train the (config, folder) jobs, yielding (config, summary, status) as runs finish."""
-    if workers == 1 or len(jobs) == 1:
-        for job_config, folder in jobs:
-            result = train_model(job_config, folder, device=device, progress=progress)
-            yield job_config, result.summary, result.status
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
-
-    import torch
-
-    threads = max(1, torch.get_num_threads() // workers)
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(jobs)),
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=torch.set_num_threads,
-        initargs=(threads,),
-    )
-    try:
-        futures = {pool.submit(_train_job, c.to_dict(), str(f), device): c for c, f in jobs}
-        for future in as_completed(futures):
-            try:
-                summary, status = future.result()
-            except BrokenProcessPool:
-                raise BindscopeError(
-                    "a training worker process died (killed, or out of memory); finished runs and checkpoints are "
-                    "kept: run the same command again to continue, with fewer --workers if memory is short"
-                ) from None
-            yield futures[future], summary, status
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    """Train the (config, folder) jobs on the chosen executor, yielding (config, summary, status) as
+    runs finish. Each run trains into its own folder (so on a cluster, the output must be on storage
+    every node mounts); a run interrupted part-way continues from its checkpoint."""
+    executor = current_executor(workers=workers)
+    alone = executor.name == "local" and (workers == 1 or len(jobs) == 1)
+    need = Resources(gpus=1.0 if device.startswith("cuda") else 0.0)
+    units = [
+        Unit(
+            content_key("scratch-run", {}, {"config": c.to_dict(), "folder": str(f)}),
+            f"fraction {c.fraction:g} seed {c.seed} of {c.name}",
+            train_unit,
+            (c.to_dict(), str(f), device, progress and alone),
+            need,
+        )
+        for c, f in jobs
+    ]
+    configs = {u.key: c for u, (c, _) in zip(units, jobs)}
+    for done in executor.map(units):
+        summary, status = done.result
+        folder = Path(done.unit.args[1])
+        if not (folder / "summary.json").is_file():
+            raise BindscopeError(
+                f"run {done.unit.label} finished on a worker but {folder} is not on this machine: put --out on "
+                "storage that every node of the cluster mounts"
+            )
+        yield configs[done.unit.key], summary, status
 
 
-def _train_job(config: dict, folder: str, device: str) -> tuple[dict, str]:
-    result = train_model(ScratchConfig.model_validate(config), folder, device=device)
+def train_unit(state: Any, config: dict, folder: str, device: str, progress: bool) -> tuple[dict, str]:
+    """One run of a sweep: train (or continue, or reuse) the model in ``folder``."""
+    result = train_model(ScratchConfig.model_validate(config), folder, device=device, progress=progress)
     return result.summary, result.status
 
 

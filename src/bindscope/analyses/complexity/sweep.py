@@ -14,7 +14,8 @@ frozen probes on the true embeddings of the same scenes).
 
 from __future__ import annotations
 
-import logging
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ from bindscope.analyses.probe import row
 from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
 from bindscope.analyses.results import NO_CONTROL, spread, tidy
 from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import Resources, Unit, current_executor, current_store
 from bindscope.core.validation import Device, ParitySettings, Seeds, Settings
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import (
@@ -57,7 +59,6 @@ from bindscope.space.splits import (
     object_splits,
 )
 
-log = logging.getLogger(__name__)
 #: The complexity table's own columns after the key columns (variant = the approximator's label).
 EXTRA_COLUMNS = ("fraction", "checkpoint", "budget", "selection")
 #: Training curves: ``epoch`` counts Adam epochs where ``unit`` is ``epoch`` and ALS sweeps where it is ``sweep``.
@@ -649,58 +650,32 @@ def complexity_sweep(
     if probe_fitted is not None and settings.probe_scenes == "exclude":
         unscored = np.flatnonzero(np.isin(keep, np.asarray(probe_fitted, dtype=np.int64)))
     plans = plan_sweep(sc, settings, unscored)
-    data = SceneIndex.of(sc, ys, settings.device)
     rows = reference_rows(plans, ys, targets, probes, sc.scenes)
     centre = ys.astype(np.float64).mean(axis=0) if settings.r2_centre == "scenes" else None
     if settings.description_length:
         rows += baseline_block_rows(plans, ys)
-    history, seconds, parameters = [], {}, {}
+    history: list[tuple] = []
     work = {family: stacks(plans, family, width, ys.shape[1], layout) for family in settings.families()}
     distinct = len(np.unique(sc.scenes.reshape(len(sc), -1), axis=0))
     capacity = memorising_families(settings.families(), layout, width, distinct)
-    schedule = settings.schedule()
-    total, done = sum(len(w) for w in work.values()), 0
+    parameters = {f.label: num_parameters(f, layout, width, ys.shape[1]) for f in work}
+    shared = SweepShared(ys, sc, probes, settings, plans, targets, layout, width, centre, frozenset(capacity))
+    units = sweep_units(shared, work)
+    seconds = dict.fromkeys(parameters, 0.0)
+    total, done = len(units), 0
     if progress is not None:
         progress(done, total)
-    for family, family_stacks in work.items():
-        exact = settings.exact(family)
-        start = time.perf_counter()
-        parameters[family.label] = num_parameters(family, layout, width, ys.shape[1])
-        for members in family_stacks:
-            chosen = [plans[i] for i in members]
-            selector = None
-            if settings.selection == "test":
-                selector = test_accuracy_selector(family, layout, data, chosen, targets["object"], probes)
-            fit = _fit(settings, family, layout, data, chosen, schedule, width, selector)
-            other = None
-            if settings.second_fit and exact and family.name in PRODUCTS and family.label not in capacity:
-                # (a family that can memorise is undetermined already: no need to show it twice)
-                fit, other = best_of_two(settings, family, layout, data, chosen, fit, width)
-            rows += _family_rows(
-                family,
-                plans,
-                fit,
-                members,
-                data,
-                layout,
-                ys,
-                targets,
-                probes,
-                settings.description_length,
-                centre,
-            )
-            if other is not None:
-                rows += second_fit_rows(family, layout, data, chosen, fit, other, ys, centre, sc.scenes)
-            unit = "sweep" if exact else "epoch"
-            history += [
-                (family.label, plans[members[g]].fraction, plans[members[g]].seed, unit, e, t, v)
-                for g, e, t, v in fit.history
-            ]
-            done += 1
-            if progress is not None:
-                progress(done, total)
-        seconds[family.label] = round(time.perf_counter() - start, 3)
-        log.info("%s: %.1f s", family.label, seconds[family.label])
+    results: dict[str, dict] = {}
+    for finished in current_executor().map(units, shared, setup=unit_state, store=current_store()):
+        results[finished.unit.key] = finished.result
+        seconds[finished.result["family"]] += finished.result["seconds"]
+        done += 1
+        if progress is not None:
+            progress(done, total)
+    for unit in units:  # in unit order, whatever order they finished in: the table of a sequential run
+        rows += results[unit.key]["rows"]
+        history += [tuple(h) for h in results[unit.key]["history"]]
+    seconds = {label: round(s, 3) for label, s in seconds.items()}
     if settings.device.startswith("cuda"):
         torch.cuda.empty_cache()
     if settings.selection == "test":  # the criterion kept per fit is 1 - test_only object accuracy
@@ -716,6 +691,69 @@ def complexity_sweep(
         capacity,
         None if unscored is None else len(unscored),
     )
+
+
+@dataclass(frozen=True)
+class SweepShared:
+    """What every unit of a sweep reads (sent once per worker)."""
+
+    y: np.ndarray  # the K-object scenes' embeddings
+    scenes: SceneSet
+    probes: ProbeSet
+    settings: ComplexitySettings
+    plans: list[Plan]
+    targets: dict[str, np.ndarray]
+    layout: Layout
+    width: int
+    centre: np.ndarray | None
+    capacity: frozenset[str]  # labels of the families that can memorise
+
+
+def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]]) -> list[Unit]:
+    """One unit per stack of models of a family, named by the family and its models' (fraction, seed)."""
+    units = []
+    gpus = 1.0 if shared.settings.device.startswith("cuda") else 0.0
+    for family, family_stacks in work.items():
+        for members in family_stacks:
+            models = [(shared.plans[i].fraction, shared.plans[i].seed) for i in members]
+            label = f"{family.label} at " + ", ".join(f"f={f:g} seed {s}" for f, s in models)
+            key = hashlib.sha256(json.dumps([family.label, models]).encode()).hexdigest()
+            units.append(Unit(key, label, fit_unit, (family, members), Resources(cpus=1, gpus=gpus)))
+    return units
+
+
+def unit_state(shared: SweepShared) -> tuple[SweepShared, SceneIndex]:
+    """A worker's state: the shared inputs and the scene index on the sweep's device."""
+    return shared, SceneIndex.of(shared.scenes, shared.y, shared.settings.device)
+
+
+def fit_unit(state: tuple[SweepShared, SceneIndex], family: Family, members: list[int]) -> dict[str, Any]:
+    """Fit one stack of models of ``family`` and score it: its rows, training history and seconds."""
+    shared, data = state
+    settings, plans, layout, width = shared.settings, shared.plans, shared.layout, shared.width
+    start = time.perf_counter()
+    chosen = [plans[i] for i in members]
+    selector = None
+    if settings.selection == "test":
+        selector = test_accuracy_selector(family, layout, data, chosen, shared.targets["object"], shared.probes)
+    fit = _fit(settings, family, layout, data, chosen, settings.schedule(), width, selector)
+    other = None
+    exact = settings.exact(family)
+    if settings.second_fit and exact and family.name in PRODUCTS and family.label not in shared.capacity:
+        # (a family that can memorise is undetermined already: no need to show it twice)
+        fit, other = best_of_two(settings, family, layout, data, chosen, fit, width)
+    y, targets, probes = shared.y, shared.targets, shared.probes
+    args = (family, plans, fit, members, data, layout, y, targets, probes, settings.description_length, shared.centre)
+    rows = _family_rows(*args)
+    if other is not None:
+        rows += second_fit_rows(family, layout, data, chosen, fit, other, y, shared.centre, shared.scenes.scenes)
+    unit = "sweep" if exact else "epoch"
+    history = [
+        (family.label, plans[members[g]].fraction, plans[members[g]].seed, unit, e, t, v) for g, e, t, v in fit.history
+    ]
+    if settings.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return {"family": family.label, "rows": rows, "history": history, "seconds": time.perf_counter() - start}
 
 
 def _fit(
