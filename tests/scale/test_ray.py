@@ -167,6 +167,18 @@ def test_a_failure_that_persists_is_reported_with_its_inputs(
     assert not (tmp_path / "ray").exists()
 
 
+def test_probe_seeds_on_ray_equal_local(cluster: RayExecutor, planted: AnalysisInputs, tmp_path: Path) -> None:
+    from bindscope.analyses import ProbeSettings
+
+    settings = ProbeSettings(optimizer="lbfgs", seeds=(0, 1, 2))
+    inputs = AnalysisInputs(planted.embeddings, planted.scenes)
+    local = run_analysis("probe", inputs, tmp_path / "local", settings).table
+    with executing_on(cluster):
+        remote = run_analysis("probe", inputs, tmp_path / "ray", settings).table
+    assert_same_table(local, remote, atol=0)
+    assert sorted(remote["seed"].unique()) == [0, 1, 2]
+
+
 def test_an_interrupted_sweep_resumes_without_redoing_finished_units(
     cluster: RayExecutor, planted: AnalysisInputs, sweep_units: int, faults: Path, tmp_path: Path
 ) -> None:

@@ -30,6 +30,7 @@ from bindscope.analyses.probes import (
 )
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, tidy
 from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.validation import Device, ParitySettings, Seeds
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, check_fraction, scene_split
@@ -111,9 +112,20 @@ def probe_variant(
     chance: bool = False,
     per_scene: bool = False,
 ) -> ProbeRun:
-    """Fit and score probes on one embedding array for every seed's scene-level split."""
+    """Fit and score probes on one embedding array for every seed's scene-level split (on a cluster,
+    ``--executor ray``, each seed is a unit of work; locally all seeds are fitted at once)."""
     if len(y) != len(scenes):
         raise BindscopeError(f"{len(y)} embeddings but {len(scenes)} scenes")
+    options = {"analysis": analysis, "variant": variant, "control": control, "chance": chance, "per_scene": per_scene}
+    executor = current_executor()
+    if executor.name != "local" and len(settings.seeds) > 1:
+        need = Resources(gpus=1.0 if settings.device.startswith("cuda") else 0.0)
+        units = [
+            Unit(f"{variant}-{control}-{seed}", f"{variant} probes, seed {seed}", _seed_unit, (seed, options), need)
+            for seed in settings.seeds
+        ]
+        runs = {done.unit.args[0]: done.result for done in executor.map(units, (y, scenes, settings))}
+        return merge_runs([runs[seed] for seed in settings.seeds])
     targets = soft_targets(scenes)
     names, blocks, t_all = stack_targets(targets, len(y))
     prep = Preprocessing(settings.center, settings.normalize)
@@ -155,6 +167,22 @@ def probe_variant(
                     for n, c in correct.items()
                 ]
     return run
+
+
+def _seed_unit(shared: tuple[np.ndarray, SceneSet, ProbeSettings], seed: int, options: dict[str, Any]) -> ProbeRun:
+    y, scenes, settings = shared
+    return probe_variant(y, scenes, settings.model_copy(update={"seeds": (seed,)}), **options)
+
+
+def merge_runs(runs: list[ProbeRun]) -> ProbeRun:
+    """One run from runs of single seeds, in their order (what fitting the seeds together gives)."""
+    out = ProbeRun()
+    for run in runs:
+        out.rows += run.rows
+        out.per_scene += run.per_scene
+        for part in ("weights", "means", "solver", "train_scenes"):
+            getattr(out, part).update(getattr(run, part))
+    return out
 
 
 def fit_probe_set(y: np.ndarray, scenes: SceneSet, settings: ProbeSettings) -> tuple[ProbeSet, ProbeRun]:
