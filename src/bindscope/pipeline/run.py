@@ -185,29 +185,16 @@ EmbedJob = tuple[EmbeddingSpec, str, bool]
 
 
 def embed_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
-    """Write (or find) every embedding folder, loading each encoder once for all the folders it writes; on a
-    cluster (``--executor ray``) each encoder's folders are a unit of work (a GPU each on CUDA)."""
-    groups = list(embed_jobs(specs).items())
-    if not fans_out():
-        for encoder_key, jobs in groups:
-            embed_group(state, encoder_key, jobs)
-        return
-    units = [
-        Unit(
-            content_key("run-embed", {}, {"encoder": list(k), "folders": [str(x[0]) + x[1] for x in j]}),
-            f"embeddings of {k[0]}" + ("" if k[1] is None else f" layer {k[1]}"),
-            remote_step,
-            (embed_group, k, j),
-            need(state.config.device),
-        )
-        for k, j in groups
-    ]
-    merge_units(state, units)
+    """Write (or find) every embedding folder. Here each encoder is loaded once for all the folders it
+    writes; on a cluster (``--executor ray``) each folder's rows are embedded in chunks by the workers, as
+    ``bindscope embed`` does, one folder after another (so every worker is busy on every model)."""
+    for encoder_key, jobs in embed_jobs(specs).items():
+        embed_group(state, encoder_key, jobs, sharded=fans_out())
 
 
-def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob]) -> None:
+def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob], *, sharded: bool = False) -> None:
     """The folders one encoder writes (it is loaded in the first folder's step: its time and any failure are
-    that step's)."""
+    that step's; ``sharded``: the workers load it, by its spec)."""
     from bindscope.embeddings.embed import embed_dataset
     from bindscope.embeddings.encoders import load_encoder
 
@@ -216,18 +203,21 @@ def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob]) 
     for spec, suffix, singles in jobs:
         folder = state.embedding_folder(spec, suffix)
         with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
-            if encoder is None:
+            if encoder is None and not sharded:
                 encoder = load_encoder(model_spec, layer=layer, device=state.config.device, dtype=dtype)
-                state.sources[model_spec] = model_source(encoder.describe())
             result = embed_dataset(
                 state.datasets[spec.dataset],
-                encoder,
+                encoder if encoder is not None else model_spec,
                 modality=spec.modality,
                 out=folder,
+                layer=layer,
+                device=state.config.device,
+                dtype=dtype,
                 batch_size=spec.model.batch_size,
                 single_objects=singles,
                 progress=state.progress is not None,
             )
+            state.sources[model_spec] = model_source(result.embeddings.manifest["model"])
             outcome["status"] = "reused" if result.status == "existing" else result.status
         state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
     del encoder
