@@ -63,14 +63,19 @@ def test_two_units_with_one_key_are_refused() -> None:
 
 def test_a_unit_larger_than_the_cluster_is_refused() -> None:
     gpu = Unit("g", "rows 0..9 of hf:x (image)", square, (1,), Resources(gpus=1))
-    with pytest.raises(BindscopeError, match=r"asks for 1 GPUs but the Ray cluster has 0.*--num-gpus 1"):
+    with pytest.raises(BindscopeError, match=r"asks for 1 GPUs but the Ray cluster has 0; .*--num-gpus 1"):
         check_fits([gpu], {"CPU": 2.0, "memory": 8e9})
+    big = Unit("m", "m", square, (1,), Resources(memory_gb=64))
+    with pytest.raises(BindscopeError, match=r"asks for 64 GB of memory but the Ray cluster has 7.45; lower --memory"):
+        check_fits([big], {"CPU": 2.0, "memory": 8e9})
     check_fits([Unit("c", "c", square, (1,))], {"CPU": 2.0})
 
 
 def test_the_choice_is_checked_and_scoped() -> None:
     with pytest.raises(BindscopeError, match="unknown executor 'dask'"):
         ExecutorChoice("dask").make()
+    with pytest.raises(BindscopeError, match="--memory is for --executor ray"):
+        ExecutorChoice("local", memory_gb=2).make()
     with pytest.raises(BindscopeError, match="--workers must be at least 1"):
         LocalExecutor(workers=0)
     with using_executor("local", workers=3) as executor:

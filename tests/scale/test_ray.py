@@ -230,6 +230,15 @@ def test_a_scratch_sweep_on_ray_equals_local(cluster: RayExecutor, tmp_path: Pat
     assert (tmp_path / "ray" / "runs" / "f0.3-s0" / "summary.json").is_file()
 
 
+def test_memory_per_unit_is_requested_and_refused_beyond_the_cluster(
+    cluster: RayExecutor, planted: AnalysisInputs, tmp_path: Path
+) -> None:
+    with executing_on(RayExecutor(None, memory_gb=0.25)):  # joins the running instance
+        complexity_table(planted, tmp_path / "fits")
+    with executing_on(RayExecutor(None, memory_gb=1e6)), pytest.raises(BindscopeError, match="GB of memory"):
+        complexity_table(planted, tmp_path / "too-big")
+
+
 def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
@@ -269,7 +278,8 @@ def test_the_cli_runs_complexity_on_a_ray_it_starts(
     import_embeddings(ds.root, tmp_path / "y.npy", name="planted", modality="image", out=tmp_path / "emb")
     out = tmp_path / "c"
     args = ("complexity", tmp_path / "emb", "--out", out, "--approximators", "additive", "--fractions", "0.5")
-    result = run_cli(*args, "--seeds", "0", "--no-description-length", "--no-second-fit", "-q", "--executor", "ray")
+    options = ("--no-description-length", "--no-second-fit", "-q", "--executor", "ray", "--memory", "0.25")
+    result = run_cli(*args, "--seeds", "0", *options)
     assert result.returncode == 0, result.stderr
     assert (out / "summary.json").is_file() and not list(tmp_path.glob(".c.*"))
     assert list(short_tmp.iterdir()) == []  # the Ray it started lived there and was cleaned up

@@ -79,7 +79,7 @@ def _run_app(argv: list[str] | None) -> object:
     """The typer app; executors it started (a local Ray instance) are shut down afterwards."""
     from bindscope.core.executors import choose_executor, close_executors
 
-    choose_executor(name="local", address="")  # each invocation starts from the default executor
+    choose_executor(name="local", address="", memory_gb=0)  # each invocation starts from the default executor
     try:
         return app(args=argv, standalone_mode=False)
     finally:

@@ -101,6 +101,17 @@ def _address(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _memory(value: Optional[float]) -> Optional[float]:
+    if value is not None:
+        from bindscope.core.executors import choose_executor, chosen_executor
+
+        if value <= 0:
+            raise BindscopeError(f"--memory must be positive (GB per unit of work), got {value:g}")
+        choose_executor(memory_gb=value)
+        chosen_executor()
+    return value
+
+
 class ExecutorName(str, Enum):
     local = "local"
     ray = "ray"
@@ -113,6 +124,14 @@ ExecutorOpt = Annotated[
         callback=_executor,
         is_eager=True,
         help="Where units of work run: local (this machine, the default) or ray (a Ray cluster; see --address).",
+    ),
+]
+MemoryOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--memory",
+        callback=_memory,
+        help="With --executor ray: GB of memory each unit of work reserves (Ray schedules by it).",
     ),
 ]
 AddressOpt = Annotated[

@@ -13,6 +13,7 @@ from bindscope.cli.common import (
     AddressOpt,
     DeviceOpt,
     ExecutorOpt,
+    MemoryOpt,
     Modality,
     OverwriteOpt,
     QuietOpt,
@@ -113,6 +114,7 @@ def embed(
     wait: WaitOpt = False,
     executor: ExecutorOpt = None,
     address: AddressOpt = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """Embed a dataset's images or captions with a model: resumable, and a no-op when already done."""
     from bindscope.embeddings.embed import embed_dataset

@@ -13,6 +13,7 @@ from bindscope.cli.common import (
     AddressOpt,
     DeviceOpt,
     ExecutorOpt,
+    MemoryOpt,
     ObjectOrderChoice,
     OutDir,
     OverwriteOpt,
@@ -191,6 +192,7 @@ def probe(
     wait: WaitOpt = False,
     executor: ExecutorOpt = None,
     address: AddressOpt = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """Is object information recoverable? Concept and object probes with set-separation accuracy."""
     from bindscope.analyses import ProbeSettings, load_inputs
@@ -412,6 +414,7 @@ def complexity(
     wait: WaitOpt = False,
     executor: ExecutorOpt = None,
     address: AddressOpt = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """How complex is the binding function? Approximators fitted on seen objects, scored on unseen ones."""
     from bindscope.analyses import ComplexitySettings, load_inputs, resolve_budget

@@ -8,7 +8,15 @@ from typing import Annotated, Any, Optional
 import typer
 
 from bindscope.cli.app import app
-from bindscope.cli.common import AddressOpt, ExecutorOpt, QuietOpt, WaitOpt, progress_bar, quiet_model_libraries
+from bindscope.cli.common import (
+    AddressOpt,
+    ExecutorOpt,
+    MemoryOpt,
+    QuietOpt,
+    WaitOpt,
+    progress_bar,
+    quiet_model_libraries,
+)
 
 
 @app.command("run")
@@ -27,6 +35,7 @@ def run_command(
     wait: WaitOpt = False,
     executor: ExecutorOpt = None,
     address: AddressOpt = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """Datasets -> embeddings -> every analysis that applies -> report.html, reusing finished steps."""
     from bindscope.pipeline.config import load_config

@@ -13,6 +13,7 @@ from bindscope.cli.common import (
     AddressOpt,
     DeviceOpt,
     ExecutorOpt,
+    MemoryOpt,
     OutDir,
     OverwriteOpt,
     QuietOpt,
@@ -216,6 +217,7 @@ def scratch_sweep(
     wait: WaitOpt = False,
     executor: ExecutorOpt = None,
     address: AddressOpt = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
     from bindscope.scratch.config import load_config
@@ -327,6 +329,7 @@ def scratch_complexity(
     wait: WaitOpt = False,
     executor: ExecutorOpt = None,
     address: AddressOpt = None,
+    memory: MemoryOpt = None,
 ) -> None:
     """The binding function's complexity against coverage: `complexity` on every model of a sweep."""
     from bindscope.analyses import ComplexitySettings, resolve_budget

@@ -274,10 +274,13 @@ class RayExecutor(Executor):
         retries: int = DEFAULT_RETRIES,
         num_cpus: int | None = None,
         temp_dir: str | None = None,
+        memory_gb: float | None = None,
     ) -> None:
         if retries < 0:
             raise BindscopeError(f"--retries must be at least 0, got {retries}")
-        self.address, self.retries = address, retries
+        if memory_gb is not None and memory_gb <= 0:
+            raise BindscopeError(f"--memory must be positive (GB per unit of work), got {memory_gb:g}")
+        self.address, self.retries, self.memory_gb = address, retries, memory_gb
         if address is None:  # a Ray started here uses the loopback address (read when ray is imported)
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         self.ray = _import_ray()
@@ -318,6 +321,11 @@ class RayExecutor(Executor):
 
     def _run(self, units: list[Unit], shared: Any, setup: Callable[[Any], Any], token: str) -> Iterator[Done]:
         ray = self.ray
+        if self.memory_gb is not None:  # --memory: what a unit reserves unless it asks for more
+            units = [
+                replace(u, resources=replace(u.resources, memory_gb=max(u.resources.memory_gb or 0, self.memory_gb)))
+                for u in units
+            ]
         check_fits(units, ray.cluster_resources())
         shared_ref = ray.put(shared)
         remote = ray.remote(run_unit)
@@ -351,6 +359,10 @@ class RayExecutor(Executor):
         if failures:
             more = f" ({len(failures) - 1} other unit(s) failed too)" if len(failures) > 1 else ""
             raise BindscopeError(f"{failures[0]}{more}")
+
+    @staticmethod
+    def _with_memory(unit: Unit, memory_gb: float) -> Unit:
+        return replace(unit, resources=replace(unit.resources, memory_gb=max(unit.resources.memory_gb or 0, memory_gb)))
 
     def _result(self, ref: Any, unit: Unit) -> Any:
         from ray import exceptions as rex
@@ -388,15 +400,24 @@ def check_fits(units: Iterable[Unit], cluster: dict[str, float]) -> None:
     """Refuse units that ask for more than the whole cluster has (Ray would wait for ever)."""
     for unit in units:
         r = unit.resources
-        for need, have, what in (
-            (r.cpus, cluster.get("CPU", 0), "CPUs"),
-            (r.gpus, cluster.get("GPU", 0), "GPUs"),
-            ((r.memory_gb or 0) * 2**30, cluster.get("memory", math.inf), "bytes of memory"),
+        for need, have, what, fix in (
+            (r.cpus, cluster.get("CPU", 0), "CPUs", "add worker nodes"),
+            (
+                r.gpus,
+                cluster.get("GPU", 0),
+                "GPUs",
+                "add GPU workers (`ray start --address ... --num-gpus 1`), or run on --device cpu",
+            ),
+            (
+                (r.memory_gb or 0),
+                cluster.get("memory", math.inf) / 2**30,
+                "GB of memory",
+                "lower --memory, or add larger nodes",
+            ),
         ):
             if need > have:
                 raise BindscopeError(
-                    f"unit {unit.label} asks for {need:g} {what} but the Ray cluster has {have:g}; add workers with "
-                    f"that resource (`ray start --address ... --num-gpus 1`), or run on --device cpu"
+                    f"unit {unit.label} asks for {need:g} {what} but the Ray cluster has {have:.3g}; {fix}"
                 )
 
 
@@ -427,6 +448,7 @@ class ExecutorChoice:
     address: str | None = None
     workers: int = 1
     retries: int = DEFAULT_RETRIES
+    memory_gb: float | None = None
 
     def check(self) -> None:
         if self.name not in EXECUTORS:
@@ -435,11 +457,13 @@ class ExecutorChoice:
             raise BindscopeError("--address is for --executor ray; add --executor ray, or drop --address")
         if self.workers < 1:
             raise BindscopeError(f"--workers must be at least 1, got {self.workers}")
+        if self.memory_gb is not None and self.name != "ray":
+            raise BindscopeError("--memory is for --executor ray (what each unit reserves); add --executor ray")
 
     def make(self) -> Executor:
         self.check()
         if self.name == "ray":
-            return RayExecutor(self.address, retries=self.retries)
+            return RayExecutor(self.address, retries=self.retries, memory_gb=self.memory_gb)
         return LocalExecutor(self.workers)
 
 
@@ -448,7 +472,9 @@ _INSTANCE: contextvars.ContextVar[Executor | None] = contextvars.ContextVar("bin
 _MADE: dict[ExecutorChoice, Executor] = {}
 
 
-def choose_executor(name: str | None = None, address: str | None = None, retries: int | None = None) -> None:
+def choose_executor(
+    name: str | None = None, address: str | None = None, retries: int | None = None, memory_gb: float | None = None
+) -> None:
     """Set fields of this process's executor choice (the CLI's ``--executor``, ``--address``; an empty
     address clears it)."""
     current = _CHOICE.get() or ExecutorChoice()
@@ -458,6 +484,7 @@ def choose_executor(name: str | None = None, address: str | None = None, retries
             current.address if address is None else (address or None),
             current.workers,
             current.retries if retries is None else retries,
+            current.memory_gb if memory_gb is None else (memory_gb or None),
         )
     )
 
