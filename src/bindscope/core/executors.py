@@ -56,13 +56,15 @@ class Resources:
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work: ``fn(state, *args)`` under content key ``key``; ``label`` names its inputs."""
+    """One unit of work: ``fn(state, *args)`` under content key ``key``; ``label`` names its inputs;
+    ``cost``: a relative estimate of its work (Ray starts the costliest first: a shorter sweep)."""
 
     key: str
     label: str
     fn: Callable[..., Any]
     args: tuple = ()
     resources: Resources = field(default_factory=Resources)
+    cost: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,7 @@ class RayExecutor(Executor):
         shared_ref = ray.put(shared)
         remote = ray.remote(run_unit)
         pending = {}
-        for unit in units:
+        for unit in sorted(units, key=lambda u: -u.cost):  # longest first: the last unit to finish is short
             r = unit.resources
             options: dict[str, Any] = {
                 "num_cpus": r.cpus,

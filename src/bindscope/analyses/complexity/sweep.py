@@ -718,7 +718,8 @@ def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]]) -> lis
             models = [(shared.plans[i].fraction, shared.plans[i].seed) for i in members]
             label = f"{family.label} at " + ", ".join(f"f={f:g} seed {s}" for f, s in models)
             key = hashlib.sha256(json.dumps([family.label, models]).encode()).hexdigest()
-            units.append(Unit(key, label, fit_unit, (family, members), Resources(cpus=1, gpus=gpus)))
+            cost = len(members) * max(len(shared.plans[i].train) for i in members)  # padded scenes of the stack
+            units.append(Unit(key, label, fit_unit, (family, members), Resources(cpus=1, gpus=gpus), cost))
     return units
 
 
