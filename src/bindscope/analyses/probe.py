@@ -118,8 +118,8 @@ def probe_variant(
         raise BindscopeError(f"{len(y)} embeddings but {len(scenes)} scenes")
     options = {"analysis": analysis, "variant": variant, "control": control, "chance": chance, "per_scene": per_scene}
     executor = current_executor()
-    if executor.name != "local" and len(settings.seeds) > 1:
-        need = Resources(gpus=1.0 if settings.device.startswith("cuda") else 0.0)
+    if executor.distributed and len(settings.seeds) > 1:
+        need = Resources.for_device(settings.device)
         units = [
             Unit(f"{variant}-{control}-{seed}", f"{variant} probes, seed {seed}", _seed_unit, (seed, options), need)
             for seed in settings.seeds

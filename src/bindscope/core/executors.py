@@ -53,6 +53,11 @@ class Resources:
     gpus: float = 0.0
     memory_gb: float | None = None
 
+    @classmethod
+    def for_device(cls, device: str) -> Resources:
+        """One CPU, and a GPU when the work runs on ``cuda``."""
+        return cls(gpus=1.0 if device.startswith("cuda") else 0.0)
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -147,6 +152,7 @@ class Executor(ABC):
     """Runs units and yields them as they finish (in any order)."""
 
     name: str
+    distributed: bool = False  # whether units leave this machine (then work is cut finer, sent by spec)
 
     def map(
         self,
@@ -268,6 +274,7 @@ class RayExecutor(Executor):
     """Units as Ray tasks on the cluster at ``address`` (or a Ray instance started here)."""
 
     name = "ray"
+    distributed = True
 
     def __init__(
         self,
@@ -279,7 +286,7 @@ class RayExecutor(Executor):
         memory_gb: float | None = None,
     ) -> None:
         if retries < 0:
-            raise BindscopeError(f"--retries must be at least 0, got {retries}")
+            raise BindscopeError(f"retries must be at least 0, got {retries}")
         if memory_gb is not None and memory_gb <= 0:
             raise BindscopeError(f"--memory must be positive (GB per unit of work), got {memory_gb:g}")
         self.address, self.retries, self.memory_gb = address, retries, memory_gb
@@ -288,11 +295,8 @@ class RayExecutor(Executor):
         self.ray = _import_ray()
         self._started_here = False
         self._own_temp: str | None = None
-        self.startup_seconds = 0.0
         if not self.ray.is_initialized():
-            start = time.perf_counter()
             self._connect(num_cpus, temp_dir)
-            self.startup_seconds = time.perf_counter() - start
 
     def _connect(self, num_cpus: int | None, temp_dir: str | None) -> None:
         options: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False, "include_dashboard": False}

@@ -129,7 +129,7 @@ def embed_dataset(
         out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite, wording
     )
     executor = None if isinstance(model, Encoder) else current_executor()
-    remote = executor is not None and executor.name != "local"
+    remote = executor is not None and executor.distributed
     if isinstance(model, Encoder):
         encoder = model
     else:  # on a cluster the workers embed: here the model is loaded on the CPU, to name it
@@ -345,7 +345,7 @@ class ChunkJob:
 
 def chunk_units(job: ChunkJob, chunks: Sequence[tuple[int, int]], key: str) -> list[Unit]:
     """One unit per missing chunk (a GPU each when the job runs on CUDA)."""
-    need = Resources(gpus=1.0 if job.device.startswith("cuda") else 0.0)
+    need = Resources.for_device(job.device)
     what = f"of {job.spec} ({job.modality})"
     return [Unit(f"{key}-{s}", f"rows {s}..{e - 1} {what}", embed_chunk, (s, e), need) for s, e in chunks]
 

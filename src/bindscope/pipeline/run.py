@@ -226,11 +226,7 @@ def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob], 
 # -- fan-out: the run's steps as units of work on a cluster ----------------------------------------------
 def fans_out() -> bool:
     """Whether the run's models go to workers (``--executor ray``) rather than run here one after another."""
-    return current_executor().name != "local"
-
-
-def need(device: str) -> Resources:
-    return Resources(gpus=1.0 if device.startswith("cuda") else 0.0)
+    return current_executor().distributed
 
 
 @dataclass(frozen=True)
@@ -338,7 +334,7 @@ def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
                 f"analyses of {spec.dataset}/{spec.label}",
                 remote_step,
                 (analyse_spec, spec),
-                need(state.config.device),
+                Resources.for_device(state.config.device),
             )
             for spec in specs
         ]

@@ -164,8 +164,8 @@ def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterato
     runs finish. Each run trains into its own folder (so on a cluster, the output must be on storage
     every node mounts); a run interrupted part-way continues from its checkpoint."""
     executor = current_executor(workers=workers)
-    alone = executor.name == "local" and (workers == 1 or len(jobs) == 1)
-    need = Resources(gpus=1.0 if device.startswith("cuda") else 0.0)
+    alone = not executor.distributed and (workers == 1 or len(jobs) == 1)
+    need = Resources.for_device(device)
     units = [
         Unit(
             content_key("scratch-run", {}, {"config": c.to_dict(), "folder": str(f)}),

@@ -712,14 +712,14 @@ class SweepShared:
 def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]]) -> list[Unit]:
     """One unit per stack of models of a family, named by the family and its models' (fraction, seed)."""
     units = []
-    gpus = 1.0 if shared.settings.device.startswith("cuda") else 0.0
+    need = Resources.for_device(shared.settings.device)
     for family, family_stacks in work.items():
         for members in family_stacks:
             models = [(shared.plans[i].fraction, shared.plans[i].seed) for i in members]
             label = f"{family.label} at " + ", ".join(f"f={f:g} seed {s}" for f, s in models)
             key = hashlib.sha256(json.dumps([family.label, models]).encode()).hexdigest()
             cost = len(members) * max(len(shared.plans[i].train) for i in members)  # padded scenes of the stack
-            units.append(Unit(key, label, fit_unit, (family, members), Resources(cpus=1, gpus=gpus), cost))
+            units.append(Unit(key, label, fit_unit, (family, members), need, cost))
     return units
 
 
