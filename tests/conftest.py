@@ -6,13 +6,22 @@ import atexit
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import configuration as hypothesis_configuration
 from hypothesis import settings
+
+from duration_guard import (  # the suite's time budget (a test over 20 s, the suite over 10 min fail in CI)
+    pytest_addoption,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
+from forked_cli import ForkServer
 
 # Hypothesis caches into ./.hypothesis by default: keep it in a temp folder, and keep no database.
 _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="bindscope-hypothesis-")
@@ -21,7 +30,6 @@ hypothesis_configuration.set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 settings.register_profile("bindscope", database=None, deadline=None)
 settings.load_profile("bindscope")
 
-BINDSCOPE = Path(sys.executable).with_name("bindscope")
 
 # huggingface_hub reads these once, when it is first imported (possibly during collection), so they
 # are set for the whole session here as well as per test below.
@@ -30,6 +38,19 @@ atexit.register(shutil.rmtree, _HF_SESSION_HOME, ignore_errors=True)
 os.environ["HF_HOME"] = _HF_SESSION_HOME
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+# One thread per process: pytest-xdist runs a worker per core, and the commands the tests start in
+# subprocesses inherit this, so the workers do not fight over the cores. Set before torch is imported.
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_threads] = "1"
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_runtest_logreport",
+    "pytest_sessionfinish",
+    "pytest_sessionstart",
+    "pytest_terminal_summary",
+]
 
 
 CACHE_VARS = [
@@ -61,30 +82,38 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     return home
 
 
-def _run_bindscope(env: dict[str, str], args: tuple, cwd: Path | None) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="session")
+def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """The fork server the CLI tests start ``bindscope`` from: real processes, start-up imports paid once."""
+    server = ForkServer(dict(os.environ), tmp_path_factory.mktemp("forked-cli"))
+    yield server
+    server.close()
+
+
+def _run_bindscope(
+    server: ForkServer, env: dict[str, str], args: tuple, cwd: Path | None
+) -> subprocess.CompletedProcess:
     env = {**env, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
-    return subprocess.run(
-        [str(BINDSCOPE), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
-    )
+    return server.run([str(a) for a in args], env, cwd=cwd, timeout=300)
 
 
 @pytest.fixture
-def run_cli():
-    """Run the installed ``bindscope`` command; returns the CompletedProcess."""
+def run_cli(cli_server: ForkServer):
+    """Run ``bindscope`` in a process of its own (forked by ``cli_server``); returns the CompletedProcess."""
 
     def run(*args: str | os.PathLike, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return _run_bindscope(dict(os.environ), args, cwd)
+        return _run_bindscope(cli_server, dict(os.environ), args, cwd)
 
     return run
 
 
 @pytest.fixture(scope="module")
-def run_cli_module(tmp_path_factory: pytest.TempPathFactory):
+def run_cli_module(tmp_path_factory: pytest.TempPathFactory, cli_server: ForkServer):
     """``run_cli`` for module-scoped fixtures, with its own isolated caches."""
     env = {**os.environ, **isolated_env(tmp_path_factory.mktemp("home"))}
 
     def run(*args: str | os.PathLike, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return _run_bindscope(env, args, cwd)
+        return _run_bindscope(cli_server, env, args, cwd)
 
     return run
 

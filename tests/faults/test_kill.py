@@ -1,27 +1,29 @@
 """Kill -9 anywhere: each long command is SIGKILLed at named points (``BINDSCOPE_KILL_AT``) and after a
-seeded random delay, then run again; the result equals an uninterrupted run's and nothing is left behind."""
+seeded random delay, then run again; the result equals an uninterrupted run's and nothing is left behind.
+
+One test per (command, kill point): the uninterrupted reference runs once per command, and every command is a
+real process forked from the fork server (``forked_cli``), so torch is imported once, not per process. The
+kill points of one command stay on one xdist worker (``xdist_group``), so its reference is made once."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from forked_cli import ForkServer
 from tiny_scratch import tiny_scratch_yaml
 
-BINDSCOPE = Path(sys.executable).with_name("bindscope")
 #: Fields that say when, how fast or by which process, not what was computed.
 VOLATILE = {
     "created",
@@ -83,10 +85,11 @@ CASES = {
 
 
 def command(case: Case, inputs: dict[str, Path], out: Path) -> list[str]:
+    """The command's arguments (after ``bindscope``)."""
     args = [a.format(out=out, **inputs) for a in case.args]
     if "{out}" not in case.args:
         args += ["--out", str(out)]
-    return [str(BINDSCOPE), *args] + ([] if "-q" in args or args[0] in ("run",) else ["-q"])
+    return args + ([] if "-q" in args or args[0] in ("run",) else ["-q"])
 
 
 def normalised(value: object) -> object:
@@ -143,52 +146,94 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> dict[st
     return {"clevr": clevr_dir, "planted": planted.root, "scratch": root / "tiny.yaml", "run": root / "run.yaml"}
 
 
-def finish(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+def finish(server: ForkServer, args: list[str], env: dict[str, str]) -> None:
+    done = server.run(args, env, timeout=600)
     assert done.returncode == 0, done.stderr
-    return done
 
 
-def kill(cmd: list[str], env: dict[str, str], point: str, seconds: float) -> None:
-    """Run ``cmd`` until it is SIGKILLed at ``point`` (or, for "delay", at a seeded moment of its run)."""
+def kill(server: ForkServer, args: list[str], env: dict[str, str], point: str, seconds: float) -> None:
+    """Run the command until it is SIGKILLed at ``point`` (or, for "delay", at a seeded moment of its run)."""
     if point != "delay":
         env = {**env, "BINDSCOPE_KILL_AT": point.removeprefix("worker ")}
-    pipes = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, **pipes)  # type: ignore[call-overload]
+    proc = server.start(args, env)
+    try:
+        status = proc.wait(timeout=seconds if point == "delay" else 600)
+    except subprocess.TimeoutExpired:
+        status = None  # still running at the chosen moment: kill it there
     if point == "delay":
-        time.sleep(seconds)
-        assert proc.poll() is None, f"{cmd} ended before the kill, after {seconds:.1f} s: choose an earlier moment"
-    else:
-        proc.wait(timeout=600)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # the command and any worker processes it started
-    _, stderr = proc.communicate(timeout=60)
+        assert status is None, f"{args} ended before the kill, after {seconds:.1f} s: choose an earlier moment"
+    proc.kill_group(signal.SIGKILL)  # the command and any worker processes it started
+    status = proc.wait(timeout=60)
+    stderr = proc.stderr
     if point.startswith("worker "):
-        assert proc.returncode == 1 and stderr.startswith("error: a ") and stderr.count("\n") == 1, stderr
+        assert status == 1 and stderr.startswith("error: a ") and stderr.count("\n") == 1, stderr
         assert "worker process died" in stderr and "run the same command again" in stderr, stderr
     else:
-        assert proc.returncode == -signal.SIGKILL, f"{point}: not killed there (status {proc.returncode}): {stderr}"
+        assert status == -signal.SIGKILL, f"{point}: not killed there (status {status}): {stderr}"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(CASES))
+@dataclass(frozen=True)
+class Reference:
+    """An uninterrupted run of a command: its output's fingerprint and how long it took."""
+
+    fingerprint: dict[str, object]
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """A fork server with the model libraries imported too: these commands load MiniLM from its package,
+    never from the hub cache that huggingface_hub's import-time settings point at."""
+    forks = ForkServer(dict(os.environ), tmp_path_factory.mktemp("forks"), preload=("sentence_transformers",))
+    yield forks
+    forks.close()
+
+
+@pytest.fixture(scope="module")
+def references(
+    inputs: dict[str, Path], server: ForkServer, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Reference]:
+    """Each command run once uninterrupted (on first use, then kept for its other kill points)."""
+    made: dict[str, Reference] = {}
+    env = {**os.environ, "NO_COLOR": "1"}
+
+    def reference(name: str) -> Reference:
+        if name not in made:
+            clean_dir = tmp_path_factory.mktemp(f"clean-{name}")
+            started = time.perf_counter()
+            finish(server, command(CASES[name], inputs, clean_dir / "out"), env)
+            took = time.perf_counter() - started
+            assert hidden_leftovers(clean_dir) == []
+            made[name] = Reference(fingerprint(clean_dir / "out"), took)
+        return made[name]
+
+    return reference
+
+
+KILLS = [
+    pytest.param(name, point, marks=pytest.mark.xdist_group(f"kill-{name}"))
+    for name in CASES
+    for point in CASES[name].points
+]
+
+
+@pytest.mark.parametrize(("name", "point"), KILLS)
 def test_a_command_killed_anywhere_then_run_again_equals_an_uninterrupted_run(
-    name: str, inputs: dict[str, Path], env: dict[str, str], tmp_path: Path
+    name: str,
+    point: str,
+    references: Callable[[str], Reference],
+    inputs: dict[str, Path],
+    server: ForkServer,
+    env: dict[str, str],
+    tmp_path: Path,
 ) -> None:
-    case = CASES[name]
-    clean_dir, killed_dir = tmp_path / "clean", tmp_path / "killed"
-    clean_dir.mkdir()
-    killed_dir.mkdir()
-    started = time.perf_counter()
-    finish(command(case, inputs, clean_dir / "out"), env)
-    took = time.perf_counter() - started
-    reference = fingerprint(clean_dir / "out")
-    rng = random.Random(f"{name}-kill")
-    for point in case.points:
-        out = killed_dir / "out"
-        kill(command(case, inputs, out), env, point, rng.uniform(0.3, 0.7) * took)
-        finish(command(case, inputs, out), env)
-        assert fingerprint(out) == reference, (point, differences(fingerprint(out), reference))
-        assert hidden_leftovers(killed_dir) == [], point
-        shutil.rmtree(out)
-    assert hidden_leftovers(clean_dir) == []
+    reference = references(name)
+    args = command(CASES[name], inputs, tmp_path / "out")
+    rng = random.Random(f"{name}-{point}-kill")
+    kill(server, args, env, point, rng.uniform(0.3, 0.7) * reference.seconds)
+    finish(server, args, env)
+    assert fingerprint(tmp_path / "out") == reference.fingerprint, (
+        point,
+        differences(fingerprint(tmp_path / "out"), reference.fingerprint),
+    )
+    assert hidden_leftovers(tmp_path) == [], point

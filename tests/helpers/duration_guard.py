@@ -1,0 +1,89 @@
+"""A pytest plugin that keeps the suite fast: it reads pytest's own per-test durations and fails the run
+when one test, or the whole suite, is over its budget.
+
+A test's time is the sum of its setup, call and teardown phases (what ``--durations`` lists one by one),
+so the first user of a slow shared fixture is charged for building it. The limits are ini options
+(``duration_limit_test``, ``duration_limit_suite``, in seconds). The guard judges only where the run asks
+for it (``CI=true`` in the environment, or ``--duration-guard``); elsewhere it just reports, because a
+developer's run of one folder beside other work is no measure of the suite. Under pytest-xdist the
+controller receives every worker's reports, so the guard runs there, once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+
+import pytest
+
+_TEST_SECONDS: defaultdict[str, float] = defaultdict(float)
+_STARTED: list[float] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("duration guard")
+    group.addoption(
+        "--duration-guard",
+        action="store_true",
+        help="fail the run when a test or the whole suite is over its budget (on by default where CI=true)",
+    )
+    parser.addini("duration_limit_test", "most seconds one test may take (setup + call + teardown)", default="20")
+    parser.addini("duration_limit_suite", "most seconds the whole run may take", default="600")
+
+
+def _judging(config: pytest.Config) -> bool:
+    return bool(config.getoption("--duration-guard")) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _STARTED.append(time.perf_counter())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _TEST_SECONDS[report.nodeid] += report.duration
+    log = os.environ.get("BINDSCOPE_DURATION_LOG")  # each phase as it ends, for a run watched while it goes
+    if log and not os.environ.get("PYTEST_XDIST_WORKER"):  # written once, by the controller
+        with open(log, "a") as fh:
+            fh.write(f"{report.duration:.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
+
+
+def over_budget(config: pytest.Config) -> tuple[list[tuple[str, float]], float, float, float]:
+    """The tests over their limit (slowest first), the suite's wall time and both limits."""
+    test_limit = float(config.getini("duration_limit_test"))
+    suite_limit = float(config.getini("duration_limit_suite"))
+    slow = sorted(((n, s) for n, s in _TEST_SECONDS.items() if s > test_limit), key=lambda t: -t[1])
+    wall = time.perf_counter() - _STARTED[0] if _STARTED else 0.0
+    return slow, wall, test_limit, suite_limit
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if _is_worker(config) or not _judging(config) or not _TEST_SECONDS:
+        return
+    slow, wall, _, suite_limit = over_budget(config)
+    if (slow or wall > suite_limit) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    if _is_worker(config) or not _TEST_SECONDS:
+        return
+    slow, wall, test_limit, suite_limit = over_budget(config)
+    slowest = max(_TEST_SECONDS.items(), key=lambda t: t[1])
+    verdict = "judged" if _judging(config) else "reported only (set CI=true or --duration-guard to judge)"
+    tr = terminalreporter
+    tr.section("duration guard")
+    tr.write_line(
+        f"{len(_TEST_SECONDS)} tests in {wall:.0f} s (budget {suite_limit:.0f} s); slowest {slowest[1]:.1f} s "
+        f"({slowest[0]}; limit {test_limit:.0f} s per test); {verdict}"
+    )
+    for nodeid, seconds in slow:
+        tr.write_line(f"over {test_limit:.0f} s: {seconds:.1f} s {nodeid}", red=True)
+    if wall > suite_limit:
+        tr.write_line(f"the suite took {wall:.0f} s, over its budget of {suite_limit:.0f} s", red=True)
