@@ -11,7 +11,6 @@ there (products within objects, a product over every slot, a product plus concep
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
