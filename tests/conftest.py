@@ -90,30 +90,56 @@ def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]
     server.close()
 
 
-def _run_bindscope(
-    server: ForkServer, env: dict[str, str], args: tuple, cwd: Path | None
-) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="session")
+def model_cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """A fork server that has imported the model libraries too (sentence-transformers, transformers, open_clip):
+    for commands under the session's hub settings (``uses_model_server``), which load models from local folders."""
+    server = ForkServer(dict(os.environ), tmp_path_factory.mktemp("forked-cli-models"), preload=MODEL_LIBRARIES)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fork_servers_started(cli_server: ForkServer, model_cli_server: ForkServer) -> None:
+    """Both fork servers start with the session and import in the background while the first tests run."""
+
+
+#: What the model server imports, and the settings huggingface_hub reads from the environment at import.
+MODEL_LIBRARIES = ("sentence_transformers", "open_clip")
+HUB_SETTINGS = ("HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_XET", "HF_HUB_CACHE")
+_SESSION_HUB = {k: os.environ.get(k) for k in HUB_SETTINGS}
+
+
+def uses_model_server(env: dict[str, str]) -> bool:
+    """Whether a command under ``env`` may run in the model server: its hub settings are the session's (a test
+    of a hub, which sets ``HF_ENDPOINT``, gets the plain server and so imports huggingface_hub under its own).
+    The hub cache stays the session's (``HF_HOME`` is a session temp folder): no test command downloads."""
+    return all(env.get(k) == v for k, v in _SESSION_HUB.items())
+
+
+def _run_bindscope(request: pytest.FixtureRequest, env: dict[str, str], args: tuple, cwd: Path | None):
     env = {**env, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
+    server = request.getfixturevalue("model_cli_server" if uses_model_server(env) else "cli_server")
     return server.run([str(a) for a in args], env, cwd=cwd, timeout=300)
 
 
 @pytest.fixture
-def run_cli(cli_server: ForkServer):
-    """Run ``bindscope`` in a process of its own (forked by ``cli_server``); returns the CompletedProcess."""
+def run_cli(request: pytest.FixtureRequest):
+    """Run ``bindscope`` in a process of its own (forked by a fork server); returns the CompletedProcess."""
 
     def run(*args: str | os.PathLike, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return _run_bindscope(cli_server, dict(os.environ), args, cwd)
+        return _run_bindscope(request, dict(os.environ), args, cwd)
 
     return run
 
 
 @pytest.fixture(scope="module")
-def run_cli_module(tmp_path_factory: pytest.TempPathFactory, cli_server: ForkServer):
+def run_cli_module(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """``run_cli`` for module-scoped fixtures, with its own isolated caches."""
     env = {**os.environ, **isolated_env(tmp_path_factory.mktemp("home"))}
 
     def run(*args: str | os.PathLike, cwd: Path | None = None) -> subprocess.CompletedProcess:
-        return _run_bindscope(cli_server, env, args, cwd)
+        return _run_bindscope(request, env, args, cwd)
 
     return run
 

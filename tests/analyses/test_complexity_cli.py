@@ -207,8 +207,9 @@ def test_complexity_bad_probes(run_cli, emb: Path, probe_run: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("budget", [["--protocol", "paper", "--epochs", "5"], ["--sweeps", "1"]], ids=["adam", "als"])
-def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path, budget: list[str]) -> None:
+def test_an_unconverged_sweep_says_so(run_cli, emb: Path, probe_run: Path, tmp_path: Path, budget: list[str]) -> None:
     args = ["--approximators", "mult,mult_within_object", "--fractions", "0.5", "--seeds", "0", *budget]
+    args += ["--probes", str(probe_run)]  # the module's probes, not fitted again
     result = run_cli("complexity", emb, "--out", tmp_path / "c", "--no-description-length", *args)
     assert result.returncode == 0, result.stderr
     assert "verdict: unreliable: fits did not converge" in result.stdout
@@ -222,8 +223,11 @@ def test_an_unconverged_sweep_says_so(run_cli, emb: Path, tmp_path: Path, budget
     assert len(flags) == 2 and (flags.value == 0).all()
 
 
-def test_standardised_targets_are_an_option_recorded_with_the_budget(run_cli, emb: Path, tmp_path: Path) -> None:
+def test_standardised_targets_are_an_option_recorded_with_the_budget(
+    run_cli, emb: Path, probe_run: Path, tmp_path: Path
+) -> None:
     args = ["--approximators", "additive", "--fractions", "0.5", "--seeds", "0", "--epochs", "30", "-q"]
+    args += ["--probes", str(probe_run)]  # the module's probes, not fitted again
     result = run_cli("complexity", emb, "--out", tmp_path / "s", "--standardize", "--no-description-length", *args)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
@@ -237,9 +241,10 @@ def test_standardised_targets_are_an_option_recorded_with_the_budget(run_cli, em
 
 
 def test_selection_on_test_needs_the_paper_protocol_and_is_marked_optimistic(
-    run_cli, emb: Path, tmp_path: Path
+    run_cli, emb: Path, probe_run: Path, tmp_path: Path
 ) -> None:
     args = ["--approximators", "additive", "--fractions", "0.5", "--seeds", "0", "--no-description-length", "-q"]
+    args += ["--probes", str(probe_run)]  # the module's probes, not fitted again
     refused = run_cli("complexity", emb, "--out", tmp_path / "r", "--selection", "test", *args)
     assert_one_line_error(refused, "runs under the paper protocol only; add --protocol paper")
     assert not (tmp_path / "r").exists()

@@ -138,47 +138,22 @@ def test_error_missing_dataset(run_cli, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
-def test_ctrl_c_then_the_same_command_resumes(clevr_dir: Path, tmp_path: Path) -> None:
+def test_ctrl_c_then_the_same_command_resumes(run_cli, model_cli_server, clevr_dir: Path, tmp_path: Path) -> None:
     import os
-    import signal
-    import subprocess
-    import sys
-    import time
 
-    args = [
-        str(Path(sys.executable).with_name("bindscope")),
-        "embed",
-        str(clevr_dir),
-        "-m",
-        "st:all-MiniLM-L6-v2",
-        "--modality",
-        "text",
-        "--batch-size",
-        "8",
-        "--chunk-rows",
-        "16",
-        "--out",
-        str(tmp_path / "e"),
-        "-q",
-    ]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".e.embedding-*/rows-*.npy")):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no chunk was saved in time"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the interrupt arrived")
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines()[-1].startswith("error: interrupted; run the same command again")
+    args = ["embed", str(clevr_dir), "-m", "st:all-MiniLM-L6-v2", "--modality", "text", "--chunk-rows", "16", "-q"]
+    # Ctrl-C arrives right after the second chunk is saved (a SIGINT the command sends itself there)
+    env = {**os.environ, "NO_COLOR": "1", "BINDSCOPE_KILL_AT": "embed-chunk:2:SIGINT"}
+    proc = model_cli_server.start([*args, "--out", str(tmp_path / "e")], env)
+    assert proc.wait(timeout=120) == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: interrupted; run the same command again")
     assert not (tmp_path / "e").exists()
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert len(list(tmp_path.glob(".e.embedding-*/rows-*.npy"))) == 2  # the two saved chunks are kept
+    again = run_cli(*args, "--out", tmp_path / "e")
     assert again.returncode == 0, again.stderr
     assert "reused from an interrupted run" in again.stdout
-    from bindscope.embeddings.embed import embed_dataset
-
-    whole = embed_dataset(clevr_dir, "st:all-MiniLM-L6-v2", modality="text", batch_size=8, out=tmp_path / "whole")
-    np.testing.assert_array_equal(np.load(tmp_path / "e" / "embeddings.npy"), whole.embeddings.array)
+    whole = run_cli(*args, "--out", tmp_path / "whole")  # the same command, never interrupted
+    assert whole.returncode == 0, whole.stderr
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "e" / "embeddings.npy"), np.load(tmp_path / "whole" / "embeddings.npy")
+    )

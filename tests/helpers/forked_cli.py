@@ -5,8 +5,9 @@ pandas, pyarrow) once, runs nothing, starts no thread, then forks one child per 
 a real process of its own (its own pid and session, the requested environment, working folder, argv,
 exit status and signals), running ``bindscope.cli.main`` exactly as the console script does; it is only
 spared the seconds of start-up imports. Libraries that read the environment when they are imported
-(huggingface_hub reads ``HF_HOME`` and ``HF_ENDPOINT``, matplotlib its config folder) are not preloaded,
-so each child imports them under its own environment.
+(huggingface_hub reads ``HF_HOME`` and ``HF_ENDPOINT``, matplotlib its config folder) are not in
+:data:`PRELOAD`, so each child imports them under its own environment; a server started with ``preload``
+(the model libraries) serves commands whose hub settings are the server's own (tests/conftest.py decides).
 
 The server answers one JSON request a line on its stdin: ``start`` (fork a command; answers its pid),
 ``wait`` (its exit status, or a time-out) and ``poll``. The test process talks to it through
@@ -135,6 +136,8 @@ def serve(extra: list[str]) -> None:
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+    sys.stdout.flush()
+    os._exit(0)  # no teardown of the imported modules: seconds with torch loaded, for nothing
 
 
 # -- the client ------------------------------------------------------------------------------------------------
@@ -185,6 +188,7 @@ class ForkServer:
         env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [helpers, env.get("PYTHONPATH", "")]))}
         self.scratch = scratch
         self._count = 0
+        self._ready = False
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "forked_cli", *preload],
             stdin=subprocess.PIPE,
@@ -194,9 +198,14 @@ class ForkServer:
             text=True,
             bufsize=1,
         )
-        ready = self._answer()
-        if "ready" not in ready:
-            raise RuntimeError(f"the fork server did not start: {ready}")
+
+    def _wait_ready(self) -> None:
+        """The server imports in the background from its start; the first request waits for it."""
+        if not self._ready:
+            ready = self._answer()
+            if "ready" not in ready:
+                raise RuntimeError(f"the fork server did not start: {ready}")
+            self._ready = True
 
     def _answer(self) -> dict:
         assert self.proc.stdout is not None
@@ -206,6 +215,7 @@ class ForkServer:
         return json.loads(line)
 
     def request(self, request: dict) -> dict:
+        self._wait_ready()
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()

@@ -3,8 +3,9 @@
 A long command passes :func:`kill_point` at the moments a crash is most likely to hurt: before a
 file or folder is moved into place, after each chunk of embeddings or images, after each training
 step. With ``BINDSCOPE_KILL_AT=NAME`` (or ``NAME:N``, the N-th pass) in the environment, the process
-kills itself with SIGKILL there: no handler, no cleanup, as in a power loss. Unset, it costs a
-dictionary lookup.
+kills itself with SIGKILL there: no handler, no cleanup, as in a power loss. ``NAME:N:SIGINT`` (or any
+other signal's name) sends that signal instead, so Ctrl-C or SIGTERM arrives at a known moment. Unset, it
+costs a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ _passes: Counter[str] = Counter()
 
 
 def kill_point(name: str) -> None:
-    """SIGKILL this process here if ``BINDSCOPE_KILL_AT`` names this point (and pass)."""
+    """SIGKILL this process here (or send it the named signal) if ``BINDSCOPE_KILL_AT`` names this point and pass."""
     wanted = os.environ.get(ENV)
     if not wanted:
         return
-    point, _, nth = wanted.partition(":")
+    point, _, rest = wanted.partition(":")
     if point != name:
         return
+    nth, _, signame = rest.partition(":")
     _passes[name] += 1
-    if _passes[name] >= int(nth or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _passes[name] == int(nth or 1) or (_passes[name] > int(nth or 1) and not signame):
+        os.kill(os.getpid(), getattr(signal, signame or "SIGKILL"))
 
 
 FAIL_ENV = "BINDSCOPE_FAIL_AT"
