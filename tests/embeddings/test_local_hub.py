@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,13 +21,13 @@ import numpy as np
 import pytest
 
 from cli_checks import assert_one_line_error
+from forked_cli import ForkServer
 from local_hub import LocalHub
 from tiny_models import save_tiny_bert, save_tiny_clip, save_tiny_dinov2, save_tiny_siglip
 from tiny_openclip import save_tiny_openclip
 
 Run = Callable[..., subprocess.CompletedProcess]
 Command = tuple[tuple[str | os.PathLike, ...], dict[str, str]]
-BINDSCOPE = Path(sys.executable).with_name("bindscope")
 
 #: A 2 x 2 concept space with two objects per scene: 16 rows (12 scenes and 4 single objects), 32-pixel images.
 TINY_SPACE = """\
@@ -120,7 +119,7 @@ def hub_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run_hub(hub: LocalHub, hub_home: Path) -> Run:
+def run_hub(hub: LocalHub, hub_home: Path, cli_server: ForkServer) -> Run:
     """``bindscope ARGS`` online against the hub, every cache in ``hub_home``; ``env`` overrides variables."""
     caches = {
         "HOME": "",
@@ -136,7 +135,8 @@ def run_hub(hub: LocalHub, hub_home: Path) -> Run:
 
     def run(*args: str | os.PathLike, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         full = {**base, **hub.env(), **(env or {}), "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
-        return subprocess.run([str(BINDSCOPE), *map(str, args)], capture_output=True, text=True, env=full, timeout=300)
+        # forked from the plain server: huggingface_hub is imported in the command, under this environment
+        return cli_server.run([str(a) for a in args], full, timeout=300)
 
     return run
 

@@ -23,6 +23,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,6 +190,7 @@ class ForkServer:
         self.scratch = scratch
         self._count = 0
         self._ready = False
+        self._lock = threading.Lock()  # one request at a time: the server answers them in turn
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "forked_cli", *preload],
             stdin=subprocess.PIPE,
@@ -215,11 +217,12 @@ class ForkServer:
         return json.loads(line)
 
     def request(self, request: dict) -> dict:
-        self._wait_ready()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        return self._answer()
+        with self._lock:
+            self._wait_ready()
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            return self._answer()
 
     def start(self, args: list[str], env: dict[str, str], cwd: Path | None = None) -> ForkedCommand:
         """Fork ``bindscope ARGS`` under ``env`` in ``cwd``; its output goes to files read after it ends."""
