@@ -86,11 +86,43 @@ def test_build_info_split_import(run_cli, tmp_path: Path) -> None:
     assert info.returncode == 0 and "planted" in info.stdout
 
 
+def smaller(config: dict) -> dict:
+    """The demo's config with its sizes cut (the same datasets, model, scratch model and analyses): subsamples
+    that keep every object in every slot, a shorter scratch model on 5 x 5 of its concepts, shorter fits."""
+    from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
+
+    sizes = {"text": 400, "clevr": 264}  # text: 400 pair scenes (each of its 400 objects in both slots)
+    for dataset in config["datasets"]:
+        dataset["max_scenes"] = sizes[dataset["preset"]]
+    (scratch,) = config["scratch"]
+    scratch["steps"] = 40
+    scratch["overrides"]["concepts"] = {"attribute": list(TEXT_ATTRIBUTES[:5]), "noun": list(TEXT_NOUNS[:5])}
+    config["analyses"]["complexity"]["budget"]["epochs"] = 20
+    config["analyses"]["geometry"]["fractions"] = [0.6]
+    return config
+
+
 @pytest.mark.slow
 def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
-    out = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")
+    """`bindscope demo` is `bindscope run` on the shipped config it prints; that config, made smaller, runs the
+    main job end to end (datasets, MiniLM and its +rand control, the scratch model, every analysis, the report)."""
+    import yaml
+
+    from bindscope.pipeline.demo import demo_config_path
+
+    printed = run_cli("demo", "--quick", "--print-config")
+    assert printed.returncode == 0, printed.stderr
+    shipped = yaml.safe_load(printed.stdout)
+    assert shipped == yaml.safe_load(demo_config_path(quick=True).read_text())
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    refused = run_cli("demo", "--quick", "--out", tmp_path / "mine", "--quiet")  # the demo runs into its --out
+    assert_one_line_error(refused, "holds files that are not a bindscope run; choose another --out")
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(smaller(shipped)))
+    demo = ("run", tmp_path / "demo.yaml")
+    out = run_cli(*demo, "--out", tmp_path / "run", "--quiet")
     assert out.returncode == 0, out.stderr
-    assert "dataset      clevr: 576 scenes (computed)" in out.stdout and "dataset      text" in out.stdout
+    assert "dataset      clevr: 264 scenes (computed)" in out.stdout and "dataset      text" in out.stdout
     assert "embeddings   clevr/minilm-text+rand (embedded)" in out.stdout
     for step in ("probe", "decompose", "intervene", "complexity", "geometry"):
         assert (tmp_path / "run" / "results" / "clevr" / "minilm-text" / step / "summary.json").is_file()
@@ -100,7 +132,7 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     assert (tmp_path / "run" / "scratch" / "small-f0.8" / "model").is_dir()
     assert (tmp_path / "run" / "report.html").is_file() and "report: " in out.stdout
     stamp = (tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json").stat().st_mtime_ns
-    again = run_cli("demo", "--out", tmp_path / "run", "--quick", "--quiet")  # finished steps are no-ops
+    again = run_cli(*demo, "--out", tmp_path / "run", "--quiet")  # finished steps are no-ops
     assert again.returncode == 0, again.stderr
     assert "(computed)" not in again.stdout.split("report")[0] and "(embedded)" not in again.stdout
     path = tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json"

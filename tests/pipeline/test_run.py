@@ -14,20 +14,25 @@ from bindscope.core.locks import lock_path, output_lock
 from bindscope.pipeline.report import report_card
 from cli_checks import assert_one_line_error
 
+# A seeded subsample of clevr's 576 scenes that keeps every object in both slots: every analysis still applies, on
+# less than half the captions; complexity's fits are capped at 60 epochs.
 CONFIG = """name: tiny
 seeds: [0]
 datasets:
-  - {name: clevr, preset: clevr}
+  - {name: clevr, preset: clevr, max_scenes: 264}
 models:
   - {spec: "st:all-MiniLM-L6-v2", name: minilm}
 analyses:
   probe: {optimizer: lbfgs}
   decompose: {optimizer: lbfgs}
   intervene: true
-  complexity: {approximators: [additive], fractions: [0.5]}
+  complexity: {approximators: [additive], fractions: [0.5], budget: {name: cpu, epochs: 60}}
   geometry: {fractions: [0.5]}
 """
+SCENES = 264
 ANALYSES = ("probe", "decompose", "intervene", "complexity", "geometry")
+# The tests of this module share its run folder: one worker runs them all (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("pipeline-run")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +56,7 @@ def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
     }
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["seeds"] == [0]
-    assert manifest["datasets"]["clevr"]["scenes"] == 576 and len(manifest["datasets"]["clevr"]["hash"]) == 64
+    assert manifest["datasets"]["clevr"]["scenes"] == SCENES and len(manifest["datasets"]["clevr"]["hash"]) == 64
     assert {"python", "numpy", "torch", "transformers"} <= set(manifest["versions"])
     model = manifest["models"]["minilm"]
     assert model["spec"] == "st:all-MiniLM-L6-v2" and model["modalities"] == ["text"]
@@ -223,33 +228,34 @@ def test_a_failure_mid_step_resumes_to_the_same_folder(run: tuple[Path, Path, st
     assert numbers(out) == numbers(clean)
 
 
+#: The run passes stage-move once per folder it moves into place: the dataset, three embedding folders, probe,
+#: then decompose (the 6th): a signal there lands mid-step, after the probe step finished.
+DURING_DECOMPOSE = "stage-move:6"
+
+
 @pytest.mark.parametrize(
     ("signame", "status", "word"), [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")]
 )
 def test_a_signal_mid_run_resumes(
-    run: tuple[Path, Path, str], tmp_path: Path, signame: str, status: int, word: str
+    run: tuple[Path, Path, str],
+    run_cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    signame: str,
+    status: int,
+    word: str,
 ) -> None:
-    import signal
-    import subprocess
-    import sys
-    import time
-
     config, clean, _ = run
     out = tmp_path / "interrupted"
-    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}  # the isolated caches of this test
-    cmd = [sys.executable, "-m", "bindscope", "run", str(config), "--out", str(out), "-q"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while (
-        time.time() < deadline and not (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").exists()
-    ):
-        time.sleep(0.2)
-    proc.send_signal(getattr(signal, signame))
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == status, stderr
-    assert word in stderr and not lock_path(out).exists()
+    # the command sends itself the signal at a known moment (src/bindscope/core/faults.py), as Ctrl-C or kill would
+    monkeypatch.setenv("BINDSCOPE_KILL_AT", f"{DURING_DECOMPOSE}:{signame}")
+    stopped = run_cli("run", config, "--out", out, "-q")
+    assert stopped.returncode == status, stopped.stderr
+    assert word in stopped.stderr and not lock_path(out).exists()
     assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").is_file()  # stopped after probe
+    monkeypatch.delenv("BINDSCOPE_KILL_AT")
+    done = run_cli("run", config, "--out", out, "-q")
     assert done.returncode == 0, done.stderr
     assert "probe        clevr/minilm-text/probe (reused)" in done.stdout
     assert numbers(out) == numbers(clean)

@@ -11,6 +11,9 @@ from bindscope.pipeline import run as run_module
 from bindscope.pipeline.config import parse_config
 from bindscope.pipeline.report import report_card
 
+# An in-process MiniLM run: on the worker of test_run.py's in-process runs, which imports sentence-transformers once.
+pytestmark = pytest.mark.xdist_group("pipeline-run")
+
 
 def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
@@ -25,7 +28,11 @@ def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytes
         {
             "name": "layers",
             "seeds": [0],
-            "datasets": [{"name": "clevr", "preset": "clevr"}, {"name": "again", "preset": "clevr"}],
+            # seeded subsamples that keep every object in both slots: seven layers' worth of captions, embedded quickly
+            "datasets": [
+                {"name": "clevr", "preset": "clevr", "max_scenes": 72},
+                {"name": "again", "preset": "clevr", "max_scenes": 72, "subsample_seed": 1},
+            ],
             "models": [{"spec": "st:all-MiniLM-L6-v2", "name": "m", "layers": "all", "control": False}],
             "analyses": {"probe": {"optimizer": "lbfgs"}},
         }
