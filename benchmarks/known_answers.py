@@ -8,8 +8,11 @@ scenes, every family, one seed, the default ``cpu`` budget (the exact protocol) 
 complexity sweep reaches for each (docs/method.md §6). These were the suite's known-answer tests until the suite
 had to fit in 10 minutes: the assertions are theirs, unchanged.
 
+The tier also runs the README's main job at its shipped quick size (``bindscope demo --quick``, twice: every
+step computed, then every step reused), which the suite checks on a smaller copy of the same config.
+
 Each check prints PASS or FAIL, its wall time and the numbers it read (f* and held-out object accuracy per
-family, the verdict); the exit status is 1 when any check fails. About 10-20 minutes on 2 cores.
+family, the verdict); the exit status is 1 when any check fails.
 
 Run it from the repository root::
 
@@ -19,9 +22,13 @@ Run it from the repository root::
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -96,28 +103,69 @@ def sum_mult(s: dict) -> None:
         assert fams[name]["f_star"] is None, name
 
 
-#: name -> (planted kind, fractions, the assertions on its summary): what each check claims.
-CHECKS: dict[str, tuple[str, tuple[float, ...], Callable[[dict], None], str]] = {
+def complexity_check(kind: str, fractions: tuple[float, ...], check: Callable[[dict], None]) -> Callable[[], str]:
+    """A check of the verdict on planted ``kind`` at text size; it returns the numbers it read."""
+
+    def run() -> str:
+        summary = verdict(text_scenes(), kind, fractions)
+        try:
+            check(summary)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc or 'an assertion'}; read {reading(summary)}") from None
+        return reading(summary)
+
+    return run
+
+
+def demo_quick() -> str:
+    """The README's main job at its shipped quick size, run twice: every step, then every step reused."""
+    bindscope = str(Path(sys.executable).with_name("bindscope"))
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cmd = [bindscope, "demo", "--out", str(run), "--quick", "--quiet"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "dataset      clevr: 576 scenes (computed)" in out.stdout and "dataset      text" in out.stdout
+        assert "embeddings   clevr/minilm-text+rand (embedded)" in out.stdout
+        results = run / "results" / "clevr" / "minilm-text"
+        for step in ("probe", "decompose", "intervene", "complexity", "geometry"):
+            assert (results / step / "summary.json").is_file(), step
+        assert json.loads((results / "probe" / "summary.json").read_text())["controls"]["rand"]
+        assert "clevr / minilm-text:\n  objects recoverable: yes" in out.stdout
+        assert (run / "scratch" / "small-f0.8" / "model").is_dir()
+        assert (run / "report.html").is_file() and "report: " in out.stdout
+        stamp = (results / "complexity" / "summary.json").stat().st_mtime_ns
+        again = subprocess.run(cmd, capture_output=True, text=True)  # finished steps are no-ops
+        assert again.returncode == 0, again.stderr
+        assert "(computed)" not in again.stdout.split("report")[0] and "(embedded)" not in again.stdout
+        assert (results / "complexity" / "summary.json").stat().st_mtime_ns == stamp
+        answers = out.stdout[out.stdout.index("clevr / minilm-text:") :].splitlines()[:3]
+    return " | ".join(line.strip() for line in answers)
+
+
+#: name -> (what the check claims, the check: it returns what it read, or raises AssertionError).
+CHECKS: dict[str, tuple[str, Callable[[], str]]] = {
     "additive": (
-        "additive_concepts_objects",
-        (0.3, 0.6),
-        additive,
         "a sum of concept vectors is fitted by the additive family",
+        complexity_check("additive_concepts_objects", (0.3, 0.6), additive),
     ),
     "mult_within_object": (
-        "mult_within_object",
-        (0.2, 0.7),
-        mult_within_object,
         "products within objects need the multiplicative family",
+        complexity_check("mult_within_object", (0.2, 0.7), mult_within_object),
     ),
     "object_lookup": (
-        "object_lookup",
-        (0.2, 0.6),
-        object_lookup,
         "a lookup table per object generalises under no family",
+        complexity_check("object_lookup", (0.2, 0.6), object_lookup),
     ),
-    "mult_all_slots": ("mult_all_slots", (0.3, 0.6), mult_all_slots, "a product over every slot needs mult"),
-    "sum_mult": ("sum_mult", (0.4, 0.7), sum_mult, "a product plus concept vectors needs sum_mult"),
+    "mult_all_slots": (
+        "a product over every slot needs mult",
+        complexity_check("mult_all_slots", (0.3, 0.6), mult_all_slots),
+    ),
+    "sum_mult": (
+        "a product plus concept vectors needs sum_mult",
+        complexity_check("sum_mult", (0.4, 0.7), sum_mult),
+    ),
+    "demo": ("the README's main job (bindscope demo --quick) runs every step, then reuses them", demo_quick),
 }
 
 
@@ -138,21 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(CHECKS))
     if unknown:
         parser.error(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}")
-    scenes = text_scenes()
     failed = 0
     total = time.perf_counter()
     for name in names:
-        kind, fractions, check, claim = CHECKS[name]
+        claim, check = CHECKS[name]
         started = time.perf_counter()
-        summary = verdict(scenes, kind, fractions)
         try:
-            check(summary)
-            outcome = "PASS"
+            outcome, read = "PASS", check()
         except AssertionError as exc:
-            outcome, failed = f"FAIL ({exc or 'an assertion'})", failed + 1
+            outcome, read, failed = "FAIL", str(exc), failed + 1
         seconds = time.perf_counter() - started
         print(f"{outcome}  {name:<20} {seconds:7.1f} s  {claim}", flush=True)
-        print(f"      {reading(summary)}", flush=True)
+        print(f"      {read}", flush=True)
     print(f"{len(names) - failed} passed, {failed} failed in {time.perf_counter() - total:.0f} s", flush=True)
     return 1 if failed else 0
 

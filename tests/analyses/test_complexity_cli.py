@@ -22,6 +22,8 @@ QUICK = [
     "10",
     "--hidden",
     "16",
+    "--sweeps",
+    "60",
     "--quiet",
 ]
 
@@ -52,7 +54,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     out = tmp_path / "cx"
     result = run_cli("complexity", emb, "--out", out, *QUICK)
     assert result.returncode == 0, result.stderr
-    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 800, epochs 40" in result.stdout
+    assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 60, epochs 40" in result.stdout
     for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
         assert label in result.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -96,7 +98,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     history = pd.read_parquet(out / "training.parquet")
     assert set(history.approximator) == set(summary["approximators"])
     assert set(history.unit) == {"sweep", "epoch"}  # ALS sweeps for the table families, Adam epochs for the MLP
-    assert history[history.unit == "epoch"].epoch.max() <= 40 and history[history.unit == "sweep"].epoch.max() <= 200
+    assert history[history.unit == "epoch"].epoch.max() <= 40 and history[history.unit == "sweep"].epoch.max() <= 60
     assert set(history[history.unit == "epoch"].approximator) == {"mlp(16)"}
     png = (out / "plots" / "complexity.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
