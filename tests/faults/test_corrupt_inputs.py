@@ -90,6 +90,27 @@ class Outcome:
         return f"exit {self.code}\nstdout: {self.out[-2000:]}\nstderr: {self.err[-2000:]}"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def command_built_once() -> Iterator[None]:
+    """Typer builds the click command of the whole app (some 30 commands, their signatures read again) on
+    every ``app(...)`` call: 0.3 s, most of an in-process call here. Build it once for the module; the
+    command object is the same each time, so what each call parses and runs is unchanged."""
+    import typer.main
+
+    build = typer.main.get_command
+    built: dict[int, tuple[Any, Any]] = {}
+
+    def get_command(typer_instance: Any) -> Any:
+        key = id(typer_instance)
+        if key not in built or built[key][0] is not typer_instance:
+            built[key] = (typer_instance, build(typer_instance))
+        return built[key][1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.main, "get_command", get_command)
+        yield
+
+
 def cli(*args: object) -> Outcome:
     """``bindscope ARGS`` through :func:`bindscope.cli.main`, in this process (subprocesses are too slow here)."""
     out, err = io.StringIO(), io.StringIO()

@@ -9,7 +9,6 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +17,7 @@ import numpy as np
 import pytest
 
 from cli_checks import assert_one_line_error
-
-BINDSCOPE = Path(sys.executable).with_name("bindscope")
+from forked_cli import ForkServer
 
 
 def files(folder: Path) -> dict[str, str]:
@@ -43,21 +41,25 @@ def planted(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
     return import_embeddings(clevr_dir, root / "a.npy", name="planted", modality="text", out=root / "emb").root
 
 
-def bindscope(*args: object, limit: int | None = None) -> subprocess.CompletedProcess:
-    """The real command; with ``limit``, no file it writes may grow past that many bytes (EFBIG: a full disk)."""
+def bindscope(server: ForkServer, *args: object, limit: int | None = None) -> subprocess.CompletedProcess:
+    """The real command, a process of its own forked by ``server`` (the session's ``cli_server``: no start-up
+    imports to pay); with ``limit``, no file it writes may grow past that many bytes (EFBIG: a full disk).
 
-    def small_files() -> None:  # Python itself ignores SIGXFSZ, so the write fails instead of killing it
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
+    The limit (the soft one) is set on the server just while it forks and runs the command: the server
+    forks only on request, one at a time, so the command inherits the limit as from a ``preexec_fn``,
+    and the commands forked later do not. Python itself ignores SIGXFSZ, so the write fails instead of
+    killing the command.
+    """
     env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(BINDSCOPE), *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=small_files if limit else None,
-    )
+    if limit is None:
+        return server.run([str(a) for a in args], env, timeout=300)
+    pid = server.proc.pid
+    before = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, before[1]))
+    try:
+        return server.run([str(a) for a in args], env, timeout=300)
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, before)
 
 
 PROBE = ("--optimizer", "lbfgs", "-q")
@@ -73,13 +75,15 @@ REWRITES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(REWRITES))
-def test_a_full_disk_is_one_line_and_the_previous_result_is_intact(name: str, planted: Path, tmp_path: Path) -> None:
+def test_a_full_disk_is_one_line_and_the_previous_result_is_intact(
+    cli_server: ForkServer, name: str, planted: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     first, second = ([a.format(planted=planted) for a in args] + ["--out", out] for args in REWRITES[name])
-    done = bindscope(*first)
+    done = bindscope(cli_server, *first)
     assert done.returncode == 0, done.stderr
     before = files(out)
-    done = bindscope(*second, "--overwrite", limit=3000)
+    done = bindscope(cli_server, *second, "--overwrite", limit=3000)
     assert_one_line_error(done, "the disk refused the write")
     assert "File too large" in done.stderr and "the previous result is intact" in done.stderr
     assert files(out) == before and hidden(tmp_path) == []
@@ -115,20 +119,22 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[..., None]]:
 
 
 @pytest.mark.slow
-def test_a_really_full_disk_and_a_read_only_one(tmpfs: Callable[[str], None], planted: Path, tmp_path: Path) -> None:
+def test_a_really_full_disk_and_a_read_only_one(
+    cli_server: ForkServer, tmpfs: Callable[[str], None], planted: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "disk" / "probe"
-    done = bindscope("probe", planted, "--out", out, "--seeds", "0", *PROBE)
+    done = bindscope(cli_server, "probe", planted, "--out", out, "--seeds", "0", *PROBE)
     assert done.returncode == 0, done.stderr
     before = files(out)
     filler = tmp_path / "disk" / f"filler-{uuid.uuid4().hex}"
     with filler.open("wb", buffering=0) as fh, contextlib.suppress(OSError):  # fill the disk to the last block
         while True:
             fh.write(b"\0" * 4096)
-    done = bindscope("probe", planted, "--out", out, "--seeds", "0,1", "--overwrite", *PROBE)
+    done = bindscope(cli_server, "probe", planted, "--out", out, "--seeds", "0,1", "--overwrite", *PROBE)
     assert_one_line_error(done, "No space left on device")
     assert files(out) == before and hidden(tmp_path / "disk") == []
     filler.unlink()
     tmpfs("ro")
-    done = bindscope("probe", planted, "--out", out, "--seeds", "0,1", "--overwrite", *PROBE)
+    done = bindscope(cli_server, "probe", planted, "--out", out, "--seeds", "0,1", "--overwrite", *PROBE)
     assert_one_line_error(done, "Read-only file system")
     assert "choose an --out on a writable disk" in done.stderr and files(out) == before

@@ -3,7 +3,7 @@ seeded random delay, then run again; the result equals an uninterrupted run's an
 
 One test per (command, kill point): the uninterrupted reference runs once per command, and every command is a
 real process forked from the fork server (``forked_cli``), so torch is imported once, not per process. The
-kill points of one command stay on one xdist worker (``xdist_group``), so its reference is made once."""
+file runs on one xdist worker (``--dist loadfile``), so each reference is made once."""
 
 from __future__ import annotations
 
@@ -210,11 +210,7 @@ def references(
     return reference
 
 
-KILLS = [
-    pytest.param(name, point, marks=pytest.mark.xdist_group(f"kill-{name}"))
-    for name in CASES
-    for point in CASES[name].points
-]
+KILLS = [(name, point) for name in CASES for point in CASES[name].points]
 
 
 @pytest.mark.parametrize(("name", "point"), KILLS)

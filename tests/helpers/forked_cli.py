@@ -36,6 +36,7 @@ PRELOAD = (
     "typer",
     "yaml",
     "torch",
+    "torch._dynamo",  # what torch's optimizers import on first use: seconds per command otherwise
     "scipy",
     "sklearn",
     "rich",
@@ -255,6 +256,8 @@ class ForkServer:
         return done
 
     def close(self) -> None:
+        if not self._ready:  # never used (or still importing): nothing to wait for
+            self.proc.kill()
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()

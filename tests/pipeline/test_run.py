@@ -31,8 +31,7 @@ analyses:
 """
 SCENES = 264
 ANALYSES = ("probe", "decompose", "intervene", "complexity", "geometry")
-# The tests of this module share its run folder: one worker runs them all (pyproject: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("pipeline-run")
+# The tests of this module share its run folder: one worker runs them all (pyproject: --dist loadfile).
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from bindscope.pipeline.config import parse_config
 from bindscope.pipeline.report import report_card
 
 # An in-process MiniLM run: on the worker of test_run.py's in-process runs, which imports sentence-transformers once.
-pytestmark = pytest.mark.xdist_group("pipeline-run")
 
 
 def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

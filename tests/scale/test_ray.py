@@ -33,7 +33,7 @@ from tiny_scratch import tiny_scratch_yaml
 if importlib.util.find_spec("ray") is None:  # ray is imported by the executor, after it sets its address
     pytest.skip("Ray is not installed (pip install 'bindscope[ray]')", allow_module_level=True)
 # a Ray instance takes about 10 s to start on 2 cores: the module's tests share one, on one xdist worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

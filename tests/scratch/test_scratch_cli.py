@@ -4,9 +4,7 @@ embeddings through ``bindscope probe`` and ``bindscope complexity``; one-line er
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,9 +15,9 @@ from bindscope.analyses.results import load_result
 from cli_checks import assert_one_line_error
 from tiny_scratch import tiny_scratch_yaml
 
-BINDSCOPE = Path(sys.executable).with_name("bindscope")  # as in conftest.py
-
 TINY_YAML = tiny_scratch_yaml(steps=40, every=20)
+
+#: One worker runs the module: its tests share the trained, exported, probed and swept folders.
 
 
 @pytest.fixture(autouse=True)
@@ -34,34 +32,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cli(workdir: Path):
-    """The real command for module fixtures, with every cache and temp folder under ``workdir``."""
-    home = workdir / "home"
-    env = {
-        **os.environ,
-        "NO_COLOR": "1",
-        "COLUMNS": "200",
-        "TERM": "dumb",
-        "OMP_NUM_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "HOME": str(home),
-    }
-    for var, sub in [
-        ("XDG_CACHE_HOME", ".cache"),
-        ("HF_HOME", ".cache/huggingface"),
-        ("TORCH_HOME", ".cache/torch"),
-        ("MPLCONFIGDIR", ".config/matplotlib"),
-        ("TMPDIR", "tmp"),
-    ]:
-        (home / sub).mkdir(parents=True, exist_ok=True)
-        env[var] = str(home / sub)
-
-    def run(*args) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(BINDSCOPE), *map(str, args)], capture_output=True, text=True, env=env, timeout=300, check=False
-        )
-
-    return run
+def cli(run_cli_module):
+    """The real command for module fixtures (a process of its own, forked by the session's fork server),
+    with its own isolated caches and temp folder; one torch thread (tests/conftest.py sets it)."""
+    return run_cli_module
 
 
 @pytest.fixture(scope="module")
@@ -128,12 +102,22 @@ def test_train_writes_a_model(run_cli, trained, tiny_yaml: Path) -> None:
     assert "already holds this model; nothing to do" in again.stdout
 
 
-def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
-    args = ("scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "0,1", "--out", out, "-q")
+def sweep_args(tiny_yaml: Path, out: Path) -> tuple:
+    return ("scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "0,1", "--out", out, "-q")
+
+
+@pytest.fixture(scope="module")
+def sweep_run(cli, workdir: Path, tiny_yaml: Path) -> tuple[Path, subprocess.CompletedProcess, float]:
+    """The sweep (4 tiny models), run once for the module: its folder, the command's result, its seconds."""
+    out = workdir / "sweep"
     start = time.perf_counter()
-    result = run_cli(*args)
-    first = time.perf_counter() - start
+    result = cli(*sweep_args(tiny_yaml, out))
+    return out, result, time.perf_counter() - start
+
+
+def test_sweep(run_cli, sweep_run: tuple[Path, subprocess.CompletedProcess, float], tiny_yaml: Path) -> None:
+    out, result, first = sweep_run
+    args = sweep_args(tiny_yaml, out)
     assert result.returncode == 0, result.stderr
     assert "[4/4] fraction 0.6 seed 1" in result.stdout and "chance" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -164,7 +148,7 @@ def test_sweep(run_cli, tiny_yaml: Path, tmp_path: Path) -> None:
         assert (out / "runs" / run / "model.safetensors").is_file(), run
     run_config = json.loads((out / "runs" / "f0.6-s1" / "config.json").read_text())["config"]
     assert (run_config["fraction"], run_config["seed"], run_config["name"]) == (0.6, 1, "tiny")
-    assert not (tmp_path / ".sweep.sweep").exists()
+    assert not (out.parent / ".sweep.sweep").exists()
     stamp = (out / "summary.json").stat().st_mtime_ns
     start = time.perf_counter()
     again = run_cli(*args)
@@ -306,15 +290,14 @@ def test_bad_model_folders(run_cli, exported, tmp_path: Path) -> None:
 
 
 # -- complexity against coverage ---------------------------------------------------------------------
-SWEEP_COMPLEXITY = ("--approximators", "additive,mult", "--fractions", "0.5,0.9", "--seeds", "0", "--budget", "cpu")
+#: One fraction for the fits: these tests check how the sweep's runs are measured and gathered (by sweep
+#: fraction and seed); the area over several fit fractions is tests/analyses/test_complexity.py's.
+SWEEP_COMPLEXITY = ("--approximators", "additive,mult", "--fractions", "0.5", "--seeds", "0", "--budget", "cpu")
 
 
 @pytest.fixture(scope="module")
-def swept(cli, workdir: Path, tiny_yaml: Path) -> Path:
-    out = workdir / "sweep"
-    result = cli(
-        "scratch", "sweep", "--config", tiny_yaml, "--fractions", "0.3,0.6", "--seeds", "0,1", "--out", out, "-q"
-    )
+def swept(sweep_run: tuple[Path, subprocess.CompletedProcess, float]) -> Path:
+    out, result, _ = sweep_run
     assert result.returncode == 0, result.stderr
     return out
 
