@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +45,8 @@ for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 __all__ = [
     "pytest_addoption",
+    "pytest_configure",
+    "pytest_unconfigure",
     "pytest_runtest_logreport",
     "pytest_sessionfinish",
     "pytest_sessionstart",
@@ -82,26 +83,38 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     return home
 
 
+_SERVERS: dict[str, ForkServer] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start the fork servers before collection, in each process that runs tests (not in an xdist controller):
+    they import while the tests are collected, so no test waits for them."""
+    controller = not hasattr(config, "workerinput") and config.getoption("numprocesses", None) not in (None, 0)
+    if controller or config.getoption("collectonly"):
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="bindscope-forks-"))
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    env = dict(os.environ)
+    _SERVERS["plain"] = ForkServer(env, scratch / "plain")
+    _SERVERS["models"] = ForkServer(env, scratch / "models", preload=MODEL_LIBRARIES)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for server in _SERVERS.values():
+        server.close()
+
+
 @pytest.fixture(scope="session")
-def cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+def cli_server() -> ForkServer:
     """The fork server the CLI tests start ``bindscope`` from: real processes, start-up imports paid once."""
-    server = ForkServer(dict(os.environ), tmp_path_factory.mktemp("forked-cli"))
-    yield server
-    server.close()
+    return _SERVERS["plain"]
 
 
 @pytest.fixture(scope="session")
-def model_cli_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+def model_cli_server() -> ForkServer:
     """A fork server that has imported the model libraries too (sentence-transformers, transformers, open_clip):
     for commands under the session's hub settings (``uses_model_server``), which load models from local folders."""
-    server = ForkServer(dict(os.environ), tmp_path_factory.mktemp("forked-cli-models"), preload=MODEL_LIBRARIES)
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def fork_servers_started(cli_server: ForkServer, model_cli_server: ForkServer) -> None:
-    """Both fork servers start with the session and import in the background while the first tests run."""
+    return _SERVERS["models"]
 
 
 #: What the model server imports, and the settings huggingface_hub reads from the environment at import.

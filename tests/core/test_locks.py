@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,37 +19,34 @@ from bindscope.core.locks import is_locked, lock_path, output_lock, remove_lefto
 from cli_checks import assert_one_line_error
 
 HOLDER = """
-import contextlib, pathlib, sys, time
+import contextlib, sys
 from bindscope.core.locks import output_lock
-ready, release, *targets = sys.argv[1:]
 with contextlib.ExitStack() as stack:
-    for target in targets:
+    for target in sys.argv[1:]:
         stack.enter_context(output_lock(target))
-    pathlib.Path(ready).write_text("held")
-    while not pathlib.Path(release).exists():
-        time.sleep(0.05)
+    print("held", flush=True)
+    sys.stdin.read()  # until the test closes our stdin
 """
 
 
 @contextmanager
 def held_by_another_process(tmp_path: Path, *targets: Path) -> Iterator[subprocess.Popen]:
-    """A second Python process holding the locks of ``targets`` until the block ends."""
-    ready, release = tmp_path / "holder-ready", tmp_path / "holder-release"
-    ready.unlink(missing_ok=True)
-    release.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(ready), str(release), *map(str, targets)])
+    """A second Python process holding the locks of ``targets`` until the block ends (awaited through its pipes,
+    not by polling)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, *map(str, targets)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None and proc.stdout is not None
     try:
-        deadline = time.time() + 60
-        while not ready.exists():
-            assert proc.poll() is None and time.time() < deadline, "the holder process did not take its locks"
-            time.sleep(0.05)
+        assert proc.stdout.readline() == "held\n", "the holder process did not take its locks"
         yield proc
     finally:
-        release.write_text("go")
+        proc.stdin.close()
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        proc.stdout.close()
 
 
 def test_a_second_writer_is_refused_naming_the_holder_then_waits_with_wait(run_cli, tmp_path: Path) -> None:
@@ -65,11 +61,12 @@ def test_a_second_writer_is_refused_naming_the_holder_then_waits_with_wait(run_c
         waiting = subprocess.Popen(
             [*cmd, "--out", str(out), "--wait"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        time.sleep(3)
+        assert waiting.stderr is not None
+        queued = waiting.stderr.readline()  # returns once the command says it waits: an event, not a sleep
+        assert f"waiting for pid {holder.pid}" in queued, queued
         assert waiting.poll() is None and not out.exists()  # still queued behind the holder
     _, stderr = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, stderr
-    assert f"waiting for pid {holder.pid}" in stderr
+    assert waiting.returncode == 0, queued + stderr
     assert (out / "manifest.json").is_file() and not lock_path(out).exists()
 
 

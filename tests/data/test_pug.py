@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ from PIL import Image
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data import pug
-from bindscope.data.datasets import dataset_hash, load_dataset
+from bindscope.data.datasets import Dataset, dataset_hash, load_dataset
 from bindscope.data.presets import PUG_ANIMALS, PUG_TEXTURES, get_preset
 from bindscope.data.pug import import_pug
 
@@ -29,6 +31,17 @@ def _code(a1: int, t1: int, a2: int, t2: int) -> int:
 
 def _color(code: int) -> tuple[int, int, int]:
     return code % 256, code // 256, 77
+
+
+def _png(color: tuple[int, int, int], size: int = 4) -> bytes:
+    """A ``size`` x ``size`` PNG of one color, encoded directly (PIL's save costs more, 7,392 times over)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = (b"\x00" + bytes(color) * size) * size  # filter type 0, then the row's RGB pixels
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def _row(world: str, a1: int, t1: int, a2: int, t2: int, filename: str, pos1=None, pos2=None) -> dict:
@@ -66,7 +79,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, Path
             PUG_ANIMALS.index(row["character2_name"]),
             PUG_TEXTURES.index(row["character2_texture"]),
         )
-        Image.new("RGB", (4, 4), _color(code)).save(images / row["filename"], format="PNG")
+        (images / row["filename"]).write_bytes(_png(_color(code)))
     # dropped rows: another world, and Desert rows with positions (no image files needed)
     rows += [_row("Island", 0, 0, 1, 1, f"island_{j}.png") for j in range(N_OTHER_WORLD)]
     rows += [
@@ -83,12 +96,24 @@ def _write(table: pd.DataFrame, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def imported(source: tuple[pd.DataFrame, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def imported_once(source: tuple[pd.DataFrame, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Dataset]:
+    """The module's import: its folder, and the dataset ``import_pug`` returns (the folder, loaded)."""
     table, images = source
     root = tmp_path_factory.mktemp("imported")
     csv = _write(table, root / "PUG_SPARE.csv")
-    import_pug(csv, images, out=root / "pug")
-    return root / "pug"
+    ds = import_pug(csv, images, out=root / "pug")
+    return root / "pug", ds
+
+
+@pytest.fixture(scope="module")
+def imported(imported_once: tuple[Path, Dataset]) -> Path:
+    return imported_once[0]
+
+
+@pytest.fixture(scope="module")
+def imported_ds(imported_once: tuple[Path, Dataset]) -> Dataset:
+    """The imported folder, loaded once for the tests that read it (loading checks all 7,392 image paths)."""
+    return imported_once[1]
 
 
 def _kept(table: pd.DataFrame) -> pd.Series:
@@ -121,8 +146,8 @@ def test_import_builds_a_loadable_pug_spare_folder(imported: Path) -> None:
     }
 
 
-def test_each_image_shows_its_scene(imported: Path) -> None:
-    ds = load_dataset(imported)
+def test_each_image_shows_its_scene(imported: Path, imported_ds: Dataset) -> None:
+    ds = imported_ds
     assert list(ds.images[:3]) == [f"images/{i:06d}{Path(p).suffix}" for i, p in enumerate(ds.images[:3])]
     for i, (rel, scene) in enumerate(zip(ds.images, ds.scenes.scenes)):
         assert rel.startswith(f"images/{i:06d}.")
@@ -132,7 +157,9 @@ def test_each_image_shows_its_scene(imported: Path) -> None:
     assert sum(p.endswith(".png") for p in ds.images) == N_SCENES - JPEG_NAMED
 
 
-def test_sources_csv_names_each_scenes_file(imported: Path, source: tuple[pd.DataFrame, Path]) -> None:
+def test_sources_csv_names_each_scenes_file(
+    imported: Path, imported_ds: Dataset, source: tuple[pd.DataFrame, Path]
+) -> None:
     table, _ = source
     sources = pd.read_csv(imported / "sources.csv")
     assert list(sources.columns) == ["scene", "filename", "csv_line"]
@@ -140,7 +167,7 @@ def test_sources_csv_names_each_scenes_file(imported: Path, source: tuple[pd.Dat
     by_line = table["filename"].to_numpy()[sources["csv_line"].to_numpy() - 2]
     assert (by_line == sources["filename"].to_numpy()).all()
     assert _kept(table).to_numpy()[sources["csv_line"].to_numpy() - 2].all()
-    ds = load_dataset(imported)
+    ds = imported_ds
     assert [Path(f).suffix for f in sources["filename"]] == [Path(p).suffix for p in ds.images]
 
 
@@ -239,7 +266,9 @@ def test_missing_image_files_are_all_counted(source: tuple[pd.DataFrame, Path], 
     assert sum(f"gone/{j}.png" in message for j in range(12)) == 10
 
 
-def test_out_not_empty_needs_overwrite(source: tuple[pd.DataFrame, Path], imported: Path, tmp_path: Path) -> None:
+def test_out_not_empty_needs_overwrite(
+    source: tuple[pd.DataFrame, Path], imported: Path, imported_ds: Dataset, tmp_path: Path
+) -> None:
     table, images = source
     csv = _write(table, tmp_path / "PUG_SPARE.csv")
     out = tmp_path / "out"
@@ -252,7 +281,7 @@ def test_out_not_empty_needs_overwrite(source: tuple[pd.DataFrame, Path], import
         import_pug(csv, images, out=imported)  # re-import needs overwrite too
     ds = import_pug(csv, images, out=out, overwrite=True, progress=True)
     assert not (out / "notes.txt").exists() and len(ds) == N_SCENES
-    assert load_dataset(out).hash == load_dataset(imported).hash
+    assert load_dataset(out).hash == imported_ds.hash
 
 
 def test_out_holding_the_sources_is_refused(source: tuple[pd.DataFrame, Path], tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ Every hub backend downloads, embeds and records the commit it loaded; a pinned r
 loaded; a second run works from the cache with the hub gone; a missing repo, revision or file, an
 unreachable hub and a download that breaks off are each one line that says what to do, and leave
 no output behind. huggingface_hub reads HF_ENDPOINT and HF_HOME when it is imported, so every
-download runs in a ``bindscope`` subprocess with the hub's environment. Independent commands run
-two at a time (module fixtures), to keep the module near a minute and a half on two cores.
+download runs in a ``bindscope`` subprocess with the hub's environment: forked from a fork server that
+imported the model libraries under that environment, or, for a command under other hub settings, from
+the plain one. Each command runs once, in the first test that needs it, and each model is made and put
+on the hub on first use, so that every test pays only for what it uses.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,10 @@ from tiny_models import save_tiny_bert, save_tiny_clip, save_tiny_dinov2, save_t
 from tiny_openclip import save_tiny_openclip
 
 Run = Callable[..., subprocess.CompletedProcess]
-Command = tuple[tuple[str | os.PathLike, ...], dict[str, str]]
+#: What the hub's fork server imports, and the settings huggingface_hub reads from the environment at import
+#: (as in tests/conftest.py).
+MODEL_LIBRARIES = ("sentence_transformers", "open_clip")
+HUB_SETTINGS = ("HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_XET", "HF_HUB_CACHE")
 
 #: A 2 x 2 concept space with two objects per scene: 16 rows (12 scenes and 4 single objects), 32-pixel images.
 TINY_SPACE = """\
@@ -72,35 +76,97 @@ def save_tiny_sentence(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The saved models the hub serves (two CLIPs: the older one is tagged v1)."""
-    root = tmp_path_factory.mktemp("hub-models")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        return {
-            "clip-v1": save_tiny_clip(root / "clip-v1", seed=1),
-            "clip": save_tiny_clip(root / "clip", seed=2),
-            "siglip": save_tiny_siglip(root / "siglip"),
-            "dinov2": save_tiny_dinov2(root / "dinov2"),
-            "openclip": save_tiny_openclip(root / "openclip"),
-            "st": save_tiny_sentence(root / "st"),
-        }
+#: The repos the hub serves: each is a list of (saved model, files left out, tags), oldest commit first.
+REPOS: dict[str, list[tuple[str, list[str], list[str]]]] = {
+    "org/clip": [("clip-v1", [], ["v1"]), ("clip", [], [])],
+    **{f"org/{name}": [(name, [], [])] for name in ("siglip", "dinov2", "openclip", "st")},
+    "org/clip-no-config": [("clip", ["config.json"], [])],
+    "org/clip-no-weights": [("clip", ["model.safetensors"], [])],
+    "org/clip-no-tokenizer": [("clip", ["tokenizer.json", "tokenizer_config.json"], [])],
+    "org/clip-flaky": [("clip", [], [])],
+}
+#: How each saved model is made (two CLIPs: the older one is tagged v1).
+SAVERS: dict[str, Callable[[Path], Path]] = {
+    "clip-v1": lambda path: save_tiny_clip(path, seed=1),
+    "clip": lambda path: save_tiny_clip(path, seed=2),
+    "siglip": save_tiny_siglip,
+    "dinov2": save_tiny_dinov2,
+    "openclip": save_tiny_openclip,
+    "st": lambda path: save_tiny_sentence(path),
+}
+
+
+class Models:
+    """The saved models, each made on first use (a test pays only for the models it needs)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.saved: dict[str, Path] = {}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.saved:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("HF_HUB_OFFLINE", "1")
+                self.saved[name] = SAVERS[name](self.root / name)
+        return self.saved[name]
 
 
 @pytest.fixture(scope="module")
-def hub(folders: dict[str, Path]) -> Iterator[LocalHub]:
-    """One hub for the module: each tiny model as org/<name>, and broken copies of the CLIP."""
+def folders(tmp_path_factory: pytest.TempPathFactory) -> Models:
+    return Models(tmp_path_factory.mktemp("hub-models"))
+
+
+@pytest.fixture(scope="module")
+def hub_server_started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalHub, Path, ForkServer]]:
+    """The hub (serving nothing yet), HOME of the module's runs, and a fork server that has imported the model
+    libraries under the hub's environment (huggingface_hub reads HF_ENDPOINT and HF_HOME at import): it starts
+    with the module and imports while the tiny models are made. Its hub cache (HF_HOME) is shared by the runs,
+    as a user's is."""
+    home = tmp_path_factory.mktemp("hub-home")
+    caches = {
+        "HOME": "",
+        "XDG_CACHE_HOME": ".cache",
+        "HF_HOME": ".cache/huggingface",
+        "TORCH_HOME": ".cache/torch",
+        "MPLCONFIGDIR": ".config/matplotlib",
+        "TMPDIR": "tmp",
+    }
+    for sub in caches.values():
+        (home / sub).mkdir(parents=True, exist_ok=True)
     with LocalHub() as hub:
-        hub.add_commit("org/clip", folders["clip-v1"], tags=["v1"])
-        hub.add_commit("org/clip", folders["clip"])
-        for name in ("siglip", "dinov2", "openclip", "st"):
-            hub.add_commit(f"org/{name}", folders[name])
-        hub.add_commit("org/clip-no-config", folders["clip"], drop=["config.json"])
-        hub.add_commit("org/clip-no-weights", folders["clip"], drop=["model.safetensors"])
-        hub.add_commit("org/clip-no-tokenizer", folders["clip"], drop=["tokenizer.json", "tokenizer_config.json"])
-        hub.add_commit("org/clip-flaky", folders["clip"])
-        yield hub
+        env = {
+            **os.environ,
+            **{var: str(home / sub) for var, sub in caches.items()},
+            **hub.env(),
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+            "TERM": "dumb",
+        }
+        server = ForkServer(env, tmp_path_factory.mktemp("forked-hub-cli"), preload=MODEL_LIBRARIES)
+        server.env = env  # type: ignore[attr-defined]
+        try:
+            yield hub, home, server
+        finally:
+            server.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_early(hub_server_started: tuple[LocalHub, Path, ForkServer]) -> None:
+    """Start the hub's fork server with the module's first test."""
+
+
+@pytest.fixture(scope="module")
+def hub(hub_server_started: tuple[LocalHub, Path, ForkServer], folders: Models) -> LocalHub:
+    """One hub for the module: each tiny model as org/<name>, and broken copies of the CLIP, added on first use
+    (:func:`serve`)."""
+    return hub_server_started[0]
+
+
+def serve(hub: LocalHub, folders: Models, repo: str) -> None:
+    """Put ``repo`` (all its commits) on the hub, once."""
+    if repo not in hub.repos:
+        for model, drop, tags in REPOS[repo]:
+            hub.add_commit(repo, folders[model], drop=drop, tags=tags)
 
 
 @pytest.fixture(scope="module")
@@ -113,39 +179,48 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def hub_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hub_home(hub_server_started: tuple[LocalHub, Path, ForkServer]) -> Path:
     """HOME of the module's runs; its hub cache (HF_HOME) is shared by them, as a user's is."""
-    return tmp_path_factory.mktemp("hub-home")
+    return hub_server_started[1]
 
 
 @pytest.fixture(scope="module")
-def run_hub(hub: LocalHub, hub_home: Path, cli_server: ForkServer) -> Run:
-    """``bindscope ARGS`` online against the hub, every cache in ``hub_home``; ``env`` overrides variables."""
-    caches = {
-        "HOME": "",
-        "XDG_CACHE_HOME": ".cache",
-        "HF_HOME": ".cache/huggingface",
-        "TORCH_HOME": ".cache/torch",
-        "MPLCONFIGDIR": ".config/matplotlib",
-        "TMPDIR": "tmp",
-    }
-    base = {**os.environ, **{var: str(hub_home / sub) for var, sub in caches.items()}}
-    for sub in caches.values():
-        (hub_home / sub).mkdir(parents=True, exist_ok=True)
+def run_hub(hub_server_started: tuple[LocalHub, Path, ForkServer], folders: Models, cli_server: ForkServer) -> Run:
+    """``bindscope ARGS`` online against the hub, every cache in ``hub_home``; ``env`` overrides variables.
+
+    The repo a command names (``-m``) is put on the hub first. Under the hub's own settings the command is
+    forked from the hub's fork server; under others (a dead endpoint, offline) from the plain server, so that
+    huggingface_hub is imported in the command, under its environment."""
+    hub, _, server = hub_server_started
+    base = server.env  # type: ignore[attr-defined]
 
     def run(*args: str | os.PathLike, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        full = {**base, **hub.env(), **(env or {}), "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
-        # forked from the plain server: huggingface_hub is imported in the command, under this environment
-        return cli_server.run([str(a) for a in args], full, timeout=300)
+        spec = str(args[list(args).index("-m") + 1])
+        repo = spec.split(":")[-1].split("@")[0]
+        if repo in REPOS:
+            serve(hub, folders, repo)
+        full = {**base, **(env or {})}
+        forker = server if uses_server(full, base) else cli_server
+        return forker.run([str(a) for a in args], full, timeout=300)
 
     return run
 
 
-def run_all(run: Run, commands: dict[str, Command]) -> dict[str, subprocess.CompletedProcess]:
-    """Run independent commands two at a time; their results by name."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(run, *args, env=env) for name, (args, env) in commands.items()}
-        return {name: future.result() for name, future in futures.items()}
+def uses_server(env: dict[str, str], server_env: dict[str, str]) -> bool:
+    """Whether a command under ``env`` has the hub fork server's hub settings."""
+    return all(env.get(k) == server_env.get(k) for k in HUB_SETTINGS)
+
+
+class Memo(dict):
+    """Each command's result, run on first use: whichever test asks first pays for it."""
+
+    def __init__(self, make: Callable[[str], object]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str) -> object:
+        self[name] = value = self.make(name)
+        return value
 
 
 @pytest.fixture(scope="module")
@@ -165,13 +240,12 @@ def out_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def first_runs(run_hub: Run, dataset: Path, out_root: Path) -> dict[str, subprocess.CompletedProcess]:
     """Each backend's first embedding (into ``out_root/<name>``), downloaded into the module's hub cache."""
-    return run_all(
-        run_hub,
-        {
-            name: (("embed", dataset, "-m", spec, "--modality", modality, "-o", out_root / name, "-q"), {})
-            for name, (spec, modality, _) in BACKENDS.items()
-        },
-    )
+
+    def first(name: str) -> subprocess.CompletedProcess:
+        spec, modality, _ = BACKENDS[name]
+        return run_hub("embed", dataset, "-m", spec, "--modality", modality, "-o", out_root / name, "-q")
+
+    return Memo(first)
 
 
 @pytest.fixture(scope="module")
@@ -179,12 +253,15 @@ def cache_runs(
     first_runs: dict[str, subprocess.CompletedProcess], run_hub: Run, dataset: Path, dead_endpoint: str, out_root: Path
 ) -> dict[str, subprocess.CompletedProcess]:
     """Second runs with the hub gone (into ``out_root/<name>-again``): plain, and with HF_HUB_OFFLINE=1 as well."""
-    commands: dict[str, Command] = {}
-    for name, extra in (("clip", {}), ("st", {"HF_HUB_OFFLINE": "1"})):
+    extras = {"clip": {}, "st": {"HF_HUB_OFFLINE": "1"}}
+
+    def again(name: str) -> subprocess.CompletedProcess:
+        assert first_runs[name].returncode == 0, first_runs[name].stderr  # the first run fills the cache
         spec, modality, _ = BACKENDS[name]
         args = ("embed", dataset, "-m", spec, "--modality", modality, "-o", out_root / f"{name}-again", "-q")
-        commands[name] = (args, {"HF_ENDPOINT": dead_endpoint, **extra})
-    return run_all(run_hub, commands)
+        return run_hub(*args, env={"HF_ENDPOINT": dead_endpoint, **extras[name]})
+
+    return Memo(again)
 
 
 @pytest.fixture(scope="module")
@@ -192,14 +269,14 @@ def error_runs(
     run_hub: Run, dataset: Path, dead_endpoint: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
     """Each bad input of ERRORS embedded into an empty folder of its own (the unreachable one against a dead hub)."""
-    commands: dict[str, Command] = {}
-    folders = {}
-    for name, (spec, _) in ERRORS.items():
-        folders[name] = tmp_path_factory.mktemp(f"err-{name}")
+
+    def error(name: str) -> tuple[subprocess.CompletedProcess, Path]:
+        spec, _ = ERRORS[name]
+        folder = tmp_path_factory.mktemp(f"err-{name}")
         env = {"HF_ENDPOINT": dead_endpoint} if name == "unreachable" else {}
-        commands[name] = (("embed", dataset, "-m", spec, "--modality", "image", "-o", folders[name] / "e"), env)
-    results = run_all(run_hub, commands)
-    return {name: (results[name], folders[name]) for name in ERRORS}
+        return run_hub("embed", dataset, "-m", spec, "--modality", "image", "-o", folder / "e", env=env), folder
+
+    return Memo(error)
 
 
 def _manifest(folder: Path) -> dict:
@@ -233,7 +310,7 @@ def test_each_backend_downloads_embeds_and_records_its_commit(
 @pytest.mark.slow
 def test_a_pinned_revision_is_the_one_loaded(
     first_runs: dict[str, subprocess.CompletedProcess],
-    folders: dict[str, Path],
+    folders: Models,
     dataset: Path,
     hub: LocalHub,
     out_root: Path,
@@ -294,11 +371,12 @@ def test_an_unreachable_hub_says_what_to_do(error_runs: dict[str, tuple[subproce
 
 @pytest.mark.slow
 def test_a_download_that_breaks_off_leaves_nothing_and_the_next_run_works(
-    run_hub: Run, dataset: Path, hub: LocalHub, hub_home: Path, tmp_path: Path
+    run_hub: Run, dataset: Path, hub: LocalHub, folders: Models, hub_home: Path, tmp_path: Path
 ) -> None:
     """The hub sends the weights' headers and 100 kB of them, then hangs up (every time, resumes included)."""
     out = tmp_path / "out" / "e"
     out.parent.mkdir()
+    serve(hub, folders, "org/clip-flaky")
     args = ("embed", dataset, "-m", "hf:org/clip-flaky", "--modality", "image", "-o", out, "-q")
     fault = hub.break_file("org/clip-flaky", "model.safetensors", after_bytes=100_000)
     try:

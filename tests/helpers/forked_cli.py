@@ -187,6 +187,7 @@ class ForkServer:
         """``preload``: modules to import in the server beyond :data:`PRELOAD`; only those whose import does
         not read the environment the tests change, or for commands that do not depend on it."""
         helpers = str(Path(__file__).resolve().parent)
+        scratch.mkdir(parents=True, exist_ok=True)
         env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [helpers, env.get("PYTHONPATH", "")]))}
         self.scratch = scratch
         self._count = 0
