@@ -16,6 +16,7 @@ from hypothesis import settings
 from duration_guard import (  # the suite's time budget (a test over 20 s, the suite over 10 min fail in CI)
     pytest_addoption,
     pytest_runtest_logreport,
+    pytest_runtest_makereport,
     pytest_sessionfinish,
     pytest_sessionstart,
     pytest_terminal_summary,
@@ -45,6 +46,7 @@ for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 __all__ = [
     "pytest_addoption",
+    "pytest_runtest_makereport",
     "pytest_configure",
     "pytest_unconfigure",
     "pytest_runtest_logreport",

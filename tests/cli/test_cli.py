@@ -102,7 +102,11 @@ def smaller(config: dict) -> dict:
     return config
 
 
-@pytest.mark.slow
+@pytest.mark.duration_limit(
+    60,
+    reason="the README's main job end to end in one run (two datasets, MiniLM and its control, a scratch model, "
+    "every analysis, the report) and again as a no-op; its parts are tested small elsewhere",
+)
 def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     """`bindscope demo` is `bindscope run` on the shipped config it prints; that config, made smaller, runs the
     main job end to end (datasets, MiniLM and its +rand control, the scratch model, every analysis, the report)."""

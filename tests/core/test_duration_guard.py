@@ -17,9 +17,13 @@ import pytest
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 SUITE = {
     "conftest.py": "from duration_guard import pytest_addoption, pytest_runtest_logreport, pytest_sessionfinish, "
-    "pytest_sessionstart, pytest_terminal_summary  # noqa: F401\n",
+    "pytest_sessionstart, pytest_terminal_summary, pytest_runtest_makereport  # noqa: F401\n",
     "test_work.py": "def test_busy():\n    sum(range(3_000_000))\n\ndef test_quick():\n    pass\n",
 }
+ALLOWED = (
+    "import pytest\n\n@pytest.mark.duration_limit(600, reason='it needs the time')\n"
+    "def test_allowed():\n    sum(range(3_000_000))\n"
+)
 
 
 def _guarded(tmp_path: Path, limit_test: str, limit_suite: str, *, ci: str) -> subprocess.CompletedProcess:
@@ -27,6 +31,7 @@ def _guarded(tmp_path: Path, limit_test: str, limit_suite: str, *, ci: str) -> s
         (tmp_path / name).write_text(text)
     (tmp_path / "pytest.ini").write_text(
         f"[pytest]\nduration_limit_test = {limit_test}\nduration_limit_suite = {limit_suite}\n"
+        "markers = duration_limit(seconds, reason): a higher limit\n"
     )
     env = {**os.environ, "CI": ci, "PYTHONPATH": str(HELPERS)}
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -55,6 +60,17 @@ def test_within_limits_or_outside_ci_the_guard_only_reports(tmp_path: Path) -> N
     outside = _guarded(tmp_path, "0.001", "0.001", ci="")
     assert outside.returncode == 0, outside.stdout
     assert "reported only (set CI=true or --duration-guard to judge)" in outside.stdout
+
+
+def test_a_test_may_carry_a_higher_limit_with_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "test_allowed.py").write_text(ALLOWED)
+    done = _guarded(tmp_path, "0.001", "600", ci="true")
+    assert done.returncode == 1, done.stdout  # test_busy is still over the limit
+    assert "limit 600 s (it needs the time):" in done.stdout and "test_allowed.py::test_allowed" in done.stdout
+    assert "over 0 s:" in done.stdout and "over 600 s" not in done.stdout
+    (tmp_path / "test_allowed.py").write_text(ALLOWED.replace(", reason='it needs the time'", ""))
+    refused = _guarded(tmp_path, "0.001", "600", ci="true")
+    assert refused.returncode != 0 and "duration_limit needs seconds and a reason" in refused.stdout + refused.stderr
 
 
 @pytest.mark.parametrize(("wanted", "status"), [("here:2", -signal.SIGKILL), ("here:2:SIGINT", 130)])

@@ -3,7 +3,9 @@ when one test, or the whole suite, is over its budget.
 
 A test's time is the sum of its setup, call and teardown phases (what ``--durations`` lists one by one),
 so the first user of a slow shared fixture is charged for building it. The limits are ini options
-(``duration_limit_test``, ``duration_limit_suite``, in seconds). The guard judges only where the run asks
+(``duration_limit_test``, ``duration_limit_suite``, in seconds); a test may carry a higher limit of its own
+only with a reason, ``@pytest.mark.duration_limit(SECONDS, reason="...")``, and the report lists each such
+test with its reason and time. The guard judges only where the run asks
 for it (``CI=true`` in the environment, or ``--duration-guard``); elsewhere it just reports, because a
 developer's run of one folder beside other work is no measure of the suite. Under pytest-xdist the
 controller receives every worker's reports, so the guard runs there, once.
@@ -18,7 +20,9 @@ from collections import defaultdict
 import pytest
 
 _TEST_SECONDS: defaultdict[str, float] = defaultdict(float)
+_OWN_LIMITS: dict[str, tuple[float, str]] = {}
 _STARTED: list[float] = []
+MARK = "duration_limit"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,6 +34,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("duration_limit_test", "most seconds one test may take (setup + call + teardown)", default="20")
     parser.addini("duration_limit_suite", "most seconds the whole run may take", default="600")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    """Carry a test's own limit on its reports (the xdist controller sees reports, not items)."""
+    report = yield
+    mark = item.get_closest_marker(MARK)
+    if mark is not None and call.when == "setup":
+        reason = mark.kwargs.get("reason", "")
+        if not mark.args or not reason:
+            raise pytest.UsageError(f"{item.nodeid}: {MARK} needs seconds and a reason")
+        report.user_properties.append((MARK, (float(mark.args[0]), reason)))
+    return report
 
 
 def _judging(config: pytest.Config) -> bool:
@@ -46,6 +63,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _TEST_SECONDS[report.nodeid] += report.duration
+    for name, value in report.user_properties:
+        if name == MARK:
+            _OWN_LIMITS[report.nodeid] = (float(value[0]), str(value[1]))
     log = os.environ.get("BINDSCOPE_DURATION_LOG")  # each phase as it ends, for a run watched while it goes
     if log and not os.environ.get("PYTEST_XDIST_WORKER"):  # written once, by the controller
         with open(log, "a") as fh:
@@ -56,7 +76,9 @@ def over_budget(config: pytest.Config) -> tuple[list[tuple[str, float]], float, 
     """The tests over their limit (slowest first), the suite's wall time and both limits."""
     test_limit = float(config.getini("duration_limit_test"))
     suite_limit = float(config.getini("duration_limit_suite"))
-    slow = sorted(((n, s) for n, s in _TEST_SECONDS.items() if s > test_limit), key=lambda t: -t[1])
+    slow = sorted(
+        ((n, s) for n, s in _TEST_SECONDS.items() if s > _OWN_LIMITS.get(n, (test_limit, ""))[0]), key=lambda t: -t[1]
+    )
     wall = time.perf_counter() - _STARTED[0] if _STARTED else 0.0
     return slow, wall, test_limit, suite_limit
 
@@ -83,7 +105,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"{len(_TEST_SECONDS)} tests in {wall:.0f} s (budget {suite_limit:.0f} s); slowest {slowest[1]:.1f} s "
         f"({slowest[0]}; limit {test_limit:.0f} s per test); {verdict}"
     )
+    for nodeid, (limit, reason) in sorted(_OWN_LIMITS.items()):
+        tr.write_line(f"limit {limit:.0f} s ({reason}): {_TEST_SECONDS.get(nodeid, 0.0):.1f} s {nodeid}")
     for nodeid, seconds in slow:
-        tr.write_line(f"over {test_limit:.0f} s: {seconds:.1f} s {nodeid}", red=True)
+        limit = _OWN_LIMITS.get(nodeid, (test_limit, ""))[0]
+        tr.write_line(f"over {limit:.0f} s: {seconds:.1f} s {nodeid}", red=True)
     if wall > suite_limit:
         tr.write_line(f"the suite took {wall:.0f} s, over its budget of {suite_limit:.0f} s", red=True)
