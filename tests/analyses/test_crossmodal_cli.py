@@ -161,11 +161,11 @@ def test_error_probe_result_of_the_wrong_modality(clip_embeddings: Path, tmp_pat
     assert_one_line_error(done, "is of text embeddings; give one of image embeddings")
 
 
-def test_error_probe_result_of_another_analysis(clip_embeddings: Path, tmp_path: Path, run_cli) -> None:
+def test_error_probe_result_of_another_analysis(
+    clip_embeddings: Path, result: tuple[Path, str], tmp_path: Path, run_cli
+) -> None:
     emb = clip_embeddings / "emb"
-    done = run_cli(
-        "crossmodal", emb / "image", emb / "text", "--probes-text", clip_embeddings / "result", "--out", tmp_path / "c"
-    )
+    done = run_cli("crossmodal", emb / "image", emb / "text", "--probes-text", result[0], "--out", tmp_path / "c")
     assert_one_line_error(done, "is a crossmodal result; give a `bindscope probe` output folder")
 
 
