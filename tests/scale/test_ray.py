@@ -134,6 +134,9 @@ def assert_same_table(a: pd.DataFrame, b: pd.DataFrame, atol: float) -> None:
 
 
 # -- tests ------------------------------------------------------------------------------------------------
+@pytest.mark.duration_limit(
+    40, reason="the first test of the module: it is charged the module's Ray start and its two workers' torch import"
+)
 def test_the_local_instance_has_two_cpus_on_loopback(cluster: RayExecutor) -> None:
     info = cluster.describe()
     assert info["executor"] == "ray" and info["cpus"] == 2 and info["nodes"] == 1
@@ -316,6 +319,7 @@ def short_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.duration_limit(40, reason="the command starts, warms and shuts down a Ray of its own: what it checks")
 def test_the_cli_runs_complexity_on_a_ray_it_starts(
     run_cli, planted_y: AnalysisInputs, short_tmp: Path, tmp_path: Path
 ) -> None:
