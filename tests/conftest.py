@@ -21,7 +21,7 @@ from duration_guard import (  # the suite's time budget (a test over 20 s, the s
     pytest_sessionstart,
     pytest_terminal_summary,
 )
-from forked_cli import ForkServer
+from forked_cli import HUB_SETTINGS, MODEL_LIBRARIES, ForkServer, same_hub_settings
 
 # Hypothesis caches into ./.hypothesis by default: keep it in a temp folder, and keep no database.
 _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="bindscope-hypothesis-")
@@ -119,9 +119,6 @@ def model_cli_server() -> ForkServer:
     return _SERVERS["models"]
 
 
-#: What the model server imports, and the settings huggingface_hub reads from the environment at import.
-MODEL_LIBRARIES = ("sentence_transformers", "open_clip")
-HUB_SETTINGS = ("HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_XET", "HF_HUB_CACHE")
 _SESSION_HUB = {k: os.environ.get(k) for k in HUB_SETTINGS}
 
 
@@ -129,7 +126,7 @@ def uses_model_server(env: dict[str, str]) -> bool:
     """Whether a command under ``env`` may run in the model server: its hub settings are the session's (a test
     of a hub, which sets ``HF_ENDPOINT``, gets the plain server and so imports huggingface_hub under its own).
     The hub cache stays the session's (``HF_HOME`` is a session temp folder): no test command downloads."""
-    return all(env.get(k) == v for k, v in _SESSION_HUB.items())
+    return same_hub_settings(env, _SESSION_HUB)
 
 
 def _run_bindscope(request: pytest.FixtureRequest, env: dict[str, str], args: tuple, cwd: Path | None):

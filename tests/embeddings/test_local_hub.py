@@ -22,16 +22,12 @@ import numpy as np
 import pytest
 
 from cli_checks import assert_one_line_error
-from forked_cli import ForkServer
+from forked_cli import MODEL_LIBRARIES, ForkServer, same_hub_settings
 from local_hub import LocalHub
 from tiny_models import save_tiny_bert, save_tiny_clip, save_tiny_dinov2, save_tiny_siglip
 from tiny_openclip import save_tiny_openclip
 
 Run = Callable[..., subprocess.CompletedProcess]
-#: What the hub's fork server imports, and the settings huggingface_hub reads from the environment at import
-#: (as in tests/conftest.py).
-MODEL_LIBRARIES = ("sentence_transformers", "open_clip")
-HUB_SETTINGS = ("HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_XET", "HF_HUB_CACHE")
 
 #: A 2 x 2 concept space with two objects per scene: 16 rows (12 scenes and 4 single objects), 32-pixel images.
 TINY_SPACE = """\
@@ -200,15 +196,10 @@ def run_hub(hub_server_started: tuple[LocalHub, Path, ForkServer], folders: Mode
         if repo in REPOS:
             serve(hub, folders, repo)
         full = {**base, **(env or {})}
-        forker = server if uses_server(full, base) else cli_server
+        forker = server if same_hub_settings(full, base) else cli_server
         return forker.run([str(a) for a in args], full, timeout=300)
 
     return run
-
-
-def uses_server(env: dict[str, str], server_env: dict[str, str]) -> bool:
-    """Whether a command under ``env`` has the hub fork server's hub settings."""
-    return all(env.get(k) == server_env.get(k) for k in HUB_SETTINGS)
 
 
 class Memo(dict):

@@ -43,6 +43,15 @@ PRELOAD = (
     "bindscope.cli",
 )
 BINDSCOPE = Path(sys.executable).with_name("bindscope")
+#: What a server for model commands preloads beyond :data:`PRELOAD`, and the settings huggingface_hub reads from
+#: the environment when it is imported: a command may run in such a server only under the server's own values.
+MODEL_LIBRARIES = ("sentence_transformers", "open_clip")
+HUB_SETTINGS = ("HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_XET", "HF_HUB_CACHE")
+
+
+def same_hub_settings(env: dict[str, str], server_env: dict[str, str | None]) -> bool:
+    """Whether a command under ``env`` has the hub settings a model server imported under (``server_env``)."""
+    return all(env.get(k) == server_env.get(k) for k in HUB_SETTINGS)
 
 
 # -- the server ------------------------------------------------------------------------------------------------
