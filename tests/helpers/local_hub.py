@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from folders import read_folder
+
 #: Files the real hub stores with git LFS (and serves through a CDN redirect).
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".onnx")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -68,12 +70,6 @@ class Fault:
     after_bytes: int
     stop: bool
     hits: int = 0
-
-
-def read_folder(folder: str | Path) -> dict[str, bytes]:
-    """Every file under ``folder`` by its posix path relative to it."""
-    root = Path(folder)
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def git_blob_sha1(data: bytes) -> str:
