@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -65,6 +66,36 @@ def short_repr(value: Any, limit: int = 60) -> str:
     except ValueError:  # an int too long to print
         return "a number too large to print"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: The one rule for a name that becomes a folder or file name (datasets, models, scratch models, labels):
+#: a letter or digit first (so never ``.``, ``..`` or a hidden name), then letters, digits, ``_ - + .``.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+MAX_NAME = 100
+NAME_RULE = (
+    f"use letters, digits, '_', '-', '+' and '.' only, starting with a letter or digit, at most {MAX_NAME} characters"
+)
+
+
+def is_name(value: object) -> bool:
+    """Whether ``value`` is a name that can safely become one folder or file name (see :data:`NAME_RULE`)."""
+    return isinstance(value, str) and len(value) <= MAX_NAME and NAME.fullmatch(value) is not None
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` when it is a safe folder name (:func:`is_name`), else a ``ValueError`` naming ``what`` it is.
+
+    A ``ValueError`` so that pydantic validators can call it; the settings classes turn it into one line.
+
+    Examples
+    --------
+    >>> check_name("clip-b32", "model name")
+    'clip-b32'
+    """
+    if not is_name(value):
+        size = f" (it has {len(value)})" if isinstance(value, str) and len(value) > MAX_NAME else ""
+        raise ValueError(f"{what} {short_repr(value)} names a folder: {NAME_RULE}{size}")
+    return value
 
 
 _TYPE_NAMES = {
