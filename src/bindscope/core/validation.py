@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import Self
 
 from bindscope.core.devices import check_device
@@ -145,17 +146,61 @@ class Settings(BaseModel):
 #: The largest seed: every random generator bindscope seeds (numpy, torch) takes it.
 MAX_SEED = 2**32 - 1
 
+# Upper bounds on sizes: generous for research use, small enough that a typo is refused before it
+# allocates (a settings field takes ``Field(le=...)``; a plain option calls :func:`check_size`).
+#: Widths: MLP hidden units, table widths.
+MAX_WIDTH = 65_536
+#: Iterations: epochs, steps, ALS sweeps, optimiser iterations, and the intervals and patience counted in them.
+MAX_STEPS = 1_000_000
+#: Rows per batch or per chunk.
+MAX_BATCH = 1_048_576
+#: Worker processes.
+MAX_WORKERS = 1_024
+#: Items of a list setting: seeds, fractions, hidden widths, edit strengths, labelled counts.
+MAX_ITEMS = 1_000
+#: Scene counts and caps (the most scenes a dataset may hold).
+MAX_SCENE_COUNT = 50_000_000
+
+
+def check_size(value: int, name: str, low: int, high: int) -> int:
+    """``value`` if ``low <= value <= high``; else a one-line :class:`BindscopeError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise BindscopeError(f"{name} must be a whole number, got {short_repr(value)}")
+    if value < low:
+        raise BindscopeError(f"{name} must be at least {low}, got {value}")
+    if value > high:
+        raise BindscopeError(f"{name} must be at most {high}, got {value}")
+    return int(value)
+
+
+def _whole_seed(value: Any) -> Any:
+    """A seed as it was given: a whole number (an int or a numpy integer), never true/false, 1.5, 1.0 or "1"."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"a seed must be a whole number such as 0 or 42, got {short_repr(value)}")
+    return int(value)
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as a seed (a whole number in [0, :data:`MAX_SEED`]), else a one-line :class:`BindscopeError`."""
+    try:
+        _whole_seed(value)
+    except ValueError as exc:
+        raise BindscopeError(f"{name}: {exc}") from None
+    return check_size(value, name, 0, MAX_SEED)
+
 
 def check_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
-    """Seed ids: at least one, non-negative, no repeats."""
+    """Seed ids: at least one, at most :data:`MAX_ITEMS`, non-negative, no repeats."""
     if not seeds:
         raise ValueError("give at least one seed")
+    if len(seeds) > MAX_ITEMS:
+        raise ValueError(f"give at most {MAX_ITEMS} seeds, got {len(seeds)}")
     if min(seeds) < 0:
         raise ValueError(f"seeds are non-negative, got {short_repr(list(seeds))}")
     if max(seeds) > MAX_SEED:
         raise ValueError(f"seeds are at most {MAX_SEED}, got {short_repr(list(seeds))}")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds repeat: {list(seeds)}")
+        raise ValueError(f"seeds repeat: {short_repr(list(seeds))}")
     return seeds
 
 
@@ -164,8 +209,12 @@ def _device(device: str) -> str:
     return device
 
 
+#: A whole number given as a seed: not true/false, 1.5, 1.0 or "1" (pydantic would take them as 1).
+WholeSeed = Annotated[int, BeforeValidator(_whole_seed)]
+#: A seed setting: a whole number in [0, MAX_SEED].
+Seed = Annotated[int, BeforeValidator(_whole_seed), Field(ge=0, le=MAX_SEED)]
 #: Settings fields shared by the analyses: seed ids, and a torch device that exists here.
-Seeds = Annotated[tuple[int, ...], AfterValidator(check_seeds)]
+Seeds = Annotated[tuple[WholeSeed, ...], AfterValidator(check_seeds)]
 Device = Annotated[str, AfterValidator(_device)]
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bindscope.analyses import get_analysis
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import Seeds, Settings, format_validation
+from bindscope.core.validation import Seed, Seeds, Settings, format_validation
 from bindscope.space.splits import DEFAULT_SEEDS
 
 Modality = Literal["image", "text"]
@@ -45,7 +45,7 @@ class DatasetConfig(Strict):
     preset: str
     images: bool = False
     max_scenes: int | None = Field(None, ge=2)
-    subsample_seed: int = Field(0, ge=0)
+    subsample_seed: Seed = 0
 
     @field_validator("name")
     @classmethod
@@ -98,7 +98,7 @@ class ScratchEntry(Strict):
     name: str
     config: str = "cpu-small"
     fraction: float | None = Field(None, gt=0, le=1)
-    seed: int | None = Field(None, ge=0)
+    seed: Seed | None = None
     steps: int | None = Field(None, ge=1)
     overrides: dict[str, Any] = Field(default_factory=dict)
     """Any other field of the training config (``d_model``, ``lr`` ...), replacing the config's value."""
