@@ -24,6 +24,7 @@ from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, staged_dir, write_json
 from bindscope.core.locks import writes
+from bindscope.core.validation import MAX_NAME, NAME_RULE, is_name, short_repr
 
 COMPARISON = "comparison"
 
@@ -50,20 +51,31 @@ def folder_labels(inputs: Sequence[Inputs], labels: Sequence[str] | None) -> lis
     if labels is not None:
         if len(labels) != len(inputs):
             raise BindscopeError(f"{len(labels)} labels for {len(inputs)} embedding folders; give one per folder")
-        bad = [x for x in labels if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", x)]
+        bad = [x for x in labels if not is_name(x)]
         if bad:
-            raise BindscopeError(f"labels name folders: use letters, digits, '_', '-', '+' and '.' only, got {bad}")
+            raise BindscopeError(f"labels name folders: {NAME_RULE}, got {short_repr(bad)}")
+        taken = [x for x in labels if reserved(x)]
+        if taken:
+            raise BindscopeError(
+                f"label {taken[0]!r} is taken by the comparison's own files ({COMPARISON}.*, plots/); choose another"
+            )
         if len(set(labels)) != len(labels):
             raise BindscopeError(f"labels repeat: {list(labels)}")
         return list(labels)
     out: list[str] = []
     for item in inputs:
-        base = re.sub(r"[^A-Za-z0-9_.+-]", "_", item.embeddings.root.resolve().name) or "embeddings"
+        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", item.embeddings.root.resolve().name).lstrip("_.+-")
+        base = name[: MAX_NAME - 10] or "embeddings"  # room for a -N suffix
         label, k = base, 2
-        while label in out or label == COMPARISON:
+        while label in out or reserved(label):
             label, k = f"{base}-{k}", k + 1
         out.append(label)
     return out
+
+
+def reserved(label: str) -> bool:
+    """Whether ``label`` is taken by the comparison's own files (``comparison.csv`` ..., ``plots/``)."""
+    return label in (COMPARISON, "plots") or label.startswith(f"{COMPARISON}.")
 
 
 @writes("out", what="result folder")

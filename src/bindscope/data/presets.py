@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import validate_settings
+from bindscope.core.validation import check_name, validate_settings
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
 
@@ -97,9 +97,7 @@ class PresetConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_is_slug(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
-            raise ValueError("use letters, digits, '_', '-' and '.' only")
-        return v
+        return check_name(v, "preset name")
 
     @model_validator(mode="before")
     @classmethod

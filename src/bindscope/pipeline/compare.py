@@ -13,6 +13,7 @@ import html
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,8 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json, staged_dir
 from bindscope.core.locks import writes
+from bindscope.core.validation import short_repr
+from bindscope.data.datasets import DATASET_FORMAT
 from bindscope.pipeline.report import (
     DEPTH_METRICS,
     STYLE,
@@ -31,6 +34,7 @@ from bindscope.pipeline.report import (
     result_folders,
     table_html,
 )
+from bindscope.pipeline.run import MANIFEST, RUN_FORMAT
 
 
 def check_runs(run_dirs: list[Path]) -> dict[str, str]:
@@ -43,11 +47,8 @@ def check_runs(run_dirs: list[Path]) -> dict[str, str]:
         raise BindscopeError("a run folder is given twice")
     hashes: dict[str, tuple[str, Path]] = {}
     for run in run_dirs:
-        if not (run / "manifest.json").is_file():
-            raise BindscopeError(
-                f"{run} is not a finished run folder (no manifest.json); give --out folders of bindscope run"
-            )
-        for name, entry in (read_json(run / "manifest.json", "run manifest").get("datasets") or {}).items():
+        manifest = run_manifest(run)
+        for name, entry in (manifest.get("datasets") or {}).items():
             if name in hashes and hashes[name][0] != entry["hash"]:
                 raise BindscopeError(
                     f"dataset {name!r} differs between {hashes[name][1]} and {run} (hash {hashes[name][0][:12]} vs "
@@ -55,6 +56,44 @@ def check_runs(run_dirs: list[Path]) -> dict[str, str]:
                 )
             hashes.setdefault(name, (entry["hash"], run))
     return {k: v[0] for k, v in hashes.items()}
+
+
+def run_manifest(run: Path) -> dict[str, Any]:
+    """The manifest of a finished run folder that holds results; anything else is refused in one line naming it.
+
+    An interrupted run is refused too: its tables lack what it did not reach, and a comparison would not show it.
+    """
+    give = "give --out folders of bindscope run"
+    why = None
+    if not run.exists():
+        why = "it does not exist"
+    elif not run.is_dir():
+        why = "it is a file"
+    elif not (run / MANIFEST).is_file():
+        why = f"no {MANIFEST}"
+    if why:
+        raise BindscopeError(f"{run} is not a finished run folder ({why}); {give}")
+    manifest = read_json(run / MANIFEST, "run manifest")
+    kind = manifest.get("format")
+    if not isinstance(kind, dict) or kind.get("name") != RUN_FORMAT:
+        what = "a dataset's" if kind == DATASET_FORMAT else "not a run's"
+        raise BindscopeError(f"{run} is not a finished run folder (its {MANIFEST} is {what}); {give}")
+    if manifest.get("status") != "complete":
+        raise BindscopeError(
+            f"{run} is not a finished run folder (status {short_repr(manifest.get('status'))}: its tables lack what it "
+            f"did not reach); finish it with `bindscope run CONFIG --out {run}` (it resumes), then compare"
+        )
+    datasets = manifest.get("datasets") or {}
+    hashed = isinstance(datasets, dict) and all(
+        isinstance(d, dict) and isinstance(d.get("hash"), str) for d in datasets.values()
+    )
+    if not hashed:
+        raise BindscopeError(f"run manifest {run / MANIFEST} is damaged (its datasets have no hashes); run it again")
+    if not result_folders(run):
+        raise BindscopeError(
+            f"{run} is a run folder without results (nothing under results/); {give} whose analyses ran"
+        )
+    return manifest
 
 
 def run_label(run: Path, taken: set[str]) -> str:

@@ -2,7 +2,11 @@
 
 A config is YAML (or a mapping) validated here; unknown keys are errors naming the allowed ones,
 and each analysis's settings are validated by that analysis's own settings class, so the CLI, the
-Python API and the YAML refuse the same runs the same way.
+Python API and the YAML refuse the same runs the same way. Everything that can be checked before a
+run writes anything is checked here, loading no model: every name that becomes a folder follows
+:func:`bindscope.core.validation.check_name`, model specs parse (local folders exist, the backend's
+libraries are installed), each model's modalities are offered by its datasets' presets and its
+backend, presets load and a ``max_scenes`` subsample keeps every object in every slot.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bindscope.analyses import get_analysis
+from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import Seed, Seeds, Settings, format_validation
+from bindscope.core.validation import NAME_RULE, Seed, Seeds, Settings, check_name, format_validation, short_repr
+from bindscope.data.presets import Preset, load_preset, preset_from_dict
+from bindscope.embeddings.encoders import BACKENDS, parse_spec
 from bindscope.space.splits import DEFAULT_SEEDS
 
 Modality = Literal["image", "text"]
-SLUG = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
 #: The analyses a run can hold, in the order they run.
 SHIPPED = Path(__file__).parent / "configs"
 RUN_ANALYSES = ("probe", "decompose", "intervene", "complexity", "crossmodal", "geometry")
@@ -30,10 +36,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def check_slug(value: str, what: str) -> str:
-    if not re.fullmatch(SLUG, value):
-        raise ValueError(f"{what} {value!r} names a folder: use letters, digits, '_', '-', '+' and '.' only")
-    return value
+def checked(check: Any, *args: Any) -> Any:
+    """``check(*args)``, its :class:`BindscopeError` as the ``ValueError`` a pydantic validator raises."""
+    try:
+        return check(*args)
+    except BindscopeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class DatasetConfig(Strict):
@@ -50,7 +58,28 @@ class DatasetConfig(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return check_slug(v, "dataset name")
+        return check_name(v, "dataset name")
+
+    @model_validator(mode="after")
+    def _preset(self) -> DatasetConfig:
+        """The preset and its subsample are valid before anything is written (a subsample's scenes are drawn to
+        know it keeps every object in every slot: under a second for the largest preset)."""
+        preset = checked(self.load_preset)
+        if self.max_scenes is not None:
+            try:
+                preset.build_scenes()
+            except BindscopeError as exc:
+                raise ValueError(f"dataset {self.name}: {exc}") from None
+        return self
+
+    def load_preset(self) -> Preset:
+        """The dataset's preset, with its covering subsample when ``max_scenes`` is set (its scenes are not built)."""
+        preset = load_preset(self.preset)
+        if self.max_scenes is None:
+            return preset
+        data = preset.to_dict()
+        data["scenes"] = {**data["scenes"], "max_scenes": self.max_scenes, "subsample_seed": self.subsample_seed}
+        return preset_from_dict(data, origin=f"dataset {self.name}")
 
 
 class ModelConfig(Strict):
@@ -67,6 +96,17 @@ class ModelConfig(Strict):
     batch_size: int | None = Field(None, ge=1)
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
 
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        checked(parse_spec, v)  # a malformed spec, an unknown backend or a missing local folder: refused here
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        return None if v is None else check_name(v, "model name")
+
     @field_validator("modalities")
     @classmethod
     def _modalities(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -80,6 +120,30 @@ class ModelConfig(Strict):
         if isinstance(v, tuple) and (not v or len(set(v)) != len(v)):
             raise ValueError(f"give each layer once, at least one (or all), got {list(v)}")
         return v
+
+    @model_validator(mode="after")
+    def _folder_and_modalities(self) -> ModelConfig:
+        if self.name is None:
+            try:
+                check_name(self.label, "model folder name")
+            except ValueError:
+                raise ValueError(
+                    f"model {short_repr(self.spec)} gives no usable folder name ({short_repr(self.label)}); "
+                    f"give it one with name: ({NAME_RULE})"
+                ) from None
+        backend = BACKENDS[parse_spec(self.spec).backend]
+        if "image" in self.modalities and backend.modalities == "text":
+            raise ValueError(
+                f"model {self.label} ({short_repr(self.spec)}): {backend.name} models embed text only; "
+                "drop image from its modalities"
+            )
+        missing = backend.missing()  # found without importing them
+        if missing:
+            raise ValueError(
+                f"model {self.label} ({short_repr(self.spec)}) needs {', '.join(missing)}, which is not installed; "
+                f"pip install {' '.join(missing)}"
+            )
+        return self
 
     @property
     def label(self) -> str:
@@ -107,7 +171,7 @@ class ScratchEntry(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return check_slug(v, "scratch model name")
+        return check_name(v, "scratch model name")
 
     def training_config(self) -> Any:
         """The validated training config (:class:`bindscope.scratch.config.ScratchConfig`)."""
@@ -139,7 +203,7 @@ class RunConfig(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return check_slug(v, "run name")
+        return check_name(v, "run name")
 
     @field_validator("analyses")
     @classmethod
@@ -175,9 +239,24 @@ class RunConfig(Strict):
             missing = sorted(set(m.datasets or ()) - set(names))
             if missing:
                 raise ValueError(f"model {m.label} names datasets {missing}; the run has {', '.join(names)}")
+        for d in self.datasets:
+            self._offers(d, d.load_preset())
+        checked(check_device, self.device)
         for name in self.enabled_analyses():
             self.analysis_settings(name)  # every analysis's settings are valid before anything runs
         return self
+
+    def _offers(self, dataset: DatasetConfig, preset: Preset) -> None:
+        """Refuse a model of the run that embeds a modality ``dataset`` lacks."""
+        offered = list(preset.config.modalities)
+        for m in self.models_for(dataset.name):
+            lacking = [x for x in m.modalities if x not in offered]
+            if lacking:
+                raise ValueError(
+                    f"model {m.label} embeds {' and '.join(lacking)}, which dataset {dataset.name} (preset "
+                    f"{preset.name}) lacks (it has {' and '.join(offered)}); drop {' and '.join(lacking)} from the "
+                    "model's modalities or limit the model to datasets that have it (datasets: [...])"
+                )
 
     def enabled_analyses(self) -> list[str]:
         """The analyses switched on, in run order."""

@@ -38,13 +38,13 @@ from bindscope.core.io import atomic_file, write_json
 from bindscope.core.locks import writes
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
-from bindscope.data.presets import load_preset, preset_from_dict
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, step
 
 Say = Callable[[str], None]
 CONFIG = "config.yaml"
 MANIFEST = "manifest.json"
+RUN_FORMAT = "bindscope-run"
 UNIMODAL = ("probe", "decompose", "intervene", "complexity", "geometry")
 
 
@@ -112,12 +112,24 @@ def git_hash() -> str | None:
 
 def dataset_preset(entry: DatasetConfig) -> Any:
     """The preset of a run's dataset, with its covering subsample when ``max_scenes`` is set."""
-    preset = load_preset(entry.preset)
-    if entry.max_scenes is None:
-        return preset
-    data = preset.to_dict()
-    data["scenes"] = {**data["scenes"], "max_scenes": entry.max_scenes, "subsample_seed": entry.subsample_seed}
-    return preset_from_dict(data, origin=f"dataset {entry.name}")
+    return entry.load_preset()
+
+
+def preflight(config: RunConfig, root: Path) -> None:
+    """What a run into ``root`` needs before it writes anything and its config cannot know (the config checked
+    everything else when it was made): images it cannot draw (e.g. PUG:SPARE's) already imported into ``root``."""
+    from bindscope.data.render import RENDERERS
+
+    for entry in config.datasets:
+        preset = entry.load_preset()
+        folder = root / "datasets" / entry.name
+        images = any("image" in m.modalities for m in config.models_for(entry.name))
+        if images and preset.config.renderer not in RENDERERS and not (folder / "manifest.json").is_file():
+            raise BindscopeError(
+                f"dataset {entry.name}: a run cannot draw preset {preset.name}'s images (renderer "
+                f"{preset.config.renderer}); put the dataset with its images in {folder} first (PUG:SPARE: "
+                f"`bindscope dataset import-pug CSV IMAGES --out {folder}`), or embed its text only"
+            )
 
 
 def build_datasets(state: RunState) -> None:
@@ -450,7 +462,7 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
     write_json(
         state.root / MANIFEST,
         {
-            "format": {"name": "bindscope-run", "version": 1},
+            "format": {"name": RUN_FORMAT, "version": 1},
             "run": state.config.name,
             "status": status,
             **stamp(),
@@ -479,6 +491,7 @@ def run_pipeline(
     existing = root / CONFIG
     if root.is_dir() and any(p for p in root.iterdir() if p.name != ".lock") and not existing.is_file():
         raise BindscopeError(f"{root} holds files that are not a bindscope run; choose another --out")
+    preflight(config, root)  # nothing is written before every check that can be made has passed
     state = RunState(root, config, say, progress, StepLog(), {}, {})
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
