@@ -13,7 +13,7 @@ from bindscope.embeddings.store import import_embeddings
 
 def test_other_modality_is_checked(clevr_dir, tmp_path) -> None:
     ds = load_dataset(clevr_dir)
-    np.save(tmp_path / "x.npy", np.ones((len(ds), 8), np.float32))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(len(ds), 8)).astype(np.float32))
     for name, modality, spec in (("img", "image", "hf:m"), ("txt", "text", "hf:m"), ("txt2", "text", "hf:n")):
         import_embeddings(ds, tmp_path / "x.npy", name=name, modality=modality, out=tmp_path / name, model_spec=spec)
     inputs = load_inputs(tmp_path / "img", find_control=False, other=tmp_path / "txt")

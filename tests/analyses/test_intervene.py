@@ -348,7 +348,8 @@ def single_folder(out, ds, spec: str, width: int = 8):
         "model_spec": spec,
         "layer": None,
     }
-    return write_embeddings(out, np.ones((ds.space.num_objects, width), np.float32), manifest)
+    bank = np.random.default_rng(0).normal(size=(ds.space.num_objects, width)).astype(np.float32)  # not constant
+    return write_embeddings(out, bank, manifest)
 
 
 def test_single_bank_found_beside_and_checked(clevr_dir, tmp_path) -> None:
@@ -357,7 +358,7 @@ def test_single_bank_found_beside_and_checked(clevr_dir, tmp_path) -> None:
     from bindscope.embeddings.store import import_embeddings
 
     ds = load_dataset(clevr_dir)
-    np.save(tmp_path / "x.npy", np.ones((len(ds), 8), np.float32))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(len(ds), 8)).astype(np.float32))
     import_embeddings(ds, tmp_path / "x.npy", name="m", modality="text", out=tmp_path / "emb" / "m", model_spec="st:m")
     assert load_inputs(tmp_path / "emb" / "m", find_singles=True).singles is None
     single_folder(tmp_path / "emb" / "m-single", ds, "st:m")

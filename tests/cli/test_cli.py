@@ -243,7 +243,8 @@ def planted_emb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
 
     root = tmp_path_factory.mktemp("emb")
     scenes = load_dataset(built).scenes
-    for name, kind, spec in [("model", "object_additive", "planted:x"), ("model_rand", "random", "planted:x+rand")]:
+    models = [("model", "object_additive", "hf:planted/x"), ("model_rand", "random", "hf:planted/x+rand")]
+    for name, kind, spec in models:
         np.save(root / f"{name}.npy", planted_embeddings(scenes, kind, dim=64, noise=0.1, seed=0))
         import_embeddings(built, root / f"{name}.npy", name=name, modality="image", out=root / name, model_spec=spec)
     return root / "model"

@@ -35,7 +35,7 @@ def test_import_writes_aligned_float32_folder(clevr_dir: Path, tmp_path: Path) -
 
 
 def test_load_checks_against_dataset(clevr_dir: Path, tmp_path: Path) -> None:
-    x = np.ones((576, 4), np.float32)
+    x = np.random.default_rng(0).normal(size=(576, 4)).astype(np.float32)  # not constant: that is refused
     import_embeddings(clevr_dir, _save(tmp_path, x), name="ones", modality="text", out=tmp_path / "e")
     ds = load_dataset(clevr_dir)
     assert len(load_embeddings(tmp_path / "e", ds)) == 576
@@ -93,7 +93,7 @@ def test_import_refuses_a_modality_the_dataset_lacks(tmp_path: Path) -> None:
 
 
 def test_import_refuses_to_overwrite(clevr_dir: Path, tmp_path: Path) -> None:
-    path = _save(tmp_path, np.zeros((576, 3)))
+    path = _save(tmp_path, np.random.default_rng(0).normal(size=(576, 3)))
     import_embeddings(clevr_dir, path, name="a", modality="image", out=tmp_path / "e")
     with pytest.raises(BindscopeError, match="already exists and is not empty"):
         import_embeddings(clevr_dir, path, name="b", modality="image", out=tmp_path / "e")
@@ -102,7 +102,7 @@ def test_import_refuses_to_overwrite(clevr_dir: Path, tmp_path: Path) -> None:
 
 
 def test_load_refuses_damaged_folders(clevr_dir: Path, tmp_path: Path) -> None:
-    path = _save(tmp_path, np.ones((576, 3)))
+    path = _save(tmp_path, np.random.default_rng(0).normal(size=(576, 3)))
     import_embeddings(clevr_dir, path, name="a", modality="image", out=tmp_path / "e")
     npy = tmp_path / "e" / "embeddings.npy"
     good = npy.read_bytes()

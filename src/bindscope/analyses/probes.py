@@ -498,6 +498,8 @@ def _lbfgs_whitened(x: torch.Tensor, t: torch.Tensor, blocks: list[slice], max_i
     x64 = x.double()
     evals, evecs = torch.linalg.eigh(x64.T @ x64 / len(x))
     keep = evals > evals.max() * 1e-10
+    if not keep.any():  # all-zero inputs (a residual nothing is left in): zero logits, nothing separated
+        return torch.zeros(t.shape[1], x.shape[1], dtype=x.dtype, device=x.device)
     proj = (evecs[:, keep] / evals[keep].sqrt()).to(x.dtype)  # x @ proj has identity covariance
     xw = x @ proj
     w = torch.zeros(t.shape[1], xw.shape[1], dtype=x.dtype, device=x.device, requires_grad=True)

@@ -24,6 +24,10 @@ EMBEDDINGS_FILE = "embeddings.npy"
 MANIFEST = "manifest.json"
 MODALITIES = ("image", "text")
 ROWS = ("scenes", "single_objects")
+#: What to do about an imported array nothing can be read from, or that the analyses cannot hold.
+IMPORT_FIX = "import it again"
+#: The same for an embedding folder an analysis reads.
+LOAD_FIX = "embed or import the embeddings again"
 REQUIRED_KEYS = ("format", "name", "modality", "dim", "num_rows", "dataset_hash")
 #: Types of the manifest's keys (checked when present).
 MANIFEST_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -121,6 +125,39 @@ def check_embedding_array(array: Any, num_rows: int, what: str = "embedding arra
     return out
 
 
+def check_embedding_values(array: np.ndarray, what: str, fix: str) -> None:
+    """Refuse finite embeddings nothing can be read from, or that the analyses' arithmetic cannot hold.
+
+    Every row the same (all zeros included) carries nothing about the scenes: the probes' whitening
+    and the decomposition have nothing to fit. Values whose squares sum past float32's largest number
+    (finite, e.g. ``3e38``) overflow the float32 arithmetic of the probes (centring, Adam's second
+    moments, logits) and give silently wrong answers. ``fix`` ends the message (e.g. ``import it again``).
+    """
+    arr = np.asarray(array)
+    if len(arr) == 0:
+        return
+    chunk = max(1, (1 << 22) // max(1, arr.shape[1]))  # rows per pass: a few MiB of float64 at a time
+    first, constant, squares = arr[0], len(arr) > 1, 0.0
+    for start in range(0, len(arr), chunk):
+        block = np.asarray(arr[start : start + chunk], dtype=np.float64)
+        constant = constant and bool((block == first).all())
+        squares += float(np.einsum("ij,ij->", block, block))
+    if constant:
+        zeros = ", all zeros" if not first.any() else ""
+        raise BindscopeError(
+            f"{what} is constant (every row the same{zeros}): nothing about the scenes can be read from it; "
+            f"check that the array holds each scene's own embedding, then {fix}"
+        )
+    limit = float(np.finfo(np.float32).max)
+    if squares > limit:
+        peak = float(np.abs(arr).max())
+        raise BindscopeError(
+            f"{what} holds values up to {peak:.3g}, too large for the analyses' float32 arithmetic (the sum of "
+            f"their squares, {squares:.3g}, overflows float32's {limit:.3g}); rescale the array (e.g. divide it by "
+            f"its largest absolute value), then {fix}"
+        )
+
+
 @writes("out", what="embedding folder")
 def write_embeddings(
     out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False
@@ -166,9 +203,13 @@ def import_embeddings(
     available = ds.manifest.get("modalities", list(MODALITIES))
     if modality not in available:
         raise BindscopeError(f"dataset {ds.name} has no {modality} modality (it has {', '.join(available)})")
+    if model_spec is not None:
+        check_recorded_spec(model_spec)
     array_path = Path(array_path)
     raw = load_npy(array_path, "embedding array")
-    arr = check_embedding_array(raw, len(ds), what=f"embedding array {array_path}")
+    what = f"embedding array {array_path}"
+    arr = check_embedding_array(raw, len(ds), what=what)
+    check_embedding_values(arr, what, IMPORT_FIX)
     manifest = {
         "name": name,
         "modality": modality,
@@ -185,6 +226,22 @@ def import_embeddings(
         },
     }
     return write_embeddings(out, arr, manifest, overwrite=overwrite)
+
+
+def check_recorded_spec(model_spec: str) -> None:
+    """Refuse a ``model_spec`` to record that ``embed --model`` would refuse: the same grammar.
+
+    Only the grammar: a folder a spec names may be on the machine that made the embeddings.
+    """
+    from bindscope.embeddings.encoders.spec import GRAMMAR, parse_spec
+
+    try:
+        parse_spec(model_spec, check_folders=False)
+    except BindscopeError as exc:
+        grammar = "" if GRAMMAR in str(exc) else f"; a spec is one of: {GRAMMAR}"
+        raise BindscopeError(
+            f"--model-spec takes a spec as `bindscope embed --model` does (or leave it out): {exc}{grammar}"
+        ) from None
 
 
 def load_embeddings(
@@ -215,6 +272,8 @@ def load_embeddings(
         )
     if not mmap and not np.isfinite(arr).all():
         raise BindscopeError(f"{root / EMBEDDINGS_FILE} contains NaN or inf values; re-create the folder")
+    if not mmap:
+        check_embedding_values(arr, f"embedding file {root / EMBEDDINGS_FILE}", LOAD_FIX)
     kind = manifest.get("rows", "scenes")
     if rows is not None and kind != rows:
         what = {"scenes": "scene embeddings", "single_objects": "single-object embeddings (embed --single-objects)"}

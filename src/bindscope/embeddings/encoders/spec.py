@@ -23,7 +23,7 @@ from bindscope.core.errors import BindscopeError
 
 BACKENDS = ("hf", "openclip", "st", "scratch")
 _RAND = re.compile(r"\+rand(?::(?P<seed>\d+))?$")
-_GRAMMAR = (
+GRAMMAR = (
     "hf:<id or path>[@revision], openclip:<arch>/<pretrained>, openclip:hf-hub:<org>/<repo>, "
     "openclip:local-dir:<path>, st:<name or path>, scratch:<checkpoint dir>, each optionally ending in +rand"
 )
@@ -86,8 +86,11 @@ class ModelSpec:
         return f"{self.backend}:{body}{rand}"
 
 
-def parse_spec(text: str | ModelSpec) -> ModelSpec:
+def parse_spec(text: str | ModelSpec, *, check_folders: bool = True) -> ModelSpec:
     """Parse a model spec string; a malformed or unknown one is a :class:`BindscopeError`.
+
+    ``check_folders=False`` checks the grammar only: a path need not be a folder on this machine
+    (a spec recorded for embeddings made elsewhere).
 
     Examples
     --------
@@ -98,14 +101,14 @@ def parse_spec(text: str | ModelSpec) -> ModelSpec:
     if isinstance(text, ModelSpec):
         return text
     if not isinstance(text, str) or not text.strip():
-        raise BindscopeError(f"empty model spec; give one of: {_GRAMMAR}")
+        raise BindscopeError(f"empty model spec; give one of: {GRAMMAR}")
     raw = text.strip()
     backend, sep, body = raw.partition(":")
     if not sep or backend not in BACKENDS:
         hint = f" (did you mean hf:{raw}?)" if not sep and "/" in raw else ""
         raise BindscopeError(
             f"unknown model spec {raw!r}{hint}; a spec starts with hf:, openclip:, st: or scratch: "
-            f"({_GRAMMAR}); `bindscope models` lists them with examples"
+            f"({GRAMMAR}); `bindscope models` lists them with examples"
         )
     rand_seed = None
     match = _RAND.search(body)
@@ -117,10 +120,10 @@ def parse_spec(text: str | ModelSpec) -> ModelSpec:
     if not body:
         raise BindscopeError(f"model spec {raw!r} names no model after {backend}:; e.g. {_example(backend)}")
     parser = {"hf": _parse_hf, "openclip": _parse_openclip, "st": _parse_st, "scratch": _parse_scratch}[backend]
-    return parser(body, raw, rand_seed)
+    return parser(body, raw, rand_seed, check_folders)
 
 
-def _parse_hf(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
+def _parse_hf(body: str, raw: str, rand_seed: int | None, folders: bool = True) -> ModelSpec:
     if Path(body).expanduser().exists():
         return ModelSpec("hf", str(Path(body).expanduser()), source="path", rand_seed=rand_seed)
     target, at, revision = body.partition("@")
@@ -130,6 +133,8 @@ def _parse_hf(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
         )
     if at and Path(target).expanduser().exists():
         return ModelSpec("hf", str(Path(target).expanduser()), revision=revision, source="path", rand_seed=rand_seed)
+    if _looks_like_path(target) and not folders:
+        return ModelSpec("hf", target, revision=revision or None, source="path", rand_seed=rand_seed)
     if _looks_like_path(target):
         raise BindscopeError(
             f"model spec {raw!r}: folder {target} does not exist; give an existing folder "
@@ -139,10 +144,10 @@ def _parse_hf(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
     return ModelSpec("hf", target, revision=revision or None, source="id", rand_seed=rand_seed)
 
 
-def _parse_openclip(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
+def _parse_openclip(body: str, raw: str, rand_seed: int | None, folders: bool = True) -> ModelSpec:
     if body.startswith("local-dir:"):
         path = Path(body[len("local-dir:") :]).expanduser()
-        if not str(path) or not path.is_dir():
+        if not body[len("local-dir:") :] or (folders and not path.is_dir()):
             raise BindscopeError(
                 f"model spec {raw!r}: folder {path} does not exist; openclip:local-dir: needs a "
                 "folder with open_clip_config.json and the weights"
@@ -163,10 +168,12 @@ def _parse_openclip(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
     return ModelSpec("openclip", arch, pretrained=tag or None, source="name", rand_seed=rand_seed)
 
 
-def _parse_st(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
+def _parse_st(body: str, raw: str, rand_seed: int | None, folders: bool = True) -> ModelSpec:
     path = Path(body).expanduser()
     if path.exists():
         return ModelSpec("st", str(path), source="path", rand_seed=rand_seed)
+    if _looks_like_path(body) and not folders:
+        return ModelSpec("st", body, source="path", rand_seed=rand_seed)
     if _looks_like_path(body):
         raise BindscopeError(
             f"model spec {raw!r}: folder {body} does not exist; give a saved sentence-transformers "
@@ -176,9 +183,9 @@ def _parse_st(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
     return ModelSpec("st", body, source="id", rand_seed=rand_seed)
 
 
-def _parse_scratch(body: str, raw: str, rand_seed: int | None) -> ModelSpec:
+def _parse_scratch(body: str, raw: str, rand_seed: int | None, folders: bool = True) -> ModelSpec:
     path = Path(body).expanduser()
-    if not path.is_dir():
+    if folders and not path.is_dir():
         raise BindscopeError(
             f"model spec {raw!r}: checkpoint folder {path} does not exist; "
             "train one with `bindscope scratch train` or give its path"
