@@ -31,7 +31,7 @@ from bindscope.analyses.probes import (
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, tidy
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
-from bindscope.core.validation import Device, ParitySettings, Seeds
+from bindscope.core.validation import MAX_STEPS, Device, ParitySettings, Seeds
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, check_fraction, scene_split
 
@@ -57,9 +57,9 @@ class ProbeSettings(ParitySettings):
     train_fraction: float = 0.4
     center: bool = False
     normalize: bool = False
-    steps: int = Field(10_000, ge=1)
+    steps: int = Field(10_000, ge=1, le=MAX_STEPS)
     lr: float = Field(1e-2, gt=0)
-    max_iter: int = Field(500, ge=1)
+    max_iter: int = Field(500, ge=1, le=MAX_STEPS)
     exact_budget_s: float = Field(900.0, ge=0)
     device: Device = "cpu"
 

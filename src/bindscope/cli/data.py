@@ -11,6 +11,7 @@ import typer
 from bindscope.cli.app import app, dataset_app
 from bindscope.cli.common import ObjectOrderChoice, WaitOpt, parse_fractions
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import MAX_SCENE_COUNT, MAX_WORKERS, check_seed, check_size
 
 
 class SplitLevel(str, Enum):
@@ -70,8 +71,8 @@ def dataset_build(
     from bindscope.data.datasets import build_dataset
     from bindscope.data.presets import load_preset, with_image_settings
 
-    if workers is not None and workers < 1:
-        raise BindscopeError(f"--workers must be at least 1, got {workers}")
+    if workers is not None:
+        check_size(workers, "--workers", 1, MAX_WORKERS)
     chosen = with_image_settings(load_preset(preset), size=image_size, jitter=jitter)
     ds = build_dataset(chosen, out, overwrite=overwrite, images=images, workers=workers, progress=not quiet)
     if not quiet:
@@ -90,8 +91,9 @@ def dataset_preview(
 ) -> None:
     """Draw a grid of images with their captions: check that names match pixels."""
     from bindscope.data.datasets import load_dataset
-    from bindscope.data.preview import preview_grid
+    from bindscope.data.preview import check_grid, preview_grid
 
+    check_grid(rows, cols, seed)  # before the dataset is read
     typer.echo(f"wrote {preview_grid(load_dataset(root), out, rows=rows, cols=cols, seed=seed, singles=singles)}")
 
 
@@ -106,8 +108,8 @@ def dataset_check(
     from bindscope.data.check import check_labels
     from bindscope.data.datasets import load_dataset
 
-    if scenes is not None and scenes < 1:
-        raise BindscopeError(f"--scenes must be at least 1, got {scenes}")
+    if scenes is not None:
+        check_size(scenes, "--scenes", 1, MAX_SCENE_COUNT)
     report = check_labels(load_dataset(root), scenes=scenes)
     if not report.ok:
         raise BindscopeError(report.summary())
@@ -185,6 +187,7 @@ def dataset_split(
         split_file_name,
     )
 
+    check_seed(seed, "--seed")
     ds = load_dataset(root)
     out = out or root / "splits"
     if validation is not None:

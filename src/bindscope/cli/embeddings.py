@@ -117,8 +117,9 @@ def embed(
     memory: MemoryOpt = None,
 ) -> None:
     """Embed a dataset's images or captions with a model: resumable, and a no-op when already done."""
-    from bindscope.embeddings.embed import embed_dataset
+    from bindscope.embeddings.embed import check_embed_sizes, embed_dataset
 
+    check_embed_sizes(batch_size, chunk_rows)  # before the model is loaded
     quiet_model_libraries()
     result = embed_dataset(
         dataset,

@@ -220,9 +220,11 @@ def scratch_sweep(
     memory: MemoryOpt = None,
 ) -> None:
     """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
+    from bindscope.core.validation import MAX_WORKERS, check_size
     from bindscope.scratch.config import load_config
     from bindscope.scratch.sweep import SweepSettings, sweep
 
+    check_size(workers, "--workers", 1, MAX_WORKERS)
     cfg = load_config(config, steps=steps, **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives))
     settings = SweepSettings(fractions=parse_fractions(fractions) or (), **given(seeds=parse_seeds(seeds)))
     s = sweep(

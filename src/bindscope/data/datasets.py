@@ -40,6 +40,7 @@ from bindscope.core.io import (
     write_json,
 )
 from bindscope.core.locks import writes
+from bindscope.core.validation import MAX_WORKERS, check_size
 from bindscope.core.version import stamp
 from bindscope.data.presets import Preset, load_preset, preset_from_dict
 from bindscope.space.captions import bare_phrase
@@ -193,6 +194,8 @@ def build_dataset(
     slot position, is rendered into ``images/`` by ``workers`` processes (default: all cores);
     an interrupted render leaves only complete PNGs, and building again renders the rest.
     """
+    if workers is not None:
+        check_size(workers, "--workers", 1, MAX_WORKERS)
     preset = preset if isinstance(preset, Preset) else load_preset(preset)
     out = Path(out)
     scenes = preset.build_scenes()

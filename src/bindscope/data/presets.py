@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import check_name, validate_settings
+from bindscope.core.validation import Seed, check_name, validate_settings
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
 
@@ -37,10 +37,10 @@ class SceneConfig(BaseModel):
     allow_identical: bool = True
     distinct_values: bool = False
     num_scenes: int | None = Field(default=None, ge=1, le=MAX_SCENES)
-    seed: int = Field(default=0, ge=0)
+    seed: Seed = 0
     include_single_objects: bool = False
-    max_scenes: int | None = Field(default=None, ge=1)
-    subsample_seed: int = Field(default=0, ge=0)
+    max_scenes: int | None = Field(default=None, ge=1, le=MAX_SCENES)
+    subsample_seed: Seed = 0
 
     @model_validator(mode="after")
     def _sample_needs_count(self) -> SceneConfig:
@@ -71,7 +71,7 @@ class ImageConfig(BaseModel):
     width: int = Field(default=224, ge=16, le=4096)
     height: int = Field(default=224, ge=16, le=4096)
     jitter: float = Field(default=0.0, ge=0.0, le=1.0)
-    seed: int = Field(default=0, ge=0)
+    seed: Seed = 0
     single_objects: bool = True
 
 
@@ -153,7 +153,22 @@ class Preset:
         return self.config.noun or self.space.concepts[-1]
 
     def build_scenes(self) -> SceneSet:
-        """The scene set this preset defines (K-object scenes, then single objects if asked)."""
+        """The scene set this preset defines (K-object scenes, then single objects if asked).
+
+        A ``max_scenes`` subsample larger than the K-object scenes is refused: it would silently
+        keep them all.
+        """
+        sc = self.config.scenes
+        scenes = self.k_object_scenes()
+        if sc.max_scenes is not None:  # a seeded subsample keeping every object in every slot
+            check_max_scenes(sc.max_scenes, len(scenes), self.name)
+            scenes = scenes.subset(scenes.covering_subsample(sc.max_scenes, sc.subsample_seed))
+        if sc.include_single_objects and self.objects_per_scene > 1:
+            scenes = scenes.concat(SceneSet.singles(self.space, self.objects_per_scene))
+        return scenes
+
+    def k_object_scenes(self) -> SceneSet:
+        """The K-object scenes of the preset (enumerated or sampled), before any subsample."""
         sc = self.config.scenes
         k = self.objects_per_scene
         if sc.mode == "enumerate":
@@ -170,15 +185,20 @@ class Preset:
                 allow_identical=sc.allow_identical,
                 distinct_values=sc.distinct_values,
             )
-        if sc.max_scenes is not None:  # a seeded subsample keeping every object in every slot
-            scenes = scenes.subset(scenes.covering_subsample(sc.max_scenes, sc.subsample_seed))
-        if sc.include_single_objects and k > 1:
-            scenes = scenes.concat(SceneSet.singles(self.space, k))
         return scenes
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (what YAML files and dataset manifests hold)."""
         return self.config.model_dump(mode="json")
+
+
+def check_max_scenes(max_scenes: int, available: int, preset: str) -> None:
+    """Refuse a subsample of ``max_scenes`` scenes from a preset of only ``available`` K-object scenes."""
+    if max_scenes > available:
+        raise BindscopeError(
+            f"max_scenes {max_scenes} is more than the {available} scenes of preset {preset}; "
+            f"give at most {available} or drop max_scenes"
+        )
 
 
 def preset_from_dict(data: Any, origin: str = "preset") -> Preset:

@@ -9,7 +9,11 @@ import numpy as np
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, load_image
 from bindscope.core.locks import writes
+from bindscope.core.validation import check_seed
 from bindscope.data.datasets import Dataset, single_object_captions
+
+#: The most rows or columns of a preview grid (1,024 images at most; each is drawn at 260 x 290 pixels).
+MAX_GRID = 32
 
 
 @writes("out", what="preview image")
@@ -22,8 +26,7 @@ def preview_grid(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if rows < 1 or cols < 1:
-        raise BindscopeError(f"--rows and --cols must be at least 1, got {rows} x {cols}")
+    check_grid(rows, cols, seed)
     paths, captions = _items(ds, singles)
     pick = np.sort(np.random.default_rng(seed).choice(len(paths), size=min(rows * cols, len(paths)), replace=False))
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.9 * rows), squeeze=False)
@@ -41,6 +44,15 @@ def preview_grid(
         fig.savefig(fh, format="png", dpi=100)
     plt.close(fig)
     return out
+
+
+def check_grid(rows: int, cols: int, seed: int) -> None:
+    """Refuse a grid outside 1..:data:`MAX_GRID` rows and columns, or a seed that is not one."""
+    if rows < 1 or cols < 1:
+        raise BindscopeError(f"--rows and --cols must be at least 1, got {rows} x {cols}")
+    if rows > MAX_GRID or cols > MAX_GRID:
+        raise BindscopeError(f"--rows and --cols must be at most {MAX_GRID}, got {rows} x {cols}")
+    check_seed(seed, "--seed")
 
 
 def _items(ds: Dataset, singles: bool) -> tuple[np.ndarray, list[str]]:

@@ -29,6 +29,7 @@ from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
 from bindscope.core.locks import writes
+from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
 from bindscope.embeddings.encoders.base import DTYPES, Items
@@ -46,6 +47,14 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = {"image": 32, "text": 256}
 DEFAULT_CHUNK_ROWS = 2048
 STATE_FILE = "state.json"
+
+
+def check_embed_sizes(batch_size: int | None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+    """Refuse a batch size (None: the default) or chunk size outside [1, :data:`MAX_BATCH`] rows, before
+    anything is loaded or written."""
+    check_size(chunk_rows, "chunk rows", 1, MAX_BATCH)
+    if batch_size is not None:
+        check_size(batch_size, "--batch-size", 1, MAX_BATCH)
 
 
 @dataclass(frozen=True)
@@ -110,13 +119,10 @@ def embed_dataset(
         Replace an output folder that holds other embeddings.
     """
     start = time.perf_counter()
+    check_embed_sizes(batch_size, chunk_rows)
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
     out = Path(out)
-    if chunk_rows < 1:
-        raise BindscopeError(f"chunk rows must be at least 1, got {chunk_rows}")
     batch_size = DEFAULT_BATCH_SIZE.get(modality, 1) if batch_size is None else batch_size
-    if batch_size < 1:
-        raise BindscopeError(f"--batch-size must be at least 1, got {batch_size}")
     if name is not None and not name.strip():
         raise BindscopeError("--name must not be empty")
     if dtype not in DTYPES:

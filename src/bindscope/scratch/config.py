@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import MAX_SEED, validate_settings
+from bindscope.core.validation import MAX_BATCH, MAX_STEPS, Seed, validate_settings
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, load_preset, preset_from_dict
 
 
@@ -38,7 +38,7 @@ class ScratchConfig(BaseModel):
     max_objects: int = Field(default=3, ge=1, le=16)
     fraction: float = Field(default=0.8, gt=0.0, lt=1.0)
     validation_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
-    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    seed: Seed = 0
     # model (both encoders); the upper bounds keep a typo from allocating a huge model
     d_model: int = Field(default=256, ge=8, le=16_384)
     layers: int = Field(default=6, ge=1, le=256)
@@ -55,7 +55,7 @@ class ScratchConfig(BaseModel):
     instead of two of the same shape (docs/method.md §9, the paper's). A search variant, off in every
     built-in config."""
     # optimisation
-    steps: int = Field(default=50_000, ge=1)
+    steps: int = Field(default=50_000, ge=1, le=MAX_STEPS)
     batch_size: int = Field(default=512, ge=2, le=65_536)
     lr: float = Field(default=3e-5, gt=0.0)
     weight_decay: float = Field(default=0.1, ge=0.0)
@@ -69,10 +69,10 @@ class ScratchConfig(BaseModel):
     tau_init: float = 1.15
     max_logit_scale: float = Field(default=10.0, gt=0.0)
     # evaluation and checkpoints
-    eval_every: int = Field(default=2_500, ge=1)
+    eval_every: int = Field(default=2_500, ge=1, le=MAX_STEPS)
     eval_scenes: int = Field(default=2_048, ge=1, le=1_000_000)
-    eval_objects: int = Field(default=2, ge=1)
-    checkpoint_every: int = Field(default=2_500, ge=1)
+    eval_objects: int = Field(default=2, ge=1, le=16)
+    checkpoint_every: int = Field(default=2_500, ge=1, le=MAX_STEPS)
     # research-code parity switches (docs/method.md §10); each default is bindscope's choice
     final_norm: bool = True
     """A LayerNorm after the last transformer block of both encoders (the research code has none)."""
@@ -86,9 +86,9 @@ class ScratchConfig(BaseModel):
     swaps. ``sampled`` (the research code): the concept values present in the batch (at most
     ``max_concept_queries``), a random subset of at most ``max_object_queries`` present objects
     plus the swaps, and each task's loss averaged over the scenes with at least one positive."""
-    max_object_queries: int = Field(default=64, ge=1)
+    max_object_queries: int = Field(default=64, ge=1, le=MAX_BATCH)
     """Present objects kept as queries per batch with ``queries: sampled`` and in the batch-query evaluation."""
-    max_concept_queries: int = Field(default=64, ge=1)
+    max_concept_queries: int = Field(default=64, ge=1, le=MAX_BATCH)
     """Present concept values kept as queries per batch with ``queries: sampled`` and in the batch-query
     evaluation."""
     batch_eval: bool = False
@@ -96,7 +96,7 @@ class ScratchConfig(BaseModel):
     every evaluation, ``batch_eval_batches`` fresh batches of ``batch_size`` scenes of 1..``max_objects``
     objects per split, each scene scored only against its batch's sampled queries. The strict
     evaluation (fixed scenes against all objects) is always reported and stays the one selected on."""
-    batch_eval_batches: int = Field(default=10, ge=1)
+    batch_eval_batches: int = Field(default=10, ge=1, le=MAX_STEPS)
     """Batches per split in the batch-query evaluation."""
     heldout_negatives: bool = False
     """Let binding swaps produce any object, held-out (validation and test) ones included, so held-out

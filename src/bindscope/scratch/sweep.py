@@ -46,7 +46,7 @@ from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
-from bindscope.core.validation import MAX_SEED, Settings
+from bindscope.core.validation import MAX_ITEMS, MAX_SEED, MAX_WORKERS, Settings, WholeSeed
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.plot import BAG_OF_CONCEPTS, coverage_plot
 from bindscope.scratch.train import train_model
@@ -67,13 +67,15 @@ class SweepSettings(Settings):
     """Which coverages (train fractions) and seeds a sweep trains; both are sorted and deduplicated."""
 
     fractions: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
-    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    seeds: tuple[WholeSeed, ...] = DEFAULT_SEEDS
 
     @field_validator("fractions")
     @classmethod
     def _fractions(cls, v: tuple[float, ...]) -> tuple[float, ...]:
         if not v:
             raise ValueError("give at least one fraction, e.g. --fractions 0.2,0.4,0.6,0.8")
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} fractions, got {len(v)}")
         return tuple(sorted({check_fraction(f, "fraction") for f in v}))
 
     @field_validator("seeds")
@@ -81,6 +83,8 @@ class SweepSettings(Settings):
     def _seeds(cls, v: tuple[int, ...]) -> tuple[int, ...]:
         if not v or min(v) < 0 or max(v) > MAX_SEED:
             raise ValueError(f"give at least one seed (seeds are non-negative), each at most {MAX_SEED}")
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} seeds, got {len(v)}")
         return tuple(sorted(set(v)))
 
 
@@ -105,6 +109,8 @@ def sweep(
     """
     if workers < 1:
         raise BindscopeError(f"--workers must be at least 1, got {workers}")
+    if workers > MAX_WORKERS:
+        raise BindscopeError(f"--workers must be at most {MAX_WORKERS}, got {workers}")
     out = Path(out)
     fractions, seeds = list(settings.fractions), list(settings.seeds)
     request = {"config": config.to_dict(), "fractions": fractions, "seeds": seeds}

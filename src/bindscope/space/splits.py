@@ -26,7 +26,7 @@ import numpy as np
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, read_json
 from bindscope.core.locks import writes
-from bindscope.core.validation import check_fields, short_repr
+from bindscope.core.validation import MAX_ITEMS, check_fields, check_seed, short_repr
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
 SPLIT_FORMAT = "bindscope-split-v1"
@@ -55,9 +55,12 @@ def check_fraction(value: float, name: str = "fraction") -> float:
 
 
 def check_fractions(values: Sequence[float], name: str = "fraction") -> tuple[float, ...]:
-    """Return ``values`` as floats if there is at least one, each in (0, 1), none repeated."""
+    """Return ``values`` as floats if there is at least one (at most :data:`MAX_ITEMS`), each in (0, 1), none
+    repeated."""
     if not len(values):
         raise BindscopeError(f"give at least one {name}")
+    if len(values) > MAX_ITEMS:
+        raise BindscopeError(f"give at most {MAX_ITEMS} {name}s, got {len(values)}")
     out = tuple(check_fraction(v, name) for v in values)
     if len(set(out)) != len(out):
         raise BindscopeError(f"{name}s repeat: {list(out)}")
@@ -178,6 +181,7 @@ def carve_validation(
     some to fit on).
     """
     check_fraction(fraction, "validation fraction")
+    check_seed(seed, "validation seed")
     indices = _indices(indices)
     n_val = max(fraction_count(fraction, len(indices)), min(min_count, len(indices) - 1))
     if n_val == 0 or n_val == len(indices):
@@ -204,6 +208,7 @@ def scene_split(
     0 selects the research code's scenes exactly.
     """
     f = check_fraction(train_fraction, "train_fraction")
+    check_seed(seed, "split seed")
     if source not in SPLIT_SOURCES:
         raise BindscopeError(f"unknown split source {source!r}; choose {' or '.join(SPLIT_SOURCES)}")
     n_train = fraction_count(f, num_scenes) if source == "bindscope" else int(f * num_scenes)
@@ -291,6 +296,7 @@ def object_splits(
     ``order`` is ``random`` or ``covering`` (see the module doc)."""
     if len(fractions) == 0:
         raise BindscopeError("give at least one fraction")
+    check_seed(seed, "split seed")
     u = scenes.space.num_objects
     ranked = ordered_objects(scenes.space, seed, order)
     ids = scenes.object_ids()

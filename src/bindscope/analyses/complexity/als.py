@@ -40,6 +40,7 @@ from bindscope.analyses.complexity.approxfit import CONVERGED_BELOW, SceneIndex,
 from bindscope.analyses.complexity.approximators import Family, Layout, Params, init_params
 from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import MAX_STEPS
 
 DTYPE = torch.float64
 #: The projected R² gain below which a fit stops before its budget (it converges below
@@ -90,6 +91,10 @@ class Solver:
             raise BindscopeError(f"patience must be at least 1 sweep (or None), got {self.patience}")
         if self.starts < 1 or self.start_sweeps < 1:
             raise BindscopeError(f"starts and start_sweeps must be >= 1, got {self.starts}, {self.start_sweeps}")
+        for name in ("sweeps", "patience", "starts", "start_sweeps"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_STEPS:
+                raise BindscopeError(f"{name} must be at most {MAX_STEPS}, got {value}")
 
 
 @dataclass

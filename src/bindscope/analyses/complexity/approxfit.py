@@ -29,6 +29,7 @@ from bindscope.analyses.complexity.approximators import (
 )
 from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import MAX_STEPS
 from bindscope.space.concepts import SceneSet
 
 #: ``exact``: ALS for the table families, Adam on standardised targets for the MLP; ``paper``: Adam for every family.
@@ -83,6 +84,10 @@ class Schedule:
             raise BindscopeError(f"the learning rate must be positive, got {self.lr}")
         if self.patience is not None and self.patience < 1:
             raise BindscopeError(f"patience must be at least 1 check (or None), got {self.patience}")
+        for name in ("epochs", "eval_every", "patience"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_STEPS:
+                raise BindscopeError(f"{name} must be at most {MAX_STEPS}, got {value}")
 
     def lr_at(self, step: int) -> float:
         """``CosineAnnealingLR(T_max=epochs, eta_min=0)`` at ``step``, or ``lr`` when constant."""

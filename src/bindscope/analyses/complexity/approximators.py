@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from bindscope.analyses.decomposition import design_columns
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import MAX_WIDTH
 from bindscope.space.concepts import SceneSet
 
 FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")
@@ -59,6 +60,8 @@ class Family:
             raise BindscopeError("give a hidden width for mlp only, e.g. mlp(1024)")
         if self.hidden is not None and self.hidden < 1:
             raise BindscopeError(f"mlp hidden width must be at least 1, got {self.hidden}")
+        if self.hidden is not None and self.hidden > MAX_WIDTH:
+            raise BindscopeError(f"mlp hidden width must be at most {MAX_WIDTH}, got {self.hidden}")
 
     @property
     def label(self) -> str:

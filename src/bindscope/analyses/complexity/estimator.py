@@ -8,6 +8,7 @@ from bindscope.analyses.complexity.als import Solver, fit_stack_exact
 from bindscope.analyses.complexity.approxfit import PROTOCOLS, SceneIndex, Schedule, StackFit, fit_stack, predict_stack
 from bindscope.analyses.complexity.approximators import Family, Layout
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import MAX_WIDTH, check_size
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import carve_validation
 
@@ -91,6 +92,8 @@ class Approximator:
         if y.ndim != 2 or len(y) != len(scenes):
             raise BindscopeError(f"y must be [{len(scenes)}, D], got {y.shape}")
         self.family_ = Family.parse(self.family, self.hidden)
+        if self.width is not None:
+            check_size(self.width, "width", 1, MAX_WIDTH)
         if validation is None:
             fit_idx, val_idx = carve_validation(
                 np.arange(len(scenes)), self.validation_fraction, self.seed, min_count=1

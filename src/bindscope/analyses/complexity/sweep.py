@@ -46,7 +46,18 @@ from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_
 from bindscope.analyses.results import NO_CONTROL, spread, tidy
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor, current_store
-from bindscope.core.validation import Device, ParitySettings, Seeds, Settings
+from bindscope.core.validation import (
+    MAX_ITEMS,
+    MAX_SCENE_COUNT,
+    MAX_STEPS,
+    MAX_WIDTH,
+    Device,
+    ParitySettings,
+    Seed,
+    Seeds,
+    Settings,
+    short_repr,
+)
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import (
     DEFAULT_FRACTIONS,
@@ -121,12 +132,12 @@ class Budget(Settings):
 
     name: str = "full"
     protocol: Literal["exact", "paper"] = "exact"
-    sweeps: int = Field(800, ge=1)
-    epochs: int = Field(4000, ge=1)
-    eval_every: int = Field(50, ge=1)
-    patience: int | None = Field(10, ge=1)
-    max_train_scenes: int | None = Field(None, ge=2)
-    max_eval_scenes: int | None = Field(None, ge=2)
+    sweeps: int = Field(800, ge=1, le=MAX_STEPS)
+    epochs: int = Field(4000, ge=1, le=MAX_STEPS)
+    eval_every: int = Field(50, ge=1, le=MAX_STEPS)
+    patience: int | None = Field(10, ge=1, le=MAX_STEPS)
+    max_train_scenes: int | None = Field(None, ge=2, le=MAX_SCENE_COUNT)
+    max_eval_scenes: int | None = Field(None, ge=2, le=MAX_SCENE_COUNT)
     standardize: bool = True
     decay: Literal["cosine", "constant"] = "cosine"
 
@@ -233,8 +244,15 @@ class ComplexitySettings(ParitySettings):
     selection: Literal["validation", "test"] = "validation"
     description_length: bool = True
     second_fit: bool = True
-    probe_seed: int = Field(0, ge=0)
+    probe_seed: Seed = 0
     device: Device = "cpu"
+
+    @field_validator("approximators")
+    @classmethod
+    def _approximators(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} approximators, got {len(v)}")
+        return v
 
     @field_validator("fractions")
     @classmethod
@@ -251,13 +269,19 @@ class ComplexitySettings(ParitySettings):
     def _width(cls, v: int | None) -> int | None:
         if v is not None and v < 1:
             raise ValueError(f"table width must be at least 1, got {v}")
+        if v is not None and v > MAX_WIDTH:
+            raise ValueError(f"table width must be at most {MAX_WIDTH}, got {v}")
         return v
 
     @field_validator("hidden")
     @classmethod
     def _hidden(cls, v: tuple[int, ...]) -> tuple[int, ...]:
         if not v or min(v) < 1:
-            raise ValueError(f"give MLP hidden widths of at least 1, got {list(v)}")
+            raise ValueError(f"give MLP hidden widths of at least 1, got {short_repr(list(v))}")
+        if max(v) > MAX_WIDTH:
+            raise ValueError(f"MLP hidden widths must be at most {MAX_WIDTH}, got {short_repr(list(v))}")
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} MLP hidden widths, got {len(v)}")
         return v
 
     @model_validator(mode="after")

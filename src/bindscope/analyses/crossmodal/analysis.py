@@ -33,7 +33,7 @@ from bindscope.analyses.metrics import format_spread, nested
 from bindscope.analyses.results import ResultFiles, result_row, spread, tidy
 from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import Device, Seeds, Settings
+from bindscope.core.validation import MAX_SCENE_COUNT, MAX_STEPS, Device, Seed, Seeds, Settings
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, ObjectSplit, check_fractions, object_splits
 
@@ -69,10 +69,10 @@ class CrossmodalSettings(Settings):
     fractions: tuple[float, ...] = BRIDGE_FRACTIONS
     seeds: Seeds = DEFAULT_SEEDS
     validation_fraction: float = Field(0.1, gt=0, lt=1)
-    contrastive_steps: int = Field(300, ge=1)
-    max_scenes: int | None = Field(None, ge=2)
-    retrieval_queries: int | None = Field(None, ge=1)
-    subsample_seed: int = Field(0, ge=0)
+    contrastive_steps: int = Field(300, ge=1, le=MAX_STEPS)
+    max_scenes: int | None = Field(None, ge=2, le=MAX_SCENE_COUNT)
+    retrieval_queries: int | None = Field(None, ge=1, le=MAX_SCENE_COUNT)
+    subsample_seed: Seed = 0
     cases: bool = True
     device: Device = "cpu"
 

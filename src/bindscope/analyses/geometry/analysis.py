@@ -32,7 +32,7 @@ from bindscope.analyses.metrics import format_spread
 from bindscope.analyses.results import ResultFiles, spread, tidy
 from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import Seeds, Settings
+from bindscope.core.validation import MAX_ITEMS, MAX_SCENE_COUNT, Seeds, Settings, short_repr
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, check_fractions, fraction_count
 
@@ -86,7 +86,11 @@ class GeometrySettings(Settings):
     @classmethod
     def _labelled(cls, v: tuple[int, ...]) -> tuple[int, ...]:
         if any(n < 2 for n in v):
-            raise ValueError(f"a rank axis needs at least 2 labelled objects, got {list(v)}")
+            raise ValueError(f"a rank axis needs at least 2 labelled objects, got {short_repr(list(v))}")
+        if any(n > MAX_SCENE_COUNT for n in v):
+            raise ValueError(f"labelled counts must be at most {MAX_SCENE_COUNT}, got {short_repr(list(v))}")
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} labelled counts, got {len(v)}")
         return tuple(sorted(set(v)))
 
     def sweep(self, fractions: tuple[float, ...]) -> SweepSettings:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
 from bindscope.analyses.intervene.edits import SIDES, EditPlan, check_two_object_scenes, plan_edits
@@ -37,7 +37,7 @@ from bindscope.analyses.probes import ProbeSet, set_separation_correct
 from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
 from bindscope.analyses.scene_index import concept_roles
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import Device, Seeds, Settings
+from bindscope.core.validation import MAX_ITEMS, Device, Seed, Seeds, Settings
 from bindscope.space.concepts import SceneSet
 
 UNEDITED = "unedited"
@@ -65,7 +65,7 @@ class InterveneSettings(Settings):
     seeds: Seeds = (42,)
     attribute: str | None = None
     noun: str | None = None
-    probe_seed: int = Field(0, ge=0)
+    probe_seed: Seed = 0
     cases: bool = True
     device: Device = "cpu"
 
@@ -74,6 +74,8 @@ class InterveneSettings(Settings):
     def _k(cls, v: tuple[float, ...]) -> tuple[float, ...]:
         if not v:
             raise ValueError("give at least one edit strength k")
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} edit strengths k, got {len(v)}")
         if not all(math.isfinite(k) for k in v):
             raise ValueError(f"edit strengths must be finite numbers, got {list(v)}")
         if len(set(v)) != len(v):
