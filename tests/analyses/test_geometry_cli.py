@@ -103,6 +103,7 @@ def test_several_folders_are_compared(planted_folders: Path, tmp_path: Path, run
     assert done.returncode == 0, done.stderr
     assert {p.name for p in out.iterdir()} == {
         "additive", "half", "random", "comparison.csv", "comparison.parquet", "comparison.json", "plots",
+        ".bindscope.json",
     }  # fmt: skip
     assert (out / "plots" / "correlation.png").is_file()
     comparison = json.loads((out / "comparison.json").read_text())

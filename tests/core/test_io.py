@@ -31,15 +31,18 @@ def test_save_npy_round_trip_and_no_pickles(tmp_path: Path) -> None:
 
 
 def test_staged_dir_appears_only_when_complete(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), staged_dir(tmp_path / "out") as stage:
+    with pytest.raises(RuntimeError), staged_dir(tmp_path / "out", kind="result") as stage:
         (stage / "part.txt").write_text("x")
         raise RuntimeError("interrupted")
     assert list(tmp_path.iterdir()) == []
-    with staged_dir(tmp_path / "out") as stage:
+    with staged_dir(tmp_path / "out", kind="result") as stage:
         (stage / "done.txt").write_text("x")
     assert (tmp_path / "out" / "done.txt").is_file()
     (tmp_path / "file").write_text("x")
-    with pytest.raises(BindscopeError, match="exists and is not a folder"), staged_dir(tmp_path / "file"):
+    with (
+        pytest.raises(BindscopeError, match="exists and is not a folder"),
+        staged_dir(tmp_path / "file", kind="result"),
+    ):
         pass
 
 

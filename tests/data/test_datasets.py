@@ -23,7 +23,13 @@ def _copy(src: Path, tmp_path: Path) -> Path:
 
 
 def test_build_writes_the_documented_layout(clevr_dir: Path) -> None:
-    assert sorted(p.name for p in clevr_dir.iterdir()) == ["images", "manifest.json", "scenes.csv", "scenes.parquet"]
+    assert sorted(p.name for p in clevr_dir.iterdir()) == [
+        ".bindscope.json",
+        "images",
+        "manifest.json",
+        "scenes.csv",
+        "scenes.parquet",
+    ]
     manifest = json.loads((clevr_dir / "manifest.json").read_text())
     assert manifest["preset"] == "clevr"
     assert manifest["num_scenes"] == 576

@@ -126,6 +126,7 @@ def test_import_builds_a_loadable_pug_spare_folder(imported: Path) -> None:
     assert ds.name == "pug_spare" and len(ds) == N_SCENES
     assert ds.hash == dataset_hash(preset, preset.build_scenes())
     assert sorted(p.name for p in imported.iterdir()) == [
+        ".bindscope.json",
         "images",
         "manifest.json",
         "scenes.csv",
@@ -279,15 +280,21 @@ def test_out_not_empty_needs_overwrite(
     assert (out / "notes.txt").read_text() == "mine"
     with pytest.raises(BindscopeError, match="pass --overwrite"):
         import_pug(csv, images, out=imported)  # re-import needs overwrite too
-    ds = import_pug(csv, images, out=out, overwrite=True, progress=True)
-    assert not (out / "notes.txt").exists() and len(ds) == N_SCENES
-    assert load_dataset(out).hash == imported_ds.hash
+    with pytest.raises(
+        BindscopeError, match="holds files bindscope did not write; --overwrite replaces only a dataset"
+    ):
+        import_pug(csv, images, out=out, overwrite=True)  # not a folder bindscope wrote: never replaced
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    again = tmp_path / "again"
+    import_pug(csv, images, out=again)
+    ds = import_pug(csv, images, out=again, overwrite=True, progress=True)
+    assert len(ds) == N_SCENES and load_dataset(again).hash == imported_ds.hash
 
 
 def test_out_holding_the_sources_is_refused(source: tuple[pd.DataFrame, Path], tmp_path: Path) -> None:
     table, images = source
     csv = _write(table, tmp_path / "PUG_SPARE.csv")
-    with pytest.raises(BindscopeError, match="holds the PUG:SPARE source"):
+    with pytest.raises(BindscopeError, match="holds the input"):
         import_pug(csv, images, out=images.parent, overwrite=True)
     assert images.is_dir()
 

@@ -155,7 +155,7 @@ class OwnItems(Encoder):
 
 
 def test_an_encoder_of_its_own_items_cannot_take_bare(clevr_dir: Path, tmp_path: Path) -> None:
-    encoder = OwnItems(parse_spec(f"scratch:{tmp_path}"))
+    encoder = OwnItems(parse_spec(f"scratch:{tmp_path / 'model'}", check_folders=False))
     with pytest.raises(BindscopeError, match=r"not captions, so --single-captions bare does not apply .* drop"):
         embed_dataset(
             clevr_dir, encoder, modality="text", single_objects=True, single_captions="bare", out=tmp_path / "e"

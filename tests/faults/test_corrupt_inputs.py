@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from bindscope.cli import main
 from bindscope.core.errors import BindscopeError
+from bindscope.core.io import OUTPUT_MARK
 from bindscope.data.datasets import build_dataset
 from bindscope.embeddings.store import import_embeddings
 from bindscope.space.planted import planted_embeddings
@@ -344,7 +345,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> Folders:
 
 
 def files_of(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    """The files a reader of ``folder`` reads (not the output mark, which only --overwrite reads: see
+    tests/faults/test_outputs.py for a damaged one)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != OUTPUT_MARK)
 
 
 # -- dataset folders ----------------------------------------------------------------------------------

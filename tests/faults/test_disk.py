@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bindscope.core.io import OUTPUT_MARK
 from cli_checks import assert_one_line_error
 from forked_cli import ForkServer
 
@@ -27,7 +28,8 @@ def files(folder: Path) -> dict[str, str]:
 
 
 def hidden(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.rglob(".*"))
+    """Hidden leftovers under ``folder`` (not the mark every output folder carries)."""
+    return sorted(p.name for p in folder.rglob(".*") if p.name != OUTPUT_MARK)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bindscope.core.io import OUTPUT_MARK
 from forked_cli import ForkServer
 from tiny_scratch import tiny_scratch_yaml
 
@@ -122,8 +123,9 @@ def differences(a: object, b: object, where: str = "") -> list[str]:
 
 
 def hidden_leftovers(root: Path) -> list[str]:
-    """Hidden files or folders anywhere under ``root``: locks, staging folders, temp files, resume state."""
-    return sorted(str(p.relative_to(root)) for p in root.rglob(".*"))
+    """Hidden files or folders anywhere under ``root``: locks, staging folders, temp files, resume state (not
+    the mark every output folder carries)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if p.name != OUTPUT_MARK)
 
 
 @pytest.fixture

@@ -42,9 +42,15 @@ def test_a_step_is_reused_only_for_the_same_content_key(inputs, tmp_path: Path) 
 def test_an_older_result_is_replaced_and_foreign_files_are_refused(inputs, tmp_path: Path) -> None:
     old = tmp_path / "old"
     old.mkdir()
-    (old / "summary.json").write_text(json.dumps({"test": {"object_acc": 0.5}}))  # a 0.1 folder: no format tag
+    (old / "summary.json").write_text(json.dumps({"format": {"name": "bindscope-result", "version": 1}}))
     summary, status = step("probe", inputs, old, QUICK, None)
     assert status == "replaced" and summary["format"]["version"] == 2
+    untagged = tmp_path / "untagged"
+    untagged.mkdir()
+    (untagged / "summary.json").write_text(json.dumps({"test": {"object_acc": 0.5}}))  # no tag: anybody's file
+    with pytest.raises(BindscopeError, match="holds files bindscope did not write; --overwrite replaces only an"):
+        step("probe", inputs, untagged, QUICK, None)
+    assert json.loads((untagged / "summary.json").read_text()) == {"test": {"object_acc": 0.5}}
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")

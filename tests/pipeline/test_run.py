@@ -46,6 +46,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, run_cli_module) -> tuple[Path,
 def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
     _, out, stdout = run
     assert {p.name for p in out.iterdir()} == {
+        ".bindscope.json",
         "config.yaml",
         "manifest.json",
         "datasets",
@@ -177,7 +178,8 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     assert_one_line_error(done, "dataset 'clevr' differs between")
     done = run_cli("compare", out, "--out", tmp_path / "cmp3")
     assert_one_line_error(done, "give at least two run folders to compare")
-    done = run_cli("compare", out, tmp_path, "--out", tmp_path / "cmp4")
+    (tmp_path / "not-a-run").mkdir()
+    done = run_cli("compare", out, tmp_path / "not-a-run", "--out", tmp_path / "cmp4")
     assert_one_line_error(done, "is not a finished run folder")
     assert not any((tmp_path / n).exists() for n in ("cmp2", "cmp3", "cmp4"))
 

@@ -513,8 +513,10 @@ def test_export_refuses_another_models_folder(reference: Path, exported, tmp_pat
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    with pytest.raises(BindscopeError, match="holds other files; choose another --out or pass --overwrite"):
+    with pytest.raises(BindscopeError, match="holds files that are not a bindscope export; choose another --out"):
         export_model(reference, other)
+    with pytest.raises(BindscopeError, match="--overwrite replaces only a scratch model's export that bindscope wrote"):
+        export_model(reference, other, overwrite=True)
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
 

@@ -78,7 +78,7 @@ def reserved(label: str) -> bool:
     return label in (COMPARISON, "plots") or label.startswith(f"{COMPARISON}.")
 
 
-@writes("out", what="result folder")
+@writes("out", what="result folder", kind="result", reads=("emb_dirs", "singles", "dataset"))
 def run_geometry(
     emb_dirs: Sequence[str | Path],
     out: str | Path,
@@ -96,14 +96,14 @@ def run_geometry(
     if singles is not None and len(emb_dirs) > 1:
         raise BindscopeError("--singles names the bank of one folder; with several, keep each bank beside its folder")
     out = Path(out)
-    check_output_dir(out, overwrite=overwrite)
+    check_output_dir(out, kind="result", overwrite=overwrite)
     loaded = [geometry_inputs(d, singles=singles, dataset=dataset) for d in emb_dirs]  # all checked before work
     names = folder_labels(loaded, labels)
     settings = settings or GeometrySettings()
     if len(loaded) == 1:
         result = run_analysis("geometry", loaded[0], out, settings, overwrite=overwrite, progress=progress)
         return GeometryRun(out, {names[0]: result}, None)
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="result", overwrite=overwrite) as stage:
         results = {
             name: run_analysis("geometry", item, stage / name, settings, progress=progress)
             for name, item in zip(names, loaded)

@@ -54,6 +54,13 @@ class Inputs:
             noun=self.dataset.preset.noun,
         )
 
+    def input_paths(self) -> list[Path]:
+        """The folders these inputs were read from (an output may be none of them)."""
+        sets = (self.embeddings, self.control, self.singles, self.other)
+        paths = [s.root for s in sets if s is not None] + [self.dataset.root]
+        paths += [self.probes_path] if self.probes_path is not None else []
+        return paths + [r.path for r in (self.unimodal or {}).values()]
+
     @property
     def is_single_objects(self) -> bool:
         """Whether the embedding folder itself is a single-object bank (``embed --single-objects``)."""

@@ -69,7 +69,7 @@ def input_record(analysis: Analysis, inputs: Inputs | AnalysisInputs) -> dict[st
     return {k: v for k, v in described.items() if k in analysis.needs | analysis.uses | {"dataset"}}
 
 
-@writes("out", what="result folder")
+@writes("out", what="result folder", kind="result", reads=("inputs",))
 def run_analysis(
     name: str,
     inputs: Inputs | AnalysisInputs,
@@ -100,7 +100,7 @@ def run_analysis(
     if not isinstance(settings, analysis.Settings):
         raise BindscopeError(f"{name} takes {analysis.Settings.__name__}, got {type(settings).__name__}")
     out = Path(out)
-    check_output_dir(out, overwrite=overwrite)  # before long work
+    check_output_dir(out, kind="result", overwrite=overwrite)  # before long work
     folder_inputs = inputs if isinstance(inputs, Inputs) else None
     arrays = inputs.arrays() if isinstance(inputs, Inputs) else inputs
     analysis.check_inputs(arrays)

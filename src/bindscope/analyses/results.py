@@ -233,7 +233,7 @@ def write_result(
     summary = {**head, **numbers}
     ResultHeader.model_validate(summary)
     out = Path(out)
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="result", overwrite=overwrite) as stage:
         write_json(stage / SUMMARY, summary)
         for name, table in {"results": files.table, **files.tables}.items():
             table.to_parquet(stage / f"{name}.parquet", index=False)

@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 import tokenize
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -233,8 +233,108 @@ def is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
-def check_output_dir(out: Path, *, overwrite: bool = False) -> None:
-    """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``.
+# -- what an output may be ------------------------------------------------------------------------
+#: The hidden file in every folder bindscope writes: the kind of folder it is. ``--overwrite`` replaces
+#: only a folder that carries it, with the same kind.
+OUTPUT_MARK = ".bindscope.json"
+#: The kinds of output folder, as messages name them.
+OUTPUT_KINDS = {
+    "dataset": "a dataset",
+    "embeddings": "an embedding folder",
+    "result": "an analysis result",
+    "table": "a table folder",
+    "comparison": "a comparison of runs",
+    "model": "a scratch model",
+    "export": "a scratch model's export",
+    "run": "a run folder",
+}
+
+
+def mark_output(folder: Path, kind: str) -> None:
+    """Record in ``folder`` that bindscope wrote it, as an output of ``kind`` (see :data:`OUTPUT_KINDS`)."""
+    if kind not in OUTPUT_KINDS:
+        raise BindscopeError(f"internal: unknown output kind {kind!r}")
+    write_json(folder / OUTPUT_MARK, {"written_by": "bindscope", "kind": kind})
+
+
+#: The format tags of a manifest or summary (what folders from before the mark carry), by kind.
+FORMAT_KINDS = {
+    "bindscope-dataset": "dataset",
+    "bindscope-embeddings": "embeddings",
+    "bindscope-scratch": "model",
+    "bindscope-run": "run",
+    "bindscope-result": "result",
+}
+
+
+def written_kind(folder: Path) -> str | None:
+    """The kind of output bindscope wrote ``folder`` as, or None (not written by bindscope, or damaged).
+
+    Read from its mark (:data:`OUTPUT_MARK`) or, for a folder written before marks, from the format tag
+    of its ``manifest.json`` or ``summary.json``.
+    """
+    mark = _json_object(folder / OUTPUT_MARK)
+    if mark is not None:
+        kind = mark.get("kind") if mark.get("written_by") == "bindscope" else None
+        return kind if kind in OUTPUT_KINDS else None
+    for name in ("manifest.json", "summary.json"):
+        tag = (_json_object(folder / name) or {}).get("format")
+        tag = tag.get("name") if isinstance(tag, dict) else tag
+        for prefix, kind in FORMAT_KINDS.items():
+            if isinstance(tag, str) and (tag == prefix or tag.startswith(f"{prefix}-v")):
+                return kind
+    return None
+
+
+def _json_object(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_output_place(out: Path) -> None:
+    """Refuse, before any work, an output that is the current folder, the file system's root, the home folder
+    or has no name: bindscope writes a folder (or file) of its own, below such a place."""
+    out = Path(out)
+    real = out.expanduser().resolve()
+    places = {Path.cwd().resolve(): "the current folder", Path(real.anchor): "the root folder"}
+    with contextlib.suppress(RuntimeError, KeyError):  # no home folder known
+        places.setdefault(Path.home().resolve(), "your home folder")
+    if out.name == "..":
+        raise BindscopeError(f"--out {out} ends in '..'; give the output its own name, e.g. --out {real / 'result'}")
+    if str(out) in ("", ".") or real in places:
+        what = places.get(real, "the current folder")
+        raise BindscopeError(
+            f"--out {str(out) or repr('')} is {what}; bindscope writes an output of its own and never replaces such "
+            f"a folder: give a new folder below it, e.g. --out {out / 'result' if str(out) else 'result'}"
+        )
+
+
+def check_not_an_input(out: Path, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse an output that is, holds or lies inside one of the ``inputs`` the command reads (links resolved),
+    so that no writer, ``--overwrite`` or not, can replace or write into what it reads."""
+    real_out = Path(out).expanduser().resolve()
+    for given in inputs:
+        real = Path(given).expanduser().resolve()
+        if real == real_out:
+            relation = "is"
+        elif real_out in real.parents:
+            relation = "holds"
+        elif real in real_out.parents:
+            relation = "lies inside"
+        else:
+            continue
+        raise BindscopeError(
+            f"--out {out} {relation} the input {given}; bindscope never writes over or into what a command reads: "
+            "choose an --out outside it"
+        )
+
+
+def check_output_dir(out: Path, *, kind: str, overwrite: bool = False) -> None:
+    """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``; with ``overwrite``,
+    one that bindscope did not write as an output of the same ``kind`` (:func:`check_replaceable`).
 
     Call it before long work too, so that a bad ``--out`` fails at once, not at the end.
     """
@@ -242,21 +342,53 @@ def check_output_dir(out: Path, *, overwrite: bool = False) -> None:
         raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
     if out.is_dir() and not is_empty_dir(out) and not overwrite:
         raise BindscopeError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
+    check_replaceable(out, kind)
+
+
+def check_replaceable(out: Path, kind: str) -> None:
+    """Refuse to replace ``out`` unless it is missing, empty, or a folder bindscope wrote as ``kind``."""
+    if not out.is_dir() or is_empty_dir(out):
+        return
+    found = written_kind(out)
+    if found != kind:
+        holds = OUTPUT_KINDS[found] if found else "files bindscope did not write"
+        raise BindscopeError(
+            f"{out} holds {holds}; --overwrite replaces only {OUTPUT_KINDS[kind]} that bindscope wrote: "
+            "choose another --out (or delete the folder yourself if you no longer need it)"
+        )
+
+
+def check_output(
+    out: Path, kind: str | None, *, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()
+) -> None:
+    """Every check an output gets before any work: its place (:func:`check_output_place`), that it is none of
+    the ``inputs`` (:func:`check_not_an_input`) and, with ``overwrite``, that a folder of ``kind`` may be
+    replaced (:func:`check_replaceable`). Without ``overwrite`` the writer decides about a non-empty
+    ``out`` (the same content again is a no-op, a resumed one continues, anything else is refused)."""
+    check_output_place(out)
+    check_not_an_input(out, inputs)
+    if kind is not None and overwrite:
+        if out.exists() and not out.is_dir():
+            raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
+        check_replaceable(out, kind)
 
 
 @contextlib.contextmanager
-def staged_dir(out: Path, *, overwrite: bool = False) -> Iterator[Path]:
-    """Build a folder in a hidden sibling and move it to ``out`` only once complete.
+def staged_dir(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Path]:
+    """Build a folder of ``kind`` in a hidden sibling and move it to ``out`` only once complete.
 
-    ``out`` must not exist, be an empty folder, or (with ``overwrite``) be replaced.
-    On any error the staging folder is removed and ``out`` is left as it was.
+    ``out`` must not exist, be an empty folder, or (with ``overwrite``) be a folder of the same kind
+    that bindscope wrote (see :func:`check_output_dir`), which is replaced. The folder carries the
+    mark of its kind (:data:`OUTPUT_MARK`). On any error the staging folder is removed and ``out``
+    is left as it was.
     """
-    check_output_dir(out, overwrite=overwrite)
+    check_output_dir(out, kind=kind, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     _default_mode(stage, 0o777)
     try:
         yield stage
+        mark_output(stage, kind)
         kill_point("stage-move")
         if out.exists():
             old = out.with_name(f".{out.name}.old-{os.getpid()}")

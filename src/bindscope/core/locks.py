@@ -24,11 +24,12 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.io import check_output
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -87,22 +88,101 @@ def output_lock(target: str | Path, *, wait: bool | None = None, what: str = "ou
             _release(target, fd)
 
 
-def writes(param: str, what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function that writes the path given as its argument ``param``: it runs holding that lock."""
+Reads = Sequence[str] | Callable[[dict[str, Any]], Iterable[Any]]
+
+
+def writes(
+    param: str, what: str, *, kind: str | None = None, reads: Reads = (), in_place: bool = False
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function that writes the path given as its argument ``param``: before it runs, the output
+    is checked (:func:`bindscope.core.io.check_output`); it runs holding the output's lock.
+
+    Parameters
+    ----------
+    param
+        The argument that names the output (a path, or a loaded dataset for ``in_place`` writers).
+    what
+        What the output is, for messages ("dataset", "result folder").
+    kind
+        The kind of folder it writes (:data:`bindscope.core.io.OUTPUT_KINDS`); with the function's
+        ``overwrite`` argument, a non-empty output must be a folder bindscope wrote as this kind.
+        None for a file, or a folder the function checks itself.
+    reads
+        The arguments naming what the function reads (paths, folders, loaded datasets, inputs: see
+        :func:`input_paths`), or a function of the bound arguments returning them: the output may
+        not be, hold or lie inside any of them.
+    in_place
+        The function adds to an existing output of its own (a report into its run folder): only the
+        lock is taken.
+    """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
         def locked(*args: P.args, **kwargs: P.kwargs) -> R:
-            target = signature.bind(*args, **kwargs).arguments[param]
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            target = bound.arguments[param]
             path = target if isinstance(target, (str, os.PathLike)) else target.root  # a path or a loaded Dataset
-            with output_lock(os.fspath(path), what=what):
-                return fn(*args, **kwargs)
+            if not in_place:
+                given = reads(bound.arguments) if callable(reads) else [bound.arguments.get(r) for r in reads]
+                overwrite = bool(bound.arguments.get("overwrite", False))
+                check_output(Path(path), kind, overwrite=overwrite, inputs=input_paths(given))
+                if path is target and ".." in Path(path).parts:  # what the OS reaches, so that names agree with it
+                    bound.arguments[param] = path = Path(os.path.realpath(path))
+            new = first_missing(Path(path))
+            try:
+                with output_lock(os.fspath(path), what=what):
+                    return fn(*bound.args, **bound.kwargs)
+            except BaseException:
+                remove_empty_below(new, Path(path))  # a refused or failed write leaves no folder behind
+                raise
 
         return locked
 
     return decorate
+
+
+def first_missing(target: Path) -> Path | None:
+    """The outermost folder on the way to ``target`` (``target`` included) that does not exist yet."""
+    missing = None
+    for folder in [target, *target.parents]:
+        if folder.exists() or folder.is_symlink():
+            break
+        missing = folder
+    return missing
+
+
+def remove_empty_below(top: Path | None, target: Path) -> None:
+    """Remove the empty folders from ``target`` up to ``top`` (both included): what a call created and left."""
+    if top is None:
+        return
+    for folder in [target, *target.parents]:
+        try:
+            folder.rmdir()
+        except FileNotFoundError:  # never made
+            pass
+        except OSError:  # not empty, or not a folder
+            return
+        if folder == top:
+            return
+
+
+def input_paths(value: Any) -> list[Path]:
+    """The paths a writer's input argument names: a path, an object's ``input_paths()`` or ``root`` (a loaded
+    dataset or embedding set), the items of a list or tuple; nothing for None or in-memory data."""
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [Path(value)] if os.fspath(value) else []
+    if callable(getattr(value, "input_paths", None)):
+        return [Path(p) for p in value.input_paths()]
+    if isinstance(getattr(value, "root", None), (str, os.PathLike)):
+        return [Path(value.root)]
+    if isinstance(value, (list, tuple)):
+        return [p for item in value for p in input_paths(item)]
+    return []
 
 
 def _acquire(target: Path, wait: bool, what: str) -> int | None:

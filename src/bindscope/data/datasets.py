@@ -42,7 +42,7 @@ from bindscope.core.io import (
 from bindscope.core.locks import writes
 from bindscope.core.validation import MAX_WORKERS, check_size
 from bindscope.core.version import stamp
-from bindscope.data.presets import Preset, load_preset, preset_from_dict
+from bindscope.data.presets import Preset, load_preset, preset_file, preset_from_dict
 from bindscope.space.captions import bare_phrase
 from bindscope.space.captions import captions as make_captions
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
@@ -176,7 +176,7 @@ def _value_names(space: ConceptSpace, concept: int, idx: np.ndarray) -> pa.Array
     return pc.take(names, pa.array(idx, mask=idx == PAD))
 
 
-@writes("out", what="dataset")
+@writes("out", what="dataset", kind="dataset", reads=lambda args: preset_file(args["preset"]))
 def build_dataset(
     preset: str | Path | Preset,
     out: str | Path,
@@ -211,7 +211,7 @@ def build_dataset(
     captions = make_captions(scenes, preset.template)
     paths = np.full(len(scenes), "", dtype=object)
     manifest = _manifest(preset, scenes, content)
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="dataset", overwrite=overwrite) as stage:
         _write_table(scenes_table(scenes, captions, paths), stage / SCENES_PARQUET, stage / SCENES_CSV)
         (stage / IMAGES_DIR).mkdir()
         write_json(stage / MANIFEST, manifest)
@@ -350,7 +350,7 @@ def single_object_captions(ds: Dataset, form: str = "template") -> np.ndarray:
     return np.array([bare_phrase(str(c)) for c in out], dtype=object) if form == "bare" else out
 
 
-@writes("root", what="dataset")
+@writes("root", what="dataset", in_place=True)
 def attach_images(
     root: str | Path,
     scene_images: Sequence[str] | np.ndarray,

@@ -9,7 +9,7 @@ the config it was built from, so it can be rebuilt and checked.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -139,6 +139,7 @@ class Preset:
     config: PresetConfig
     space: ConceptSpace
     template: CaptionTemplate
+    source: Path | None = field(default=None, compare=False)  # the YAML file it was read from (None: built-in)
 
     @property
     def name(self) -> str:
@@ -231,7 +232,7 @@ def load_preset_file(path: str | Path) -> Preset:
     data = read_yaml(path, "preset file")
     if data is None:
         raise BindscopeError(f"preset file {path} is empty; see configs/custom_space.yaml for an example")
-    return preset_from_dict(data, origin=f"preset file {path}")
+    return replace(preset_from_dict(data, origin=f"preset file {path}"), source=path)
 
 
 # -- built-in presets ---------------------------------------------------------------------------
@@ -375,7 +376,7 @@ def with_image_settings(preset: Preset, *, size: str | None = None, jitter: floa
         update["jitter"] = jitter
     config = preset.config.model_dump()
     config["image"] = {**config["image"], **update}
-    return preset_from_dict(config, origin="image settings")
+    return replace(preset_from_dict(config, origin="image settings"), source=preset.source)
 
 
 def list_presets() -> list[str]:
@@ -390,11 +391,22 @@ def get_preset(name: str) -> Preset:
     return preset_from_dict(_BUILTIN[name], origin=f"built-in preset {name}")
 
 
+def is_preset_file(name_or_path: str | Path) -> bool:
+    """Whether ``name_or_path`` names a custom space's YAML file (not a built-in preset)."""
+    text = str(name_or_path)
+    return text not in _BUILTIN and (text.endswith((".yaml", ".yml")) or Path(text).is_file())
+
+
+def preset_file(preset: object) -> list[Path]:
+    """The YAML file a preset argument (a name, a path or a :class:`Preset`) was read from, as a list (empty
+    for a built-in preset)."""
+    if isinstance(preset, Preset):
+        return [preset.source] if preset.source is not None else []
+    return [Path(preset)] if isinstance(preset, (str, Path)) and is_preset_file(preset) else []
+
+
 def load_preset(name_or_path: str | Path) -> Preset:
     """A built-in preset by name, or a custom space from a ``.yaml``/``.yml`` file."""
-    text = str(name_or_path)
-    if text in _BUILTIN:
-        return get_preset(text)
-    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
-        return load_preset_file(text)
-    return get_preset(text)
+    if is_preset_file(name_or_path):
+        return load_preset_file(name_or_path)
+    return get_preset(str(name_or_path))

@@ -16,7 +16,7 @@ from bindscope.data.datasets import Dataset, single_object_captions
 MAX_GRID = 32
 
 
-@writes("out", what="preview image")
+@writes("out", what="preview image", reads=("ds",))
 def preview_grid(
     ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, seed: int = 0, singles: bool = False
 ) -> Path:

@@ -56,7 +56,7 @@ class PugSelection:
     rows: dict[str, int]
 
 
-@writes("out", what="dataset")
+@writes("out", what="dataset", kind="dataset", reads=("csv_path", "images_dir"))
 def import_pug(
     csv_path: str | Path,
     images_dir: str | Path,
@@ -99,7 +99,7 @@ def import_pug(
     complete, so an interrupted import leaves ``out`` as it was.
     """
     csv_path, images_dir, out = Path(csv_path), Path(images_dir), Path(out)
-    _check_out(out, [csv_path, images_dir], overwrite)
+    _check_out(out, overwrite)
     preset = get_preset(PRESET)
     table = read_pug_csv(csv_path)
     selection = select_scenes(table, preset, world)
@@ -114,7 +114,7 @@ def import_pug(
         "sources": SOURCES_CSV,
         "imported": utc_now(),
     }
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="dataset", overwrite=overwrite) as stage:
         build_dataset(preset, stage)
         rel = _copy_images(sources, stage, progress)
         attach_images(stage, rel)
@@ -287,14 +287,9 @@ def _write_sources(path: Path, selection: PugSelection) -> None:
         frame.to_csv(fh, index=False)
 
 
-def _check_out(out: Path, sources: Sequence[Path], overwrite: bool) -> None:
-    """Refuse a bad ``out`` at once, and any ``out`` whose replacement would delete the sources."""
-    check_output_dir(out, overwrite=overwrite)
-    target = out.resolve()
-    for src in sources:
-        resolved = src.resolve()
-        if resolved == target or target in resolved.parents:
-            raise BindscopeError(f"--out {out} holds the PUG:SPARE source {src}; write the dataset to another folder")
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse a bad ``out`` at once (that it is none of the sources is checked by ``@writes``)."""
+    check_output_dir(out, kind="dataset", overwrite=overwrite)
 
 
 def _describe(scene: np.ndarray, scenes: SceneSet) -> str:

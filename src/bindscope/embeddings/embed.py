@@ -33,6 +33,7 @@ from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
 from bindscope.embeddings.encoders.base import DTYPES, Items
+from bindscope.embeddings.encoders.spec import model_paths
 from bindscope.embeddings.store import (
     EMBEDDING_FORMAT,
     MANIFEST,
@@ -72,7 +73,12 @@ class EmbedResult:
     seconds: float
 
 
-@writes("out", what="embedding folder")
+def embed_inputs(args: dict[str, Any]) -> list[Any]:
+    """What an embedding run reads: its dataset and a model folder on this machine."""
+    return [args["dataset"], *model_paths(args["model"])]
+
+
+@writes("out", what="embedding folder", kind="embeddings", reads=embed_inputs)
 def embed_dataset(
     dataset: str | Path | Dataset,
     model: str | ModelSpec | Encoder,
@@ -479,7 +485,7 @@ def _refuse_other_contents(
     folder without the field was embedded before it existed, with the template's wording.
     """
     if overwrite or not (out / MANIFEST).is_file():
-        check_output_dir(out, overwrite=overwrite)
+        check_output_dir(out, kind="embeddings", overwrite=overwrite)
         return
     m = read_json(out / MANIFEST, "embedding manifest")
     if m.get("dataset_hash") != ds.hash:

@@ -158,7 +158,7 @@ def check_embedding_values(array: np.ndarray, what: str, fix: str) -> None:
         )
 
 
-@writes("out", what="embedding folder")
+@writes("out", what="embedding folder", kind="embeddings")
 def write_embeddings(
     out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False
 ) -> EmbeddingSet:
@@ -172,13 +172,13 @@ def write_embeddings(
         "dtype": "float32",
         **stamp(),
     }
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="embeddings", overwrite=overwrite) as stage:
         save_npy(stage / EMBEDDINGS_FILE, np.ascontiguousarray(array, dtype=np.float32))
         write_json(stage / MANIFEST, full)
     return EmbeddingSet(out, full, array)
 
 
-@writes("out", what="embedding folder")
+@writes("out", what="embedding folder", kind="embeddings", reads=("dataset", "array_path"))
 def import_embeddings(
     dataset: str | Path | Dataset,
     array_path: str | Path,

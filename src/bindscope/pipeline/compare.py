@@ -140,7 +140,7 @@ def metric_plot(card: pd.DataFrame, metric: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-@writes("out", what="comparison folder")
+@writes("out", what="comparison folder", kind="comparison", reads=("run_dirs",))
 def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: bool = False) -> Path:
     """Merge the tables and report cards of several runs into ``out`` (see the module doc)."""
     paths = [Path(p) for p in run_dirs]
@@ -148,7 +148,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
     taken: set[str] = set()
     runs = {run_label(p, taken): p for p in paths}
     out = Path(out)
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="comparison", overwrite=overwrite) as stage:
         merged = merged_tables(runs)
         merged.to_parquet(stage / "results.parquet", index=False)
         merged.to_csv(stage / "results.csv", index=False)

@@ -12,6 +12,7 @@ backend, presets load and a ``max_scenes`` subsample keeps every object in every
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,16 @@ from bindscope.analyses import get_analysis
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import NAME_RULE, Seed, Seeds, Settings, check_name, format_validation, short_repr
+from bindscope.core.validation import (
+    MAX_BATCH,
+    NAME_RULE,
+    Seed,
+    Seeds,
+    Settings,
+    check_name,
+    format_validation,
+    short_repr,
+)
 from bindscope.data.presets import Preset, load_preset, preset_from_dict
 from bindscope.embeddings.encoders import BACKENDS, parse_spec
 from bindscope.space.splits import DEFAULT_SEEDS
@@ -79,7 +89,7 @@ class DatasetConfig(Strict):
             return preset
         data = preset.to_dict()
         data["scenes"] = {**data["scenes"], "max_scenes": self.max_scenes, "subsample_seed": self.subsample_seed}
-        return preset_from_dict(data, origin=f"dataset {self.name}")
+        return replace(preset_from_dict(data, origin=f"dataset {self.name}"), source=preset.source)
 
 
 class ModelConfig(Strict):
@@ -93,7 +103,7 @@ class ModelConfig(Strict):
     control: bool = True
     single_objects: bool = True
     datasets: tuple[str, ...] | None = None
-    batch_size: int | None = Field(None, ge=1)
+    batch_size: int | None = Field(None, ge=1, le=MAX_BATCH)
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
 
     @field_validator("spec")

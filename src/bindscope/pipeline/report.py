@@ -248,7 +248,7 @@ def depth_html(rows: list[CardRow], root: Path) -> list[str]:
     return parts
 
 
-@writes("root", what="run folder")
+@writes("root", what="run folder", in_place=True)
 def write_report(root: str | Path) -> Path:
     """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
     root = Path(root)

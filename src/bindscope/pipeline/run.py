@@ -34,10 +34,12 @@ from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.results import content_key
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
-from bindscope.core.io import atomic_file, write_json
+from bindscope.core.io import OUTPUT_MARK, atomic_file, mark_output, write_json
 from bindscope.core.locks import writes
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
+from bindscope.data.presets import preset_file
+from bindscope.embeddings.encoders.spec import model_paths
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, step
 
@@ -478,7 +480,16 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
     )
 
 
-@writes("out", what="run folder")
+def run_inputs(args: dict[str, Any]) -> list[Path]:
+    """What a run reads besides what it writes itself: its preset and scratch YAML files, its local model
+    folders (a run folder may be none of them, hold none and lie inside none)."""
+    config: RunConfig = args["config"]
+    paths = [p for d in config.datasets for p in preset_file(d.preset)]
+    paths += [Path(e.config) for e in config.scratch if e.config.endswith((".yaml", ".yml"))]
+    return paths + [p for m in config.models for p in model_paths(m.spec)]
+
+
+@writes("out", what="run folder", reads=run_inputs)
 def run_pipeline(
     config: RunConfig,
     out: str | Path,
@@ -489,13 +500,14 @@ def run_pipeline(
     """Run ``config`` into ``out`` (see the module doc); returns what it did."""
     root = Path(out)
     existing = root / CONFIG
-    if root.is_dir() and any(p for p in root.iterdir() if p.name != ".lock") and not existing.is_file():
+    if root.is_dir() and any(p.name not in (".lock", OUTPUT_MARK) for p in root.iterdir()) and not existing.is_file():
         raise BindscopeError(f"{root} holds files that are not a bindscope run; choose another --out")
     preflight(config, root)  # nothing is written before every check that can be made has passed
     state = RunState(root, config, say, progress, StepLog(), {}, {})
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
     write_config(root, config)
+    mark_output(root, "run")
     try:
         build_datasets(state)
         specs = embedding_specs(state)

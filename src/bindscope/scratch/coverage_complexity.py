@@ -73,7 +73,7 @@ def sweep_runs(sweep_dir: Path) -> list[tuple[float, int, float]]:
     return out
 
 
-@writes("out", what="result folder")
+@writes("out", what="result folder", kind="result", reads=("sweep_dir",))
 def complexity_by_coverage(
     sweep_dir: str | Path,
     out: str | Path,
@@ -111,7 +111,7 @@ def complexity_by_coverage(
         if existing["analysis"] == ANALYSIS and existing["content_key"] == content_key(ANALYSIS, inputs, request):
             return existing
         raise BindscopeError(f"{out} holds another result; choose another --out or pass --overwrite")
-    check_output_dir(out, overwrite=overwrite)
+    check_output_dir(out, kind="result", overwrite=overwrite)
     work = _work_dir(out, request, overwrite)
     start = time.perf_counter()
     rows, readings = [], {}

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from bindscope.analyses.probes import save_probes
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import read_json, write_json
+from bindscope.core.io import mark_output, read_json, write_json
+from bindscope.core.locks import writes
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ExportResult:
     probes: Path
 
 
+@writes("out", what="export folder", kind="export", reads=("model_dir",))
 def export_model(
     model_dir: str | Path,
     out: str | Path,
@@ -70,6 +72,8 @@ def export_model(
         raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
     _check_previous(out, model_dir, layer, overwrite)
     model, record = load_model(model_dir, device=device)
+    out.mkdir(parents=True, exist_ok=True)
+    mark_output(out, "export")
     preset = _preset(record)
     ds = build_dataset(preset, out / "dataset", images=False, overwrite=overwrite)
     spec = f"scratch:{model_dir}"
@@ -141,7 +145,7 @@ def _check_previous(out: Path, model_dir: Path, layer: int | None, overwrite: bo
         if not overwrite and out.is_dir() and any(out.iterdir()) and not previous.is_file():
             known = {"dataset", "embeddings", "probes"}
             if any(p.name not in known and not p.name.startswith(".") for p in out.iterdir()):
-                raise BindscopeError(f"{out} holds other files; choose another --out or pass --overwrite")
+                raise BindscopeError(f"{out} holds files that are not a bindscope export; choose another --out")
         return
     data = read_json(previous, "export record")
     if data.get("model") != str(model_dir) or data.get("layer") != layer:

@@ -88,7 +88,7 @@ class SweepSettings(Settings):
         return tuple(sorted(set(v)))
 
 
-@writes("out", what="sweep folder")
+@writes("out", what="sweep folder", kind="result")
 def sweep(
     config: ScratchConfig,
     settings: SweepSettings,
@@ -121,7 +121,7 @@ def sweep(
             shutil.rmtree(_work_dir(out), ignore_errors=True)  # left by a crash after the result was written
             return existing
         raise BindscopeError(f"{out} holds another result; choose another --out or pass --overwrite")
-    check_output_dir(out, overwrite=overwrite)
+    check_output_dir(out, kind="result", overwrite=overwrite)
     runs_dir = _runs_dir(out, request, overwrite)
     start = time.perf_counter()
     jobs = [

@@ -249,7 +249,7 @@ CHECKPOINT_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-@writes("out", what="model folder")
+@writes("out", what="model folder", kind="model")
 def train_model(
     config: ScratchConfig,
     out: str | Path,
@@ -282,7 +282,7 @@ def train_model(
     if existing is not None:
         shutil.rmtree(work, ignore_errors=True)  # left by a crash after the model was written
         return TrainResult(out, existing, "existing")
-    check_output_dir(out, overwrite=overwrite)
+    check_output_dir(out, kind="model", overwrite=overwrite)
     resumed = _prepare_work(work, config, overwrite)
     trainer = Trainer(config, device)
     if resumed is not None:
@@ -358,7 +358,7 @@ def _at(rows: list[dict], step: int | None) -> dict[str, float]:
     return {f"{r['split']}_{r['metric']}": r["value"] for r in rows if r["step"] == step}
 
 
-@writes("out", what="model folder")
+@writes("out", what="model folder", kind="model")
 def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command: str = "scratch train") -> dict:
     """Write ``trainer``'s model folder (best weights on validation, else the current ones) to ``out``;
     returns its summary. ``command`` is recorded in the manifest."""
@@ -400,7 +400,7 @@ def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command
         "versions": versions(),
         "created": utc_now(),
     }
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="model", overwrite=overwrite) as stage:
         save_weights(stage / WEIGHTS, weights)
         save_weights(stage / "final.safetensors", trainer.model.state_dict())
         pd.DataFrame(trainer.log_rows).to_csv(stage / "metrics.csv", index=False)

@@ -153,7 +153,7 @@ def latex(groups: list[str], rows: list[list[str]], labels: list[str]) -> str:
     )
 
 
-@writes("out", what="table folder")
+@writes("out", what="table folder", kind="table", reads=("folders",))
 def write_tables(folders: Sequence[str | Path], out: str | Path, *, overwrite: bool = False) -> list[Path]:
     """Read ``intervene`` result folders and write ``table.md`` and ``table.tex`` into ``out``."""
     if not folders:
@@ -161,7 +161,7 @@ def write_tables(folders: Sequence[str | Path], out: str | Path, *, overwrite: b
     results = [load_result(f, "intervene") for f in folders]
     groups, rows, labels = table_rows(results)
     out = Path(out)
-    with staged_dir(out, overwrite=overwrite) as stage:
+    with staged_dir(out, kind="table", overwrite=overwrite) as stage:
         atomic_write_text(stage / "table.md", markdown(groups, rows, labels))
         atomic_write_text(stage / "table.tex", latex(groups, rows, labels))
     return [out / "table.md", out / "table.tex"]

@@ -86,6 +86,17 @@ class ModelSpec:
         return f"{self.backend}:{body}{rand}"
 
 
+def model_paths(model: object) -> list[Path]:
+    """The folder a model argument (a spec, its text, or a loaded encoder) loads from on this machine, as a
+    list; empty for a hub id, a name, or a spec that does not parse (loading it says why)."""
+    spec = getattr(model, "spec", model)
+    try:
+        parsed = parse_spec(spec) if isinstance(spec, (str, ModelSpec)) else None
+    except BindscopeError:
+        return []
+    return [Path(parsed.target)] if parsed is not None and (parsed.is_local or parsed.backend == "scratch") else []
+
+
 def parse_spec(text: str | ModelSpec, *, check_folders: bool = True) -> ModelSpec:
     """Parse a model spec string; a malformed or unknown one is a :class:`BindscopeError`.
 
