@@ -252,7 +252,9 @@ def position_summary(table: pd.DataFrame, space: ConceptSpace) -> dict[str, Any]
             node[f"r2_{variant}"] = spread(v) if len(v) else None
         heads = part[part.variant == "heads"]
         node["heads"] = {str(g): spread(h["value"]) for g, h in heads.groupby("group", sort=False)}
-        node["objects"] = int(part["objects"].iloc[0])
+        node["objects"] = int(part[part.variant == "heads"]["objects"].iloc[0])  # the unseen objects
+        left_out = part[(part.variant == "raw") & (part.metric == "undetermined")]["value"]
+        node["undetermined"] = float(left_out.mean()) if len(left_out) else 0.0  # unseen objects left out, per seed
         held_out[f"{f:g}"] = node
     concepts = {
         c: {
@@ -327,6 +329,13 @@ def number(v: float | None, digits: int = 3) -> str:
     return "-" if v is None or not np.isfinite(v) else f"{v:.{digits}f}"
 
 
+def held_r2(node: dict[str, Any], key: str) -> str:
+    """A held-out R² cell: "undetermined" where the seen objects determine no unseen one."""
+    if node.get(key) is None and node.get("undetermined"):
+        return "undetermined"
+    return format_spread(node.get(key))
+
+
 def headline_rows(summary: dict[str, Any]) -> Rows:
     """Measures down, slot positions across, a reference last."""
     positions = summary["positions"]
@@ -341,8 +350,8 @@ def headline_rows(summary: dict[str, Any]) -> Rows:
     add("factorization R² (all objects)", [number(p["r2"]) for p in positions], "1 = exactly additive")
     add("  whitened", [number(p["r2_whitened"]) for p in positions], "")
     held = [p["held_out"].get(key, {}) for p in positions]
-    add(f"held-out R² (f={f:g})", [format_spread(h.get("r2_raw")) for h in held], "<= 0: no better than the mean")
-    add("  whitened", [format_spread(h.get("r2_whitened")) for h in held], "")
+    add(f"held-out R² (f={f:g})", [held_r2(h, "r2_raw") for h in held], "<= 0: no better than the mean")
+    add("  whitened", [held_r2(h, "r2_whitened") for h in held], "")
     chances = sorted(summary["chance"].items(), key=lambda kv: kv[0] != "object")  # the object first
     for group, ref in chances:
         label = f"linear head {group} acc (f={f:g})" if group == "object" else f"  {group} acc"

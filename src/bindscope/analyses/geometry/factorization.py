@@ -52,18 +52,42 @@ def factorize(vectors: np.ndarray, space: ConceptSpace, rows: np.ndarray | None 
     return Factorization(mu, components)
 
 
+def determined(space: ConceptSpace, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Which ``test`` objects (a mask) a factorization fitted on ``train`` predicts: those whose design row
+    (intercept and one-hot values) lies in the row space of the training design, i.e. whose prediction is
+    the same for every least-squares solution. Others use a value no training object holds, or combine
+    values the training objects never link (cube only with red, ball only with blue: red-ball is then not
+    determined); their prediction would move with the embeddings' origin."""
+    design = np.concatenate([np.ones((space.num_objects, 1)), one_hot(space)], axis=1)
+    seen = design[np.asarray(train)]
+    rows = design[np.asarray(test)]
+    projected = rows @ (np.linalg.pinv(seen) @ seen)
+    return np.linalg.norm(rows - projected, axis=1) < 1e-8 * np.sqrt(design.shape[1])
+
+
+def one_hot(space: ConceptSpace) -> np.ndarray:
+    """Every object's values as concatenated one-hot blocks ``[U, sum of sizes]``."""
+    objects = space.all_objects()
+    return np.concatenate([np.eye(size)[objects[:, c]] for c, size in enumerate(space.sizes)], axis=1)
+
+
 def factorization_scores(
     vectors: np.ndarray, space: ConceptSpace, train: np.ndarray, test: np.ndarray
 ) -> dict[str, float]:
-    """R² of the factorization fitted on ``train`` objects: on them, and on ``test`` objects (SST around
-    the training mean, so a constant predictor scores about 0)."""
+    """R² of the factorization fitted on ``train`` objects: on them, and on the ``test`` objects it
+    determines (:func:`determined`; SST around the training mean, so a constant predictor scores about 0);
+    NaN where it determines none. Both are unchanged by a shift or a rotation of the embeddings.
+    ``determined`` counts the test objects scored, ``undetermined`` those left out."""
     y = np.asarray(vectors, dtype=np.float64)
     objects = space.all_objects()
     fit = factorize(y, space, train)
     centre = y[train].mean(axis=0)
+    scored = np.asarray(test)[determined(space, train, test)]
     return {
         "r2_train": r2_score(y[train], fit.predict(objects[train])),
-        "r2_test": r2_score(y[test], fit.predict(objects[test]), centre) if len(test) else float("nan"),
+        "r2_test": r2_score(y[scored], fit.predict(objects[scored]), centre) if len(scored) else float("nan"),
+        "determined": float(len(scored)),
+        "undetermined": float(len(test) - len(scored)),
     }
 
 

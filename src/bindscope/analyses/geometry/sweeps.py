@@ -2,7 +2,9 @@
 
 Objects are split at each fraction and seed (covering order, §2: every value is seen from the
 lowest fractions on); the factorization and the heads are fitted on the seen objects and scored on
-the unseen ones, raw and, for the factorization, after whitening with the seen objects' covariance.
+the unseen ones, raw and, for the factorization, after whitening with the seen objects' covariance. An
+unseen object with a value no seen object holds is not determined by the factorization: it is left out
+of the held-out R² and counted (metric ``undetermined``), so the R² never moves with the origin.
 Rank axes are found from a few labelled objects of one half of the objects and scored on the other.
 """
 
@@ -52,8 +54,14 @@ def held_out_rows(
             extra = {"fraction": split.fraction, "objects": len(test)}
             w = whitening(vectors[train], ridge)
             for variant, x in (("raw", vectors), ("whitened", vectors @ w)):
-                for metric, value in factorization_scores(x, space, train, test).items():
-                    out.append(row(variant, "all", metric, seed, value, **extra))
+                scores = factorization_scores(x, space, train, test)
+                scored = {**extra, "objects": int(scores.pop("determined"))}
+                undetermined = scores.pop("undetermined")
+                for metric, value in scores.items():
+                    if metric == "r2_train" or scored["objects"]:  # no number where no unseen object is determined
+                        out.append(row(variant, "all", metric, seed, value, **scored))
+                if variant == "raw":
+                    out.append(row(variant, "all", "undetermined", seed, undetermined, **extra))
             for group, value in head_accuracy(vectors, space, train, test, c).items():
                 out.append(row("heads", group, "accuracy", seed, value, **extra))
     return out
