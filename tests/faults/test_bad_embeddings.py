@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import subprocess
 from pathlib import Path
 
@@ -64,21 +63,12 @@ def squares(path: Path) -> str:
 
 # -- 4: a short write (numpy's, an OSError without errno) on a full disk ---------------------------------
 def run_with_file_limit(server: ForkServer, limit: int, *args: object) -> subprocess.CompletedProcess:
-    """The real command, forked by ``server`` with no file it writes allowed past ``limit`` bytes (a full disk).
-
-    As in tests/faults/test_disk.py: the soft limit is set on the server only while it forks and runs this
-    one command (it forks one at a time, on request), so the command inherits it as from a ``preexec_fn``.
-    ``server`` is the one ``run_cli`` forks from (the model server, under the session's hub settings), so
-    this module waits for one server to start, not two.
+    """The real command, forked by ``server`` with no file it writes allowed past ``limit`` bytes (a full disk;
+    :meth:`ForkServer.run_with_file_limit`). ``server`` is the one ``run_cli`` forks from (the model server,
+    under the session's hub settings), so this module waits for one server to start, not two.
     """
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    pid = server.proc.pid
-    before = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, before[1]))
-    try:
-        return server.run([str(a) for a in args], env, timeout=120)
-    finally:
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, before)
+    return server.run_with_file_limit([str(a) for a in args], env, limit, timeout=120)
 
 
 def test_a_short_write_on_import_is_the_disk_line_and_the_earlier_import_is_intact(

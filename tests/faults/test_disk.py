@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import resource
 import shutil
 import subprocess
 import uuid
@@ -45,23 +44,13 @@ def planted(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
 
 def bindscope(server: ForkServer, *args: object, limit: int | None = None) -> subprocess.CompletedProcess:
     """The real command, a process of its own forked by ``server`` (the session's ``cli_server``: no start-up
-    imports to pay); with ``limit``, no file it writes may grow past that many bytes (EFBIG: a full disk).
-
-    The limit (the soft one) is set on the server just while it forks and runs the command: the server
-    forks only on request, one at a time, so the command inherits the limit as from a ``preexec_fn``,
-    and the commands forked later do not. Python itself ignores SIGXFSZ, so the write fails instead of
-    killing the command.
+    imports to pay); with ``limit``, no file it writes may grow past that many bytes (EFBIG: a full disk;
+    see :meth:`ForkServer.run_with_file_limit`).
     """
     env = {**os.environ, "NO_COLOR": "1"}
     if limit is None:
         return server.run([str(a) for a in args], env, timeout=300)
-    pid = server.proc.pid
-    before = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-    resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, before[1]))
-    try:
-        return server.run([str(a) for a in args], env, timeout=300)
-    finally:
-        resource.prlimit(pid, resource.RLIMIT_FSIZE, before)
+    return server.run_with_file_limit([str(a) for a in args], env, limit)
 
 
 PROBE = ("--optimizer", "lbfgs", "-q")

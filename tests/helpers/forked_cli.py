@@ -265,6 +265,26 @@ class ForkServer:
         command.stderr_path.unlink()
         return done
 
+    def run_with_file_limit(
+        self, args: list[str], env: dict[str, str], limit: int, timeout: float = 300
+    ) -> subprocess.CompletedProcess:
+        """:meth:`run`, with no file the command writes allowed past ``limit`` bytes (EFBIG: a full disk).
+
+        The soft ``RLIMIT_FSIZE`` is set on the server just while it forks and runs the command: the server
+        forks only on request, one at a time, so the command inherits the limit as from a ``preexec_fn``,
+        and the commands forked later do not. Python ignores SIGXFSZ, so the write fails instead of
+        killing the command.
+        """
+        import resource
+
+        pid = self.proc.pid
+        before = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (limit, before[1]))
+        try:
+            return self.run(args, env, timeout=timeout)
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, before)
+
     def close(self) -> None:
         if not self._ready:  # never used (or still importing): nothing to wait for
             self.proc.kill()

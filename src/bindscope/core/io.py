@@ -368,9 +368,7 @@ def check_output(
     check_output_place(out)
     check_not_an_input(out, inputs)
     if kind is not None and overwrite:
-        if out.exists() and not out.is_dir():
-            raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
-        check_replaceable(out, kind)
+        check_output_dir(out, kind=kind, overwrite=True)
 
 
 @contextlib.contextmanager

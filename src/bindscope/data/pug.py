@@ -99,7 +99,7 @@ def import_pug(
     complete, so an interrupted import leaves ``out`` as it was.
     """
     csv_path, images_dir, out = Path(csv_path), Path(images_dir), Path(out)
-    _check_out(out, overwrite)
+    check_output_dir(out, kind="dataset", overwrite=overwrite)  # at once (the sources are checked by @writes)
     preset = get_preset(PRESET)
     table = read_pug_csv(csv_path)
     selection = select_scenes(table, preset, world)
@@ -285,11 +285,6 @@ def _write_sources(path: Path, selection: PugSelection) -> None:
     )
     with atomic_file(path, "w") as fh:
         frame.to_csv(fh, index=False)
-
-
-def _check_out(out: Path, overwrite: bool) -> None:
-    """Refuse a bad ``out`` at once (that it is none of the sources is checked by ``@writes``)."""
-    check_output_dir(out, kind="dataset", overwrite=overwrite)
 
 
 def _describe(scene: np.ndarray, scenes: SceneSet) -> str:
