@@ -1,0 +1,116 @@
+"""Floors: what a model that binds nothing scores under each accuracy (docs/method.md §3, §9).
+
+An *ideal bag of concepts* represents a scene by the set of concept values it holds, and nothing
+else: a multi-hot vector over all values (:func:`bag_embeddings`). It reads an object query by how
+many of the object's values the scene holds (the dot product with the object's multi-hot,
+:func:`bag_scores`), so it gives a scene's objects the top score, and gives the same score to every
+object formed from the scene's values: a binding swap ("a blue cube" in "a red cube and a blue
+sphere") ties with the scene's objects. Set separation counts a tie as wrong (for every model), so
+the bag is right exactly on the scenes that need no binding. That share is its floor under the strict
+object accuracy; under the needing-binding accuracy its floor is 0, and under the concept accuracy 1.
+
+*Chance* is the expected accuracy of random scores (:func:`bindscope.analyses.probes.chance_accuracy`).
+
+A number "binds beyond a bag of concepts" only when it clears the bag's floor by :data:`MARGIN` on
+every seed (:func:`binding_verdict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from bindscope.analyses.probes import OBJECT, chance_accuracy, set_separation_correct, soft_targets
+from bindscope.space.concepts import ConceptSpace, SceneSet
+
+#: How far above the bag-of-concepts floor an accuracy must be, on every seed, to read "binds".
+MARGIN = 0.05
+BINDS = "binds beyond a bag of concepts"
+NOT_SHOWN = "not shown: some seed is within the margin of a bag of concepts"
+BAG_LEVEL = "does not clear a bag of concepts by the margin"
+
+
+def bag_embeddings(scenes: SceneSet) -> np.ndarray:
+    """Ideal bag-of-concepts scene embeddings: which values each scene holds, ``[N, sum V_c]`` float32."""
+    return np.concatenate([(counts > 0) for counts in scenes.value_counts()], axis=1).astype(np.float32)
+
+
+def bag_query_embeddings(space: ConceptSpace, values: np.ndarray) -> np.ndarray:
+    """Multi-hot of objects given as value rows ``[Q, C]``: ``[Q, sum V_c]`` float32."""
+    values = np.asarray(values, dtype=np.int64).reshape(-1, space.num_concepts)
+    offsets = np.concatenate([[0], np.cumsum(space.sizes)[:-1]])
+    out = np.zeros((len(values), int(sum(space.sizes))), dtype=np.float32)
+    np.put_along_axis(out, values + offsets, 1.0, axis=1)
+    return out
+
+
+def bag_scores(scenes: SceneSet, query_values: np.ndarray | None = None) -> np.ndarray:
+    """How many of each query object's values each scene holds, ``[N, Q]`` (default queries: all objects)."""
+    queries = scenes.space.all_objects() if query_values is None else query_values
+    return bag_embeddings(scenes) @ bag_query_embeddings(scenes.space, queries).T
+
+
+def bag_of_concepts_accuracy(scenes: SceneSet) -> float:
+    """The bag's strict object accuracy, analytically: the share of scenes that need no binding."""
+    return float(1.0 - scenes.binding_ambiguous().mean()) if len(scenes) else float("nan")
+
+
+def object_floors(scenes: SceneSet) -> dict[str, dict[str, float]]:
+    """Floors of the strict accuracies on ``scenes`` against all objects and values.
+
+    Returns ``{metric: {"bag": ..., "chance": ...}}`` for ``object_acc``, ``concept_acc`` (mean over
+    concepts) and, where some scene needs binding, ``binding_object_acc`` (those scenes only).
+    """
+    targets = soft_targets(scenes)
+    ambiguous = scenes.binding_ambiguous()
+    out = {
+        "object_acc": {"bag": bag_of_concepts_accuracy(scenes), "chance": chance_accuracy(targets[OBJECT])},
+        "concept_acc": {
+            "bag": 1.0,
+            "chance": float(np.mean([chance_accuracy(targets[c]) for c in scenes.space.concepts])),
+        },
+    }
+    if ambiguous.any():
+        out["binding_object_acc"] = {"bag": 0.0, "chance": chance_accuracy(targets[OBJECT][ambiguous])}
+    return out
+
+
+def bag_correct(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Set separation of bag scores (ties wrong), per scene: the evaluator's own rule."""
+    return np.asarray(set_separation_correct(torch.as_tensor(scores), torch.as_tensor(labels)), dtype=bool)
+
+
+def binding_verdict(accuracies: Sequence[float], floors: Sequence[float], margin: float = MARGIN) -> dict[str, Any]:
+    """Does an accuracy beat the bag-of-concepts floor, by ``margin``, on every seed?
+
+    Parameters
+    ----------
+    accuracies, floors
+        Per seed: the model's accuracy and the bag's floor under the same metric and scenes.
+
+    Returns
+    -------
+    dict
+        ``reading`` (:data:`BINDS`, :data:`NOT_SHOWN` or :data:`BAG_LEVEL`), ``margin``, the mean and
+        smallest clearance over seeds (accuracy - floor), and ``seeds``.
+    """
+    acc, floor = np.asarray(accuracies, dtype=float), np.asarray(floors, dtype=float)
+    if acc.shape != floor.shape or not len(acc) or np.isnan(acc).any() or np.isnan(floor).any():
+        return {"reading": "undetermined", "margin": margin, "clearance_mean": None, "clearance_min": None, "seeds": 0}
+    clearance = acc - floor
+    if clearance.min() >= margin:
+        reading = BINDS
+    elif clearance.mean() >= margin:
+        reading = NOT_SHOWN
+    else:
+        reading = BAG_LEVEL
+    return {
+        "reading": reading,
+        "margin": margin,
+        "clearance_mean": float(clearance.mean()),
+        "clearance_min": float(clearance.min()),
+        "seeds": int(len(acc)),
+    }
