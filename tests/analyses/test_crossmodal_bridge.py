@@ -26,3 +26,22 @@ def test_a_rotated_text_space_is_bridged_on_unseen_objects() -> None:
     assert raw["attribute"] < 0.8 and raw["noun"] < 0.8
     assert bridged["attribute"] > 0.97 and bridged["noun"] > 0.97
     assert bridge.alpha < 1e-2  # a clean linear relation needs little ridge
+
+
+def test_bridged_retrieval_counts_ties_as_the_swap_tests_do() -> None:
+    """A bag-of-concepts text maps a bag's captions to one vector, whatever the bridge: bridged swap tests
+    are exactly 0.5 and bridged strict top-1 retrieval is exactly a bag's share on the test_only scenes."""
+    from bindscope.analyses import AnalysisInputs
+    from bindscope.analyses.crossmodal.analysis import CrossmodalSettings, crossmodal_analysis
+    from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling
+
+    space = ConceptSpace.from_dict({"color": [f"c{i}" for i in range(6)], "shape": [f"s{i}" for i in range(5)]})
+    scenes = SceneSet.enumerate(space, 2)
+    text = planted_embeddings(scenes, "bag_of_concepts", dim=32, seed=0)
+    image = text + 0.2 * planted_embeddings(scenes, "object_additive", dim=32, seed=1)
+    settings = CrossmodalSettings(fractions=(0.7,), seeds=(0,), cases=False)
+    t = crossmodal_analysis(AnalysisInputs(image, scenes, other=text, noun="shape"), settings).table
+    bridged = t[(t.variant == "bridged") & (t.group == "test_only")].set_index("metric").value
+    split = object_splits(scenes, [0.7], seed=0, order="covering")[0]
+    assert bridged["swap_attribute"] == 0.5 and bridged["swap_noun"] == 0.5
+    assert abs(bridged["image_to_text_strict@1"] - bag_strict_ceiling(scenes.subset(split.test_only))) < 1e-12

@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import torch
 
-from bindscope.analyses.crossmodal.retrieval import bag_keys, bag_strict_ceiling, retrieval, same_objects
+from bindscope.analyses.crossmodal.retrieval import (
+    HitKeys,
+    bag_keys,
+    bag_strict_ceiling,
+    rank,
+    retrieval,
+    retrieve,
+    same_objects,
+    tie_credit,
+)
+from bindscope.analyses.crossmodal.swaps import (
+    TIE_TOLERANCE,
+    pairwise_accuracy,
+    swap_accuracy,
+    swap_cases,
+    swap_scores,
+)
 from bindscope.data.presets import get_preset
 from bindscope.space.planted import planted_embeddings
 
@@ -50,8 +68,89 @@ def test_object_additive_images_against_bag_texts_get_the_bag_ceiling() -> None:
     image = text + 0.2 * planted_embeddings(scenes, "object_additive", dim=64, seed=1)
     r = retrieval(image, text, scenes)["image_to_text"]
     ceiling = bag_strict_ceiling(scenes)
-    assert r["concept@1"] > 0.99
-    assert abs(r["strict@1"] - ceiling) < 0.06
+    assert r["concept@1"] == 1.0
+    assert abs(r["strict@1"] - ceiling) < 1e-12  # a bag's captions tie exactly: each counts its share
     bags = bag_keys(scenes)
     sizes = np.bincount(bags)
     assert 1 / sizes.max() <= ceiling <= 1 and sizes.max() == 4  # attribute swap x mention order
+
+
+def test_tie_credit_shares_the_places_among_tied_keys() -> None:
+    scores = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.5, 1.0, 1.0], [1.0, 0.9, 0.8]], dtype=torch.float64)
+    hit = torch.tensor([[1, 0, 0], [1, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=torch.bool)
+    assert tie_credit(scores, hit, 1).tolist() == pytest.approx([0.5, 1 / 3, 0.0, 0.0], abs=1e-15)
+    assert tie_credit(scores, hit, 2).tolist() == pytest.approx([1.0, 2 / 3, 0.0, 1.0], abs=1e-15)
+    both = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 0, 1], [0, 1, 1]], dtype=torch.bool)
+    assert tie_credit(scores, both, 1).tolist() == pytest.approx([1.0, 2 / 3, 0.5, 0.0], abs=1e-15)
+
+
+def angled(degrees_from_first: list[float]) -> np.ndarray:
+    """Unit keys in the plane at the given angles (radians) from (1, 0), float32."""
+    a = np.asarray(degrees_from_first)
+    return np.stack([np.cos(a), np.sin(a)], axis=1).astype(np.float32)
+
+
+def one_query_credit(keys: np.ndarray, hit: int) -> float:
+    """Top-1 strict credit of the query (1, 0) whose only hit is key ``hit``."""
+    hits = HitKeys(np.array([[hit, -1]]), np.array([0]), np.arange(len(keys)) + 1)
+    return float(rank(np.array([[1.0, 0.0]], dtype=np.float32), keys, hits).credit["strict@1"][0])
+
+
+@pytest.mark.parametrize(
+    ("gap", "expected"),
+    [(0.0, 0.5), (0.3 * TIE_TOLERANCE, 0.5), (-0.3 * TIE_TOLERANCE, 0.5), (5 * TIE_TOLERANCE, 1.0), (-5e-6, 0.0)],
+)
+def test_a_key_within_the_tolerance_of_the_correct_one_is_a_tie(gap: float, expected: float) -> None:
+    """The correct key at cosine 1 - d with the query, another at 1 - d - gap (float64 cosines): a gap
+    within the tie tolerance is a tie (half), beyond it the correct key wins (or loses)."""
+    d = 1e-3
+    correct, other = np.arccos(1 - d), np.arccos(1 - d - gap)
+    keys = angled([correct, -other, np.pi / 2])
+    exact = np.cos(np.arccos(keys[:, 0].astype(np.float64)))
+    assert abs((exact[0] - exact[1]) - gap) < 2e-7  # float32 keys keep the gap to a fraction of the tolerance
+    assert one_query_credit(keys, hit=0) == expected
+
+
+def test_retrieval_counts_a_tie_with_the_swap_caption_as_the_swap_test_does() -> None:
+    """Two scenes, one the attribute swap of the other, with equal captions: the swap test and top-1
+    retrieval both count the tie half (index order would give the first scene a full hit)."""
+    scenes = get_preset("clevr").build_scenes()
+    cases = swap_cases(scenes, "shape")
+    i = int(cases.scene[np.flatnonzero(cases.negative["attribute"] >= 0)[0]])
+    pair = scenes.subset([i, int(cases.negative["attribute"][cases.scene == i][0])])
+    rng = np.random.default_rng(0)
+    caption = rng.normal(size=8).astype(np.float32)
+    image = rng.normal(size=(2, 8)).astype(np.float32)
+    text = np.stack([caption, caption])
+    swap = swap_accuracy(swap_scores(image, text, swap_cases(pair, "shape")))["attribute"]
+    found = retrieve(image, text, pair)["image_to_text"]
+    assert swap == 0.5 and found.credit["strict@1"].tolist() == [0.5, 0.5]
+    assert found.top.tolist() == [0, 0]  # the top-ranked index alone would have counted scene 0 right
+    text[1] = caption - 1e-3 * image[1] / np.linalg.norm(image[1])  # a clear step away from image 1 ...
+    found = retrieve(image, text, pair)["image_to_text"]
+    assert found.credit["strict@1"][1] == 0.0  # ... loses it (image 1's own caption is worse)
+
+
+def test_near_ties_are_judged_on_float64_cosines_as_the_swap_tests_are() -> None:
+    """Keys whose cosine gap to the correct one lies within 5% of the tolerance, in 2,048 dimensions:
+    float32 products alone misjudge about a third of them; the credit must follow the float64 rule."""
+    rng = np.random.default_rng(0)
+    dim, judged = 2048, []
+    for _ in range(60):
+        query = rng.normal(size=(1, dim)).astype(np.float32)
+        correct = (query[0] + rng.normal(size=dim)).astype(np.float32)
+        step = rng.normal(size=dim).astype(np.float32)
+        slope = float(np.diff(cosines(np.stack([correct, correct + 1e-3 * step]), query))[0]) / 1e-3
+        along = -TIE_TOLERANCE * rng.uniform(0.95, 1.05) / slope
+        keys = np.stack([correct, correct + along * step]).astype(np.float32)
+        exact = cosines(keys, query)
+        want = pairwise_accuracy(exact[:1], exact[1:])[0]
+        hits = HitKeys(np.array([[0, -1]]), np.array([0]), np.array([1, 2]))
+        judged.append(rank(query, keys, hits).credit["strict@1"][0] == want)
+    assert all(judged)
+
+
+def cosines(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """float64 cosines of ``keys`` with the one ``query`` row."""
+    k, q = keys.astype(np.float64), query[0].astype(np.float64)
+    return k @ q / np.linalg.norm(k, axis=1) / np.linalg.norm(q)

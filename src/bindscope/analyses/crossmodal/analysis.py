@@ -25,7 +25,6 @@ from bindscope.analyses.crossmodal.retrieval import (
     bag_strict_ceiling,
     chunks,
     retrieval_chance,
-    retrieval_hits,
     retrieve,
 )
 from bindscope.analyses.crossmodal.swaps import SwapCases, mean_and_count, swap_cases, swap_scores, swap_wins
@@ -163,18 +162,16 @@ class Scorer:
             frame[f"{name}_caption"] = caption
         asked = self.query_rows(len(part))
         queries = np.arange(len(part)) if asked is None else asked
-        found_all = retrieve(self.image[part], text[part], self.tick, self.device, asked)
-        hits_all = retrieval_hits(found_all, self.scenes.subset(part), queries)
-        for direction, found in found_all.items():
-            hits = hits_all[direction]
-            for metric, hit in hits.items():
-                metrics[f"{direction}_{metric}"] = mean_and_count(hit)
+        ranked = retrieve(self.image[part], text[part], self.scenes.subset(part), self.tick, self.device, asked)
+        for direction, found in ranked.items():
+            for metric, credit in found.credit.items():
+                metrics[f"{direction}_{metric}"] = mean_and_count(credit)
             top1 = np.full(len(part), -1, dtype=np.int64)
-            top1[queries] = self.rows[part[found[:, 0]]]
+            top1[queries] = self.rows[part[found.top]]
             frame[f"{direction}_top1"] = top1
             for kind in ("strict", "concept"):
-                column = pd.array([pd.NA] * len(part), dtype="boolean")  # NA: not asked
-                column[queries] = hits[f"{kind}@1"]
+                column = np.full(len(part), np.nan)  # NaN: not asked
+                column[queries] = found.credit[f"{kind}@1"]
                 frame[f"{direction}_{kind}"] = column
         return metrics, frame
 

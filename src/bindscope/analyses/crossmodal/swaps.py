@@ -10,6 +10,7 @@ a scene whose needed caption is not in the dataset is skipped and counted.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +24,19 @@ NO_NEGATIVE = "no true negative"
 NOT_IN_DATASET = "caption not in the dataset"
 
 
+def outcome(score: Any, other: Any, tolerance: float = TIE_TOLERANCE) -> Any:
+    """+1 where ``score`` beats ``other`` by more than ``tolerance``, -1 where it loses by more, 0 on a tie.
+
+    The one tie rule of the swap tests, half-truths and retrieval; numpy arrays or torch tensors.
+    """
+    diff = score - other
+    return (diff > tolerance) * 1 - (diff < -tolerance) * 1
+
+
 def pairwise_accuracy(correct: np.ndarray, negative: np.ndarray, tolerance: float = TIE_TOLERANCE) -> np.ndarray:
     """Per pair: 1 where the correct score is higher, 0.5 on a tie (within ``tolerance``), 0 where lower."""
-    diff = np.asarray(correct, dtype=np.float64) - np.asarray(negative, dtype=np.float64)
-    return np.where(np.abs(diff) <= tolerance, 0.5, np.where(diff > 0, 1.0, 0.0))
+    wins = outcome(np.asarray(correct, dtype=np.float64), np.asarray(negative, dtype=np.float64), tolerance)
+    return 0.5 * (wins + 1.0)
 
 
 def mean_and_count(values: np.ndarray) -> tuple[float, int]:
