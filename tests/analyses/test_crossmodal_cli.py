@@ -85,7 +85,7 @@ def test_every_test_is_written(result: tuple[Path, str]) -> None:
         assert (out / "plots" / f"{plot}.png").is_file()
     table = pd.read_parquet(out / "results.parquet")
     assert {"fraction", "cases"} <= set(table.columns)
-    assert set(table.variant) == {"raw", "bridged", "chance", "bag_of_concepts", "half_truth"}
+    assert set(table.variant) == {"raw", "bridged", "chance", "bag_of_concepts", "half_truth", "half_truth_per_scene"}
 
 
 def test_cases_hold_per_scene_scores(result: tuple[Path, str]) -> None:

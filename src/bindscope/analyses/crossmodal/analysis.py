@@ -48,6 +48,8 @@ HEADLINE_METRICS = (
     "text_to_image_concept@1",
 )
 ALL, TEST_ONLY = "all", "test_only"
+#: The table's variant of each half-truth rate: pooled over pairs (cases: pairs), per scene (cases: images).
+HALF_VARIANTS = {"pooled": "half_truth", "per_scene": "half_truth_per_scene"}
 
 
 class CrossmodalSettings(Settings):
@@ -257,7 +259,12 @@ def crossmodal_analysis(
         half_absent = "the image and text widths differ (half-truths compare them by cosine)"
     else:
         half = half_truths(image, text, np.asarray(inputs.singles), scenes, roles)
-        table += [metric_row("half_truth", ALL, kind, 0, v, n) for kind, (v, n) in half.items() if n]
+        table += [
+            metric_row(HALF_VARIANTS[way], ALL, kind, 0, v, n)
+            for kind, rates in half.items()
+            for way, (v, n) in rates.items()
+            if n
+        ]
     tables = {"bridge": pd.DataFrame(bridges)} if bridges else {}
     if settings.cases and frames:
         tables["cases"] = case_table(frames)
@@ -306,7 +313,7 @@ class Steps:
 
 def half_truths(
     image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, roles: dict[str, str]
-) -> dict[str, tuple[float, int]]:
+) -> dict[str, dict[str, tuple[float, int]]]:
     """Half-truth rates, checked against the single-object caption bank's shape."""
     u = scenes.space.num_objects
     if singles.shape[0] != u:
@@ -357,7 +364,7 @@ def crossmodal_summary(result: Result, settings: CrossmodalSettings) -> dict[str
     bridge = {
         f"{fraction:g}": nested(rows, ["variant", "metric"]) for fraction, rows in tested.groupby("fraction", sort=True)
     }
-    half = t[t.variant == "half_truth"]
+    half = {way: t[t.variant == variant] for way, variant in HALF_VARIANTS.items()}
     return {
         "concepts": parts["concepts"],
         "scenes": parts["scenes"],
@@ -367,7 +374,9 @@ def crossmodal_summary(result: Result, settings: CrossmodalSettings) -> dict[str
         "references": {v: dict(zip(r.metric, r.value)) for v, r in refs.groupby("variant", sort=False)},
         "bridge": {"kind": settings.bridge, "fractions": bridge},
         "headline_fraction": headline_fraction([float(f) for f in bridge]),
-        "half_truths": {m: spread([v]) for m, v in zip(half.metric, half.value)} if len(half) else None,
+        "half_truths": half_rates(half["pooled"]),
+        "half_truths_per_scene": half_rates(half["per_scene"]),
+        "half_truths_differ": differing(half["pooled"], half["per_scene"]),
         "half_truths_absent": parts["half_truths_absent"],
         "unimodal": parts["unimodal"],
         "skipped": parts["skipped"],
@@ -419,10 +428,7 @@ class CrossmodalAnalysis(Analysis):
                     reference(refs, "bag_of_concepts", metric),
                 )
             )
-        for kind, value in (summary["half_truths"] or {}).items():
-            rows.append(
-                (f"half-truth {kind}", percent(value), "", "", "50.0" if kind != "full_beats_short" else "-", "")
-            )
+        rows += half_truth_rows(summary)
         for modality, acc in (summary["unimodal"] or {}).items():
             chance = acc.get("chance")
             rows.append(
@@ -451,6 +457,13 @@ class CrossmodalAnalysis(Analysis):
             )
         if summary["half_truths"] is None:
             lines.append(f"half-truths: absent, {summary['half_truths_absent']}")
+        elif summary.get("half_truths_differ"):
+            lines.append(
+                "half-truth rates pooled over pairs and per scene (the mean of each image's rate) differ for "
+                + ", ".join(summary["half_truths_differ"])
+            )
+        else:
+            lines.append("half-truth rates: pooled over pairs and per scene (the mean of each image's rate) are equal")
         lines += contrast_lines(summary)
         return lines
 
@@ -466,6 +479,35 @@ class CrossmodalAnalysis(Analysis):
                 half_truth_plot(table, plots / "half_truths.png", title=context.title)
 
         return ResultFiles(table, dict(result.tables), extra, parquet_only=frozenset({"cases"}))
+
+
+def half_rates(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """``{kind: spread}`` of one way of averaging the half-truth rates; None without any."""
+    return {m: spread([v]) for m, v in zip(rows.metric, rows.value)} if len(rows) else None
+
+
+#: Rates closer than this read as equal: the same mean summed in another order.
+SAME_RATE = 1e-12
+
+
+def differing(pooled: pd.DataFrame, per_scene: pd.DataFrame) -> list[str]:
+    """The half-truth kinds whose pooled and per-scene rates differ."""
+    a, b = pooled.set_index("metric").value, per_scene.set_index("metric").value
+    return [m for m in a.index if m in b.index and abs(float(a[m]) - float(b[m])) > SAME_RATE]
+
+
+def half_truth_rows(summary: dict[str, Any]) -> Rows:
+    """Terminal rows of the half-truth rates: pooled, and per scene where it differs."""
+    rows: Rows = []
+    differ = summary.get("half_truths_differ") or []
+    per_scene = summary.get("half_truths_per_scene") or {}
+    for kind, value in (summary["half_truths"] or {}).items():
+        chance = "50.0" if kind != "full_beats_short" else "-"
+        both = kind in differ
+        rows.append((f"half-truth {kind}" + (" pooled" if both else ""), percent(value), "", "", chance, ""))
+        if both:
+            rows.append((f"half-truth {kind} per scene", percent(per_scene.get(kind)), "", "", chance, ""))
+    return rows
 
 
 def reference(refs: dict[str, dict[str, float]], variant: str, metric: str) -> str:

@@ -4,8 +4,9 @@ For each 2-object image (a1 o1, a2 o2) the one-object caption of its first objec
 single-object caption bank), is compared with the scene captions "a a1 o1 and a x y" for every object
 (x, y) that is not in the image, by kind: a wrong attribute on the right noun (y = o2), the right
 attribute on a wrong noun (x = a2), and an entirely wrong object (x, y outside the image's values).
-The half-truth rate is how often the longer, wrong caption scores higher. Also: how often the correct
-full caption beats the correct short one (a good model prefers it).
+The half-truth rate is how often the longer, wrong caption scores higher, pooled over every pair and
+per scene (the mean over images of each image's rate; images differ in their number of pairs). Also:
+how often the correct full caption beats the correct short one (a good model prefers it).
 """
 
 from __future__ import annotations
@@ -50,11 +51,21 @@ def half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, t
     return out
 
 
+def per_scene_mean(scene: np.ndarray, values: np.ndarray) -> tuple[float, int]:
+    """The mean over scenes of each scene's mean of ``values`` (its pairs), and the number of scenes."""
+    ids, inverse = np.unique(scene, return_inverse=True)
+    if not len(ids):
+        return float("nan"), 0
+    sums = np.bincount(inverse.ravel(), weights=values, minlength=len(ids))
+    return float(np.mean(sums / np.bincount(inverse.ravel(), minlength=len(ids)))), int(len(ids))
+
+
 def half_truth_rates(
     image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, attribute: str, noun: str
-) -> dict[str, tuple[float, int]]:
-    """Per kind, the half-truth rate (ties half) and its number of pairs; and how often the full correct
-    caption beats the short one (``full_beats_short``).
+) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per kind, the half-truth rate (ties half), ``pooled`` over every pair (and their number) and
+    ``per_scene``, the mean over images of each image's rate (and the number of images); and how often
+    the full correct caption beats the short one (``full_beats_short``: one pair per image, the two equal).
 
     ``singles``: the single-object caption bank, one row per object id.
     """
@@ -62,10 +73,11 @@ def half_truth_rates(
     out = {}
     for kind, (img, longer) in half_truth_pairs(scenes, attribute, noun).items():
         short = row_cosines(image, singles, img, ids[img, 0])
-        wrong = row_cosines(image, text, img, longer)
-        out[kind] = mean_and_count(pairwise_accuracy(wrong, short))
+        wins = pairwise_accuracy(row_cosines(image, text, img, longer), short)
+        out[kind] = {"pooled": mean_and_count(wins), "per_scene": per_scene_mean(img, wins)}
     rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
     full = row_cosines(image, text, rows, rows)
     short = row_cosines(image, singles, rows, ids[rows, 0])
-    out["full_beats_short"] = mean_and_count(pairwise_accuracy(full, short))
+    wins = pairwise_accuracy(full, short)
+    out["full_beats_short"] = {"pooled": mean_and_count(wins), "per_scene": per_scene_mean(rows, wins)}
     return out
