@@ -11,6 +11,7 @@ from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, 
 from bindscope.analyses.complexity.plot import complexity_plot
 from bindscope.analyses.complexity.sweep import (
     EXTRA_COLUMNS,
+    FITS,
     ComplexityResult,
     ComplexitySettings,
     complexity_summary,
@@ -29,6 +30,7 @@ from bindscope.analyses.probe import (
 )
 from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import ResultFiles
+from bindscope.core.executors import UnitStore
 from bindscope.space.concepts import SceneSet
 
 
@@ -102,6 +104,7 @@ class ComplexityAnalysis(Analysis):
             "seed": settings.probe_seed,
             "scored_scenes": probe_scenes_note(sweep.probe_scenes_unscored, settings),
         }
+        summary["fits"] = {"fitted": len(sweep.fits) - sweep.reused, "reused": sweep.reused}
         return summary
 
     def headline(self, summary: dict[str, Any]) -> Rows:
@@ -138,6 +141,8 @@ class ComplexityAnalysis(Analysis):
             f"checkpoints selected on {summary['selection']}",
             *(f"capacity: {label}'s {why}" for label, why in summary["capacity"].items()),
             f"probe scenes: {summary['probes']['scored_scenes']}",
+            f"fits: {summary['fits']['fitted']} fitted, {summary['fits']['reused']} reused from an earlier run into "
+            f"this folder (kept in {FITS}/ per family, fraction and seed)",
         ]
 
     def files(self, result: Result, settings: ComplexitySettings, context: RunContext) -> ResultFiles:
@@ -150,6 +155,9 @@ class ComplexityAnalysis(Analysis):
 
         def extra(stage: Path) -> None:
             complexity_plot(sweep.table, labels, stage / "plots" / "complexity.png", title=title)
+            kept = UnitStore(stage / FITS)  # what a rerun with more approximators, fractions or seeds reuses
+            for key, part in sweep.fits.items():
+                kept.put(key, part)
             if fitted is not None:
                 save_fitted_probes(stage, fitted, context.arrays.scenes, fitting_settings(settings), context)
 

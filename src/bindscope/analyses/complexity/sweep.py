@@ -40,12 +40,13 @@ from bindscope.analyses.complexity.approxfit import (
 )
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, Params, num_parameters
 from bindscope.analyses.decomposition import r2_score
+from bindscope.analyses.inputs import array_key, probes_key
 from bindscope.analyses.metrics import accuracy_metrics
 from bindscope.analyses.probe import row
 from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
 from bindscope.analyses.results import NO_CONTROL, spread, tidy
 from bindscope.core.errors import BindscopeError
-from bindscope.core.executors import Resources, Unit, current_executor, current_store
+from bindscope.core.executors import Resources, Unit, UnitStore, current_executor, current_store
 from bindscope.core.validation import (
     MAX_ITEMS,
     MAX_SCENE_COUNT,
@@ -58,6 +59,7 @@ from bindscope.core.validation import (
     Settings,
     short_repr,
 )
+from bindscope.core.version import __version__
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import (
     DEFAULT_FRACTIONS,
@@ -95,6 +97,9 @@ PRODUCTS = ("mult", "mult_within_object", "sum_mult")
 STACK_ELEMENTS = 2**25  # models x scenes x widest activation per stacked step (memory bound)
 PAD_FREE_ELEMENTS = 2**22  # below this a stack's padding costs less than another stack's steps
 PAD_WASTE = 1.4
+#: The folder, beside a run's units, where finished fits are kept by their own content keys (see
+#: :func:`model_keys`): a rerun with more approximators, fractions or seeds fits only the new ones.
+FITS = "fits"
 
 
 class Budget(Settings):
@@ -351,6 +356,8 @@ class ComplexityResult:
     parameters: dict[str, int]
     capacity: dict[str, str] = field(default_factory=dict)  # see memorising_families
     probe_scenes_unscored: int | None = None  # probe-training scenes left out of test_only and mixed
+    fits: dict[str, dict] = field(default_factory=dict)  # every model's fit (rows, history, seconds) by its key
+    reused: int = 0  # fits found kept from an earlier run (see model_keys), not fitted again
 
 
 # -- planning ------------------------------------------------------------------------------------------
@@ -679,26 +686,37 @@ def complexity_sweep(
     if settings.description_length:
         rows += baseline_block_rows(plans, ys)
     history: list[tuple] = []
-    work = {family: stacks(plans, family, width, ys.shape[1], layout) for family in settings.families()}
     distinct = len(np.unique(sc.scenes.reshape(len(sc), -1), axis=0))
     capacity = memorising_families(settings.families(), layout, width, distinct)
-    parameters = {f.label: num_parameters(f, layout, width, ys.shape[1]) for f in work}
+    parameters = {f.label: num_parameters(f, layout, width, ys.shape[1]) for f in settings.families()}
     shared = SweepShared(ys, sc, probes, settings, plans, targets, layout, width, centre, frozenset(capacity))
-    units = sweep_units(shared, work)
-    seconds = dict.fromkeys(parameters, 0.0)
+    stores = fit_stores()
+    keys = model_keys(shared)
+    parts = kept_fits(stores, keys)
+    reused = len(parts)
+    work = {
+        family: missing_stacks(plans, [i for i, key in enumerate(keys[family]) if key not in parts], family, shared)
+        for family in settings.families()
+    }
+    units = sweep_units(shared, work, keys)
     total, done = len(units), 0
     if progress is not None:
         progress(done, total)
-    results: dict[str, dict] = {}
-    for finished in current_executor().map(units, shared, setup=unit_state, store=current_store()):
-        results[finished.unit.key] = finished.result
-        seconds[finished.result["family"]] += finished.result["seconds"]
+    for finished in current_executor().map(units, shared, setup=unit_state):
+        family, members = finished.unit.args
+        for key, part in zip([keys[family][i] for i in members], finished.result["models"]):
+            parts[key] = part
+            if stores:  # each fit kept at once: an interruption loses only running stacks
+                stores[0].put(key, part)
         done += 1
         if progress is not None:
             progress(done, total)
-    for unit in units:  # in unit order, whatever order they finished in: the table of a sequential run
-        rows += results[unit.key]["rows"]
-        history += [tuple(h) for h in results[unit.key]["history"]]
+    seconds = dict.fromkeys(parameters, 0.0)
+    for family, family_keys in keys.items():  # in family and plan order, however the fits were stacked or kept
+        for key in family_keys:
+            rows += parts[key]["rows"]
+            history += [tuple(h) for h in parts[key]["history"]]
+            seconds[family.label] += parts[key]["seconds"]
     seconds = {label: round(s, 3) for label, s in seconds.items()}
     if settings.device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -714,6 +732,8 @@ def complexity_sweep(
         parameters,
         capacity,
         None if unscored is None else len(unscored),
+        {key: parts[key] for family_keys in keys.values() for key in family_keys},
+        reused,
     )
 
 
@@ -733,18 +753,89 @@ class SweepShared:
     capacity: frozenset[str]  # labels of the families that can memorise
 
 
-def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]]) -> list[Unit]:
-    """One unit per stack of models of a family, named by the family and its models' (fraction, seed)."""
+def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]], keys: dict[Family, list[str]]) -> list[Unit]:
+    """One unit per stack of models of a family, named by the family and its models' (fraction, seed)
+    and keyed by its models' keys (:func:`model_keys`)."""
     units = []
     need = Resources.for_device(shared.settings.device)
     for family, family_stacks in work.items():
         for members in family_stacks:
             models = [(shared.plans[i].fraction, shared.plans[i].seed) for i in members]
             label = f"{family.label} at " + ", ".join(f"f={f:g} seed {s}" for f, s in models)
-            key = hashlib.sha256(json.dumps([family.label, models]).encode()).hexdigest()
+            key = hashlib.sha256("".join(keys[family][i] for i in members).encode()).hexdigest()
             cost = len(members) * max(len(shared.plans[i].train) for i in members)  # padded scenes of the stack
             units.append(Unit(key, label, fit_unit, (family, members), need, cost))
     return units
+
+
+def fit_stores() -> list[UnitStore]:
+    """Where a sweep finds finished fits, the first one also keeping the new ones: :data:`FITS` beside
+    the run's units folder (``.<out>.units/``, shared by every run into ``out`` whatever its
+    approximators, fractions and seeds), then ``out/fits`` of a result already there; none without
+    a units folder (a sweep outside :func:`~bindscope.analyses.registry.run_analysis`)."""
+    store = current_store()
+    if store is None:
+        return []
+    units = store.folder.parent
+    out = units.parent / units.name.removeprefix(".").removesuffix(".units")
+    return [UnitStore(units / FITS), UnitStore(out / FITS)]
+
+
+def sweep_key(shared: SweepShared) -> str:
+    """What every fit of a sweep depends on besides its family and model: the bindscope version, the
+    embeddings, scenes and probes, and every setting but the lists of families, fractions and seeds."""
+    settings = {
+        k: v for k, v in shared.settings.to_dict().items() if k not in ("approximators", "hidden", "fractions", "seeds")
+    }
+    blob = {
+        "bindscope": __version__,
+        "settings": settings,
+        "width": shared.width,
+        "embeddings": array_key(shared.y),
+        "scenes": array_key(shared.scenes.scenes),
+        "probes": probes_key(shared.probes),
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def model_keys(shared: SweepShared) -> dict[Family, list[str]]:
+    """Per family, the content key of each planned model's fit: the family, the sweep's key
+    (:func:`sweep_key`), the model's fraction and seed, and the scenes it fits, selects on and scores
+    (with description lengths, its next block too, which the next fraction up decides)."""
+    base = sweep_key(shared)
+    plans = []
+    for plan in shared.plans:
+        h = hashlib.sha256(f"{base}|{plan.fraction!r}|{plan.seed}|{sorted(plan.group_sizes.items())}".encode())
+        parts = [plan.train, *(plan.groups[g] for g in sorted(plan.groups))]
+        if shared.settings.description_length:
+            parts += [plan.block, np.array([plan.block_size])]
+        for part in parts:
+            h.update(np.ascontiguousarray(part, dtype=np.int64).tobytes() + b"|")
+        plans.append(h.hexdigest())
+    return {
+        f: [hashlib.sha256(f"{f.label}|{p}".encode()).hexdigest() for p in plans] for f in shared.settings.families()
+    }
+
+
+def kept_fits(stores: list[UnitStore], keys: dict[Family, list[str]]) -> dict[str, dict]:
+    """The fits among ``keys`` that any of ``stores`` holds, by key."""
+    out: dict[str, dict] = {}
+    for key in (k for family_keys in keys.values() for k in family_keys):
+        for store in stores:
+            found, part = store.get(key)
+            if found:
+                out[key] = part
+                break
+    return out
+
+
+def missing_stacks(plans: list[Plan], missing: list[int], family: Family, shared: SweepShared) -> list[list[int]]:
+    """Stacks (:func:`stacks`) of the ``missing`` models only, as indices into ``plans``."""
+    if not missing:
+        return []
+    chosen = [plans[i] for i in missing]
+    groups = stacks(chosen, family, shared.width, shared.y.shape[1], shared.layout)
+    return [[missing[j] for j in group] for group in groups]
 
 
 def unit_state(shared: SweepShared) -> tuple[SweepShared, SceneIndex]:
@@ -778,7 +869,24 @@ def fit_unit(state: tuple[SweepShared, SceneIndex], family: Family, members: lis
     ]
     if settings.device.startswith("cuda"):
         torch.cuda.empty_cache()
-    return {"family": family.label, "rows": rows, "history": history, "seconds": time.perf_counter() - start}
+    return {"family": family.label, "models": split_fits(chosen, rows, history, time.perf_counter() - start)}
+
+
+def split_fits(models: list[Plan], rows: list[dict], history: list[tuple], seconds: float) -> list[dict[str, Any]]:
+    """A stack's rows and history, per model (by its fraction and seed), with a share of its seconds
+    in proportion to the model's training scenes."""
+    scenes = sum(len(p.train) for p in models)
+    out = []
+    for plan in models:
+        mine = (plan.fraction, plan.seed)
+        out.append(
+            {
+                "rows": [r for r in rows if (r["fraction"], r["seed"]) == mine],
+                "history": [h for h in history if (h[1], h[2]) == mine],
+                "seconds": seconds * len(plan.train) / scenes,
+            }
+        )
+    return out
 
 
 def _fit(
