@@ -96,6 +96,8 @@ def test_rand_control_and_rows(clevr) -> None:
         ("chance", "none"),
         ("base", "permuted_labels"),
         ("base", "rand"),
+        ("base", "bag"),
+        ("bag_floor", "none"),
     }
     assert {"object_acc", "concept_acc", "concept_acc.color", "concept_acc.shape"} <= set(table.metric)
     s = probe_summary(table)

@@ -17,6 +17,7 @@ import torch
 from pydantic import Field, field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.floors import bag_embeddings, binding_verdict, object_floors
 from bindscope.analyses.metrics import accuracy_metrics, format_spread, mean, nested
 from bindscope.analyses.probes import (
     Preprocessing,
@@ -33,9 +34,12 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.validation import MAX_STEPS, Device, ParitySettings, Seeds
 from bindscope.space.concepts import SceneSet
-from bindscope.space.splits import DEFAULT_SEEDS, check_fraction, scene_split
+from bindscope.space.splits import DEFAULT_SEEDS, SceneSplit, check_fraction, scene_split
 
 PERMUTATION_SEED = 12345
+BAG = "bag"  # the control: the same probes fitted on the ideal bag of concepts of the same scenes
+BAG_FLOOR = "bag_floor"  # the variant: the ideal bag's analytic accuracy on each seed's test scenes
+FLOOR_METRICS = ("object_acc", "concept_acc")
 
 
 class ProbeSettings(ParitySettings):
@@ -129,7 +133,7 @@ def probe_variant(
     targets = soft_targets(scenes)
     names, blocks, t_all = stack_targets(targets, len(y))
     prep = Preprocessing(settings.center, settings.normalize)
-    splits = {s: scene_split(len(y), settings.train_fraction, s, source=settings.split_source) for s in settings.seeds}
+    splits = seed_splits(len(y), settings)
     means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
     x = torch.stack(
         [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
@@ -167,6 +171,32 @@ def probe_variant(
                     for n, c in correct.items()
                 ]
     return run
+
+
+def seed_splits(n: int, settings: ProbeSettings) -> dict[int, SceneSplit]:
+    """Each seed's scene-level split of ``n`` scenes."""
+    return {s: scene_split(n, settings.train_fraction, s, source=settings.split_source) for s in settings.seeds}
+
+
+def bag_settings(settings: ProbeSettings) -> ProbeSettings:
+    """The bag control's fit: the model's, with ``fast`` as ``lbfgs``.
+
+    A bag's concept probes always separate their training scenes (it holds every value), so ``fast``
+    would follow the reference Adam schedule for them at every run, at a cost that can exceed the
+    model's own fit; L-BFGS alone fits them in a few iterations (``reference`` stays ``reference``).
+    """
+    return settings.model_copy(update={"optimizer": "lbfgs"}) if settings.optimizer == "fast" else settings
+
+
+def bag_control(scenes: SceneSet, settings: ProbeSettings) -> list[dict]:
+    """The bag-of-concepts floors on each seed's split: rows of the probes fitted on the ideal bag's
+    embeddings (control ``bag``) and of the ideal bag's analytic accuracy on the test scenes
+    (variant ``bag_floor``, see :func:`bindscope.analyses.floors.object_floors`)."""
+    rows = probe_variant(bag_embeddings(scenes), scenes, bag_settings(settings), control=BAG).rows
+    for seed, split in seed_splits(len(scenes), settings).items():
+        floors = object_floors(scenes.subset(split.test))
+        rows += [row("probe", BAG_FLOOR, NO_CONTROL, "test", m, seed, floors[m]["bag"]) for m in FLOOR_METRICS]
+    return rows
 
 
 def _seed_unit(shared: tuple[np.ndarray, SceneSet, ProbeSettings], seed: int, options: dict[str, Any]) -> ProbeRun:
@@ -229,13 +259,14 @@ def probe_analysis(
     control: np.ndarray | None = None,
     progress: Progress | None = None,
 ) -> tuple[pd.DataFrame, ProbeRun, pd.DataFrame]:
-    """Base probes, chance, the permuted-label control and (if given) the ``+rand`` control.
+    """Base probes, chance, the permuted-label control, the bag-of-concepts floors and (if given) the
+    ``+rand`` control.
 
     Returns the tidy results, the base run (its probes are what later analyses reuse) and the
     base run's per-scene correctness.
     """
     used, y, scenes, control = select_scenes(y, scenes, settings.scenes, control)
-    total = 3 if control is not None else 2
+    total = 4 if control is not None else 3
     tick = progress or (lambda done, total: None)
     tick(0, total)
     base = probe_variant(y, scenes, settings, chance=True, per_scene=True)
@@ -243,9 +274,11 @@ def probe_analysis(
     rows = list(base.rows)
     rows += probe_variant(y, permuted_labels(scenes), settings, control="permuted_labels").rows
     tick(2, total)
+    rows += bag_control(scenes, settings)
+    tick(3, total)
     if control is not None:
         rows += probe_variant(control, scenes, settings, control="rand").rows
-        tick(3, total)
+        tick(4, total)
     per_scene = pd.concat(base.per_scene, ignore_index=True)
     per_scene["scene"] = used[per_scene["scene"].to_numpy()]  # rows of the dataset
     return tidy(rows), base, per_scene
@@ -278,6 +311,39 @@ def chance_summary(table: pd.DataFrame) -> dict[str, float]:
     return nested(sel, ["metric"], mean)
 
 
+def seed_values(table: pd.DataFrame, variant: str, control: str, metric: str) -> pd.Series:
+    """One metric's test values per seed (indexed by seed) of one variant and control."""
+    sel = table[(table.variant == variant) & (table.control == control) & (table.group == "test")]
+    return sel[sel.metric == metric].set_index("seed")["value"]
+
+
+def floor_summary(table: pd.DataFrame) -> dict[str, dict[str, float | None]]:
+    """Each accuracy's floors on the test scenes, means over seeds (None where not run).
+
+    ``{metric: {"chance", "rand", "bag", "bag_fitted"}}`` for object_acc and concept_acc: chance, the
+    ``+rand`` control, the ideal bag's analytic accuracy and the probes fitted on the ideal bag.
+    """
+    sources = {"chance": ("chance", NO_CONTROL), "rand": ("base", "rand"), "bag": (BAG_FLOOR, NO_CONTROL)}
+    sources["bag_fitted"] = ("base", BAG)
+    out: dict[str, dict[str, float | None]] = {}
+    for metric in FLOOR_METRICS:
+        values = {k: seed_values(table, v, c, metric) for k, (v, c) in sources.items()}
+        out[metric] = {k: float(v.mean()) if len(v) else None for k, v in values.items()}
+    return out
+
+
+def binding_summary(table: pd.DataFrame) -> dict[str, Any]:
+    """Does the object probe bind beyond a bag of concepts? :func:`~bindscope.analyses.floors.binding_verdict`
+    of the test object accuracy per seed against that seed's bag floor: the larger of the ideal bag's
+    analytic accuracy and the fitted bag's (``floor_mean``: its mean over seeds)."""
+    acc = seed_values(table, "base", NO_CONTROL, "object_acc")
+    ideal = seed_values(table, BAG_FLOOR, NO_CONTROL, "object_acc").reindex(acc.index)
+    fitted = seed_values(table, "base", BAG, "object_acc").reindex(acc.index)
+    floor = np.maximum(ideal.to_numpy(), fitted.to_numpy())
+    verdict = binding_verdict(acc.tolist(), floor.tolist())
+    return {"metric": "object_acc", **verdict, "floor_mean": None if verdict["seeds"] == 0 else float(floor.mean())}
+
+
 def probe_summary(table: pd.DataFrame) -> dict[str, Any]:
     """The main numbers of ``bindscope probe``."""
     base = accuracy_summary(table, "base")
@@ -286,13 +352,79 @@ def probe_summary(table: pd.DataFrame) -> dict[str, Any]:
         "train": base.get("train", {}),
         "test": base.get("test", {}),
         "chance": chance_summary(table),
-        "controls": {"permuted_labels": accuracy_summary(table, "base", "permuted_labels"), "rand": rand or None},
+        "controls": {
+            "permuted_labels": accuracy_summary(table, "base", "permuted_labels"),
+            "rand": rand or None,
+            BAG: accuracy_summary(table, "base", BAG) or None,
+        },
+        "floors": floor_summary(table),
+        "binding": binding_summary(table),
     }
 
 
 def pct(part: Mapping[str, Any] | None, metric: str) -> str:
     """``mean ± std`` of a spread in percent, ``-`` where missing."""
     return format_spread((part or {}).get(metric), digits=1, scale=100)
+
+
+def percent(value: float | None) -> str:
+    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
+    if value is None:
+        return "-"
+    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
+    return f"{100 * value:.{digits}f}%"
+
+
+def spread_mean(node: Any) -> float | None:
+    """The mean of a summary's spread (``{mean, std, n}``), None where missing."""
+    return node.get("mean") if isinstance(node, dict) else None
+
+
+def object_numbers(summary: Mapping[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """A probe summary's test object accuracy, its ``+rand`` control's and chance (None where missing)."""
+    rand = ((summary.get("controls") or {}).get("rand") or {}).get("test", {})
+    acc = spread_mean(summary["test"].get("object_acc"))
+    return acc, spread_mean(rand.get("object_acc")), (summary.get("chance") or {}).get("object_acc")
+
+
+#: How far above random weights and chance the object probe must be to read "objects recoverable".
+RECOVERABLE_MARGIN = 0.1
+
+
+def recoverable_reading(summary: Mapping[str, Any]) -> str:
+    """``objects recoverable: yes|no``: the test object accuracy against ``+rand`` and chance."""
+    acc, rand, chance = object_numbers(summary)
+    floor = max(v for v in (rand, chance, 0.0) if v is not None)
+    verdict = "yes" if acc is not None and acc > floor + RECOVERABLE_MARGIN else "no"
+    return (
+        f"objects recoverable: {verdict}, {percent(acc)} vs {percent(rand)} for random weights "
+        f"(chance {percent(chance)})"
+    )
+
+
+def floor_reading(summary: Mapping[str, Any], metric: str) -> str:
+    """One test accuracy with its floors beside it: chance, ``+rand`` and the bag (ideal, fitted)."""
+    f = (summary.get("floors") or {}).get(metric) or {}
+    rand = "not given" if f.get("rand") is None else percent(f["rand"])
+    return (
+        f"{metric} {percent(spread_mean(summary['test'].get(metric)))}: chance {percent(f.get('chance'))}, "
+        f"+rand {rand}, bag of concepts {percent(f.get('bag'))} ideal / {percent(f.get('bag_fitted'))} fitted"
+    )
+
+
+def binding_reading(summary: Mapping[str, Any]) -> str:
+    """The binding verdict in words: "binds beyond a bag of concepts" only when every seed clears it."""
+    b = summary.get("binding")
+    if not b:
+        return "beyond a bag of concepts: not measured (these probe results predate the bag control; run probe again)"
+    if b["reading"] == "undetermined":
+        return "beyond a bag of concepts: undetermined (no seed has both an object accuracy and a bag floor)"
+    acc = spread_mean(summary["test"].get(b["metric"]))
+    return (
+        f"{b['reading']}; object probe {percent(acc)} vs {percent(b['floor_mean'])} for a bag of concepts, "
+        f"{100 * b['clearance_min']:+.1f} points at least, {100 * b['clearance_mean']:+.1f} on average over "
+        f"{b['seeds']} seed(s) (margin {100 * b['margin']:g})"
+    )
 
 
 def probe_labels(scenes: SceneSet) -> dict[str, Any]:
@@ -380,16 +512,28 @@ class ProbeAnalysis(Analysis):
 
     def headline(self, summary: dict[str, Any]) -> Rows:
         rows: Rows = [("variant", "object_acc test %", "concept_acc test %", "object_acc train %")]
+        labels = {BAG: "bag (fitted)"}
         parts = {"base": summary, **{k: v for k, v in summary["controls"].items() if v}}
         for label, part in parts.items():
             test, train = part.get("test"), part.get("train")
-            rows.append((label, pct(test, "object_acc"), pct(test, "concept_acc"), pct(train, "object_acc")))
+            rows.append(
+                (labels.get(label, label), pct(test, "object_acc"), pct(test, "concept_acc"), pct(train, "object_acc"))
+            )
+        ideal = {m: (summary.get("floors") or {}).get(m, {}).get("bag") for m in FLOOR_METRICS}
+        if ideal["object_acc"] is not None:
+            rows.append(("bag (ideal)", *(f"{100 * v:.1f}" if v is not None else "-" for v in ideal.values()), ""))
         chance = summary["chance"]
         concept = chance.get("concept_acc")
         rows.append(
             ("chance", f"{100 * chance['object_acc']:.2f}", "-" if concept is None else f"{100 * concept:.1f}", "")
         )
         return rows
+
+    def notes(self, summary: dict[str, Any]) -> list[str]:
+        """The readings: objects recoverable (against +rand and chance), each accuracy beside its floors,
+        and whether the object probe binds beyond a bag of concepts."""
+        floors = [floor_reading(summary, m) for m in FLOOR_METRICS if m in summary["test"]]
+        return [recoverable_reading(summary), *floors, binding_reading(summary)]
 
     def files(self, result: Result, settings: ProbeSettings, context: RunContext) -> ResultFiles:
         run, scenes = result.parts["run"], result.parts["scenes"]

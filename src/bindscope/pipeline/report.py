@@ -18,6 +18,14 @@ from typing import Any
 import numpy as np
 
 from bindscope.analyses import get_analysis
+from bindscope.analyses.floors import BAG_LEVEL, BINDS, NOT_SHOWN
+from bindscope.analyses.probe import (
+    binding_reading,
+    object_numbers,
+    percent,
+    recoverable_reading,
+    spread_mean,
+)
 from bindscope.analyses.results import read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
@@ -37,18 +45,6 @@ class CardRow:
     label: str
     cells: dict[str, float | str | None] = field(default_factory=dict)
     readings: list[str] = field(default_factory=list)
-
-
-def mean(node: Any) -> float | None:
-    return node.get("mean") if isinstance(node, dict) else None
-
-
-def percent(value: float | None) -> str:
-    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
-    if value is None:
-        return "-"
-    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
-    return f"{100 * value:.{digits}f}%"
 
 
 def result_folders(root: Path) -> dict[tuple[str, str], dict[str, Path]]:
@@ -71,19 +67,11 @@ def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
     row = CardRow(dataset, label)
     if "probe" in folders:
         s = summary_of(folders["probe"])
-        acc = mean(s["test"].get("object_acc"))
-        rand = mean(((s.get("controls") or {}).get("rand") or {}).get("test", {}).get("object_acc"))
-        chance = (s.get("chance") or {}).get("object_acc")
-        row.cells |= {"object probe": acc, "random weights": rand, "chance": chance}
-        floor = max(v for v in (rand, chance, 0.0) if v is not None)
-        verdict = "yes" if acc is not None and acc > floor + 0.1 else "no"
-        row.readings.append(
-            f"objects recoverable: {verdict}, {percent(acc)} vs {percent(rand)} for random weights "
-            f"(chance {percent(chance)})"
-        )
+        row.cells |= probe_cells(s)
+        row.readings += [recoverable_reading(s), binding_reading(s)]
     if "decompose" in folders:
         r2 = summary_of(folders["decompose"])["r2"]["test"]
-        obj, con = mean(r2.get("object_additive")), mean(r2.get("concept_additive"))
+        obj, con = spread_mean(r2.get("object_additive")), spread_mean(r2.get("concept_additive"))
         row.cells |= {"object-additive R²": obj, "concept-additive R²": con}
         if obj is not None:
             row.readings.append(
@@ -100,7 +88,7 @@ def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
         g = summary_of(folders["geometry"])
         slot = g["positions"][0]
         held = slot["held_out"].get(f"{g['headline_fraction']:g}", {})
-        heads = mean((held.get("heads") or {}).get("object"))
+        heads = spread_mean((held.get("heads") or {}).get("object"))
         row.cells |= {"factorization R²": slot["r2"], "linear heads (unseen)": heads}
         row.readings.append(
             f"object vectors factorise: R² {slot['r2']:.3f}; linear heads read {percent(heads)} of unseen objects "
@@ -108,12 +96,30 @@ def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
         )
     if "crossmodal" in folders:
         s = summary_of(folders["crossmodal"])
-        swap = mean(s["raw"].get("swap_attribute"))
+        swap = spread_mean(s["raw"].get("swap_attribute"))
         row.cells |= {"attribute swap": swap}
         row.readings.append(
             f"image-text similarity tells the attribute swap apart {percent(swap)} of the time (chance 50%)"
         )
     return row
+
+
+#: The binding verdict in a report-card cell.
+BEYOND_BAG = {BINDS: "yes", NOT_SHOWN: "not shown", BAG_LEVEL: "no"}
+
+
+def probe_cells(summary: dict[str, Any]) -> dict[str, float | str | None]:
+    """The test object accuracy beside its floors (random weights, chance, the bag of concepts: the
+    larger of the ideal and the fitted bag, mean over seeds) and whether it binds beyond the bag."""
+    binding = summary.get("binding") or {}
+    acc, rand, chance = object_numbers(summary)
+    return {
+        "object probe": acc,
+        "random weights": rand,
+        "chance": chance,
+        "bag of concepts": binding.get("floor_mean"),
+        "beyond bag": BEYOND_BAG.get(str(binding.get("reading")), "-"),
+    }
 
 
 def intervention_cells(summary: dict[str, Any], readings: list[str]) -> dict[str, float | None]:
@@ -125,7 +131,7 @@ def intervention_cells(summary: dict[str, Any], readings: list[str]) -> dict[str
         return {}
     per = summary["results"].get(edit, {}).get(banks[0], {})
     at_k = {g: per.get(g, {}).get(k) or {} for g in ("shared", "different")}
-    cells = {f"edit {g}": mean(at_k[g].get("retrieval")) for g in at_k}
+    cells = {f"edit {g}": spread_mean(at_k[g].get("retrieval")) for g in at_k}
     cases = " and ".join(f"{at_k[g].get('cases', 0):,}" for g in at_k)
     readings.append(
         f"editing one object ({edit}, {banks[0]} bank): retrieval {percent(cells['edit shared'])} when the two objects "
