@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bindscope.analyses.floors import BINDS, MARGIN
 from bindscope.analyses.results import load_result
 from cli_checks import assert_one_line_error
 from tiny_scratch import tiny_scratch_yaml
@@ -83,9 +84,17 @@ def test_train_writes_a_model(run_cli, trained, tiny_yaml: Path) -> None:
     out, result = trained
     assert result.returncode == 0, result.stderr
     assert f"scratch:{out}" in result.stdout
-    assert "config tiny, fraction 0.8 (15 objects trained on, 1 validation, 4 held out), seed 0" in result.stdout
+    # fraction 0.8 of 20 objects: exactly 16 trained on; the 4 held out are 1 validation and 3 test objects
+    assert "config tiny, fraction 0.8 (16 objects trained on, 1 validation, 3 held out), seed 0" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["config"] == "tiny" and summary["steps"] == 40 and summary["objects"]["test"] == 4
+    assert summary["config"] == "tiny" and summary["steps"] == 40 and summary["objects"]["test"] == 3
+    assert summary["coverage"] == 0.8
+    # every accuracy beside its floors, and the verdict with its margin
+    assert "bag of concepts %" in result.stdout and "chance %" in result.stdout
+    bag = summary["floors"]["test_object_acc"]["bag"]
+    held_out = next(line for line in result.stdout.splitlines() if line.startswith("held out") and "object acc" in line)
+    assert f"{100 * bag:.1f}" in held_out
+    assert f"held-out objects: {summary['binding']['reading']}" in result.stdout and "one seed" in result.stdout
     assert f"selected step {summary['selected_step']}" in result.stdout
     for name in (
         "config.json",
@@ -129,20 +138,32 @@ def test_sweep(run_cli, sweep_run: tuple[Path, subprocess.CompletedProcess, floa
         for key in ("test_object_acc", "train_object_acc", "validation_object_acc", "test_concept_acc"):
             assert entry[key]["n"] == 2, key
             assert entry[key]["min"] <= entry[key]["mean"] <= entry[key]["max"] and entry[key]["std"] is not None
-    assert summary["per_fraction"]["0.3"]["coverage"] == 0.25 and summary["per_fraction"]["0.6"]["coverage"] == 0.55
+    assert summary["per_fraction"]["0.3"]["coverage"] == 0.3 and summary["per_fraction"]["0.6"]["coverage"] == 0.6
     table = pd.read_csv(out / "results.csv")
     assert set(table.fraction) == {0.3, 0.6} and set(table.seed) == {0, 1}
     assert list(table.columns)[:7] == ["analysis", "variant", "control", "group", "metric", "seed", "value"]
     assert set(table.variant) == {"model", "chance", "bag of concepts"}
     assert set(table.group) == {"train", "validation", "test"}
-    bag = table[table.variant == "bag of concepts"].set_index(["fraction", "seed"])["value"]
+    models = table[table.variant == "model"][["group", "metric", "fraction", "seed"]]
+    for variant in ("bag of concepts", "chance"):  # every number has both floors
+        floors = table[table.variant == variant][["group", "metric", "fraction", "seed"]]
+        assert sorted(map(tuple, floors.to_numpy())) == sorted(map(tuple, models.to_numpy())), variant
+    held_out = (table.group == "test") & (table.metric == "object_acc")
+    bag = table[(table.variant == "bag of concepts") & held_out].set_index(["fraction", "seed"])["value"]
+    acc = table[(table.variant == "model") & held_out].set_index(["fraction", "seed"])["value"]
     for (fraction, seed), value in bag.items():  # each run's own held-out scenes decide it
         run = json.loads((out / "runs" / f"f{fraction:g}-s{seed}" / "summary.json").read_text())
         assert value == run["bag_of_concepts_test_object_acc"] and 0 < value < 1
     for f, entry in summary["per_fraction"].items():
         assert entry["test_bag_of_concepts_object_acc"]["mean"] == pytest.approx(bag.loc[float(f)].mean())
+        assert entry["floors"]["test_object_acc"]["bag"] == pytest.approx(bag.loc[float(f)].mean())
+        assert entry["floors"]["train_concept_acc"]["bag"] == 1.0
         assert entry["test_binding_object_acc"]["n"] == 2
-    assert "bag of concepts %" in result.stdout and "needing binding %" in result.stdout
+        clearance = acc.loc[float(f)] - bag.loc[float(f)]
+        assert entry["binding"]["seeds"] == 2
+        assert entry["binding"]["clearance_min"] == pytest.approx(clearance.min())
+        assert (entry["binding"]["reading"] == BINDS) == bool(clearance.min() >= MARGIN)
+    assert "bag %" in result.stdout and "binds" in result.stdout and "needing binding %" in result.stdout
     assert (out / "plots" / "coverage.png").stat().st_size > 1000
     for run in ("f0.3-s0", "f0.3-s1", "f0.6-s0", "f0.6-s1"):
         assert (out / "runs" / run / "model.safetensors").is_file(), run
@@ -324,7 +345,7 @@ def test_complexity_against_coverage(run_cli, swept: Path, tmp_path: Path) -> No
             assert [entry[family]["f_star"][str(s)] for s in (0, 1)] == [
                 r["approximators"][family]["f_star"] for r in runs
             ]
-    assert summary["per_fraction"]["0.3"]["coverage"] == 0.25
+    assert summary["per_fraction"]["0.3"]["coverage"] == 0.3  # exactly the trained share
     table = load_result(out, "scratch-complexity").table
     assert set(table.metric) == {"auc", "f_star", "in_distribution"} and set(table.seed) == {0, 1}
     assert (out / "plots" / "complexity_coverage.png").stat().st_size > 1000

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from bindscope.analyses.floors import BINDS, MARGIN
 from bindscope.analyses.probes import ProbeSet, load_probes, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
@@ -109,9 +110,10 @@ def test_object_roles_partition_the_objects(fraction: float, validation: float, 
     fit, val, test = (set(x.tolist()) for x in (roles.fit, roles.validation, roles.test))
     assert not (fit & val) and not (fit & test) and not (val & test)
     assert fit | val | test == set(range(u))
-    n_train = int(np.floor(fraction * u + 1e-9))
-    n_val = max(1, int(np.floor(validation * n_train + 1e-9))) if validation > 0 else 0
-    assert (len(fit), len(val), len(test)) == (n_train - n_val, n_val, u - n_train)
+    n_fit = int(np.floor(fraction * u + 1e-9))  # the model trains on exactly this share: the coverage
+    n_val = max(1, int(np.floor(validation * (u - n_fit) + 1e-9))) if validation > 0 else 0
+    assert (len(fit), len(val), len(test)) == (n_fit, n_val, u - n_fit - n_val)
+    assert len(fit) / u == pytest.approx(fraction)  # 100 objects: every fraction here is a whole count
     for ids in (roles.fit, roles.validation, roles.test):
         assert (np.diff(ids) > 0).all()
     assert roles.from_dict(json.loads(json.dumps(roles.to_dict()))).to_dict() == roles.to_dict()
@@ -123,7 +125,7 @@ def test_object_roles_nest_across_fractions() -> None:
         trains = []
         for fraction in (0.2, 0.4, 0.6, 0.8):
             roles = object_roles(load_config("cpu-small", fraction=fraction, seed=seed), space)
-            trains.append(set(roles.fit.tolist()) | set(roles.validation.tolist()))
+            trains.append(set(roles.fit.tolist()))
         for small, large in itertools.pairwise(trains):
             assert small < large
     a = object_roles(load_config("cpu-small", fraction=0.4, seed=0), space)
@@ -136,7 +138,7 @@ def test_object_roles_nest_across_fractions() -> None:
     [
         ({"fraction": 0.005}, "leaves no train objects"),
         ({"fraction": 0.99999999999}, "leaves no held-out objects"),
-        ({"concepts": SMALL_SPACE, "fraction": 0.05}, "leaves no objects to train on"),
+        ({"concepts": SMALL_SPACE, "fraction": 0.95}, "leaves no test objects (of the 1 held-out objects"),
     ],
 )
 def test_object_roles_refuse_bad_fractions(overrides: dict, message: str) -> None:
@@ -241,7 +243,22 @@ def test_a_short_run_learns(learned) -> None:
     assert 0 <= summary["final"]["test_binding_object_acc"] <= 1
     assert summary["final"]["train_object_acc"] > max(5 * chance, 0.1)
     assert summary["final"]["train_concept_acc"] > 0.3
-    assert summary["objects"] == {"fit": 15, "validation": 1, "test": 4} and summary["coverage"] == 0.75
+    assert summary["objects"] == {"fit": 16, "validation": 1, "test": 3} and summary["coverage"] == 0.8
+    # every number of the selected step has its floors beside it: a bag of concepts and chance
+    assert set(summary["floors"]) == set(summary["selected"])
+    assert summary["floors"]["test_object_acc"] == {
+        "bag": summary["bag_of_concepts_test_object_acc"],
+        "chance": chance,
+    }
+    assert summary["floors"]["train_concept_acc"]["bag"] == 1.0
+    assert summary["floors"]["test_binding_object_acc"]["bag"] == 0.0
+    clears = summary["selected"]["test_object_acc"] - summary["floors"]["test_object_acc"]["bag"]
+    assert summary["binding"]["clearance_min"] == pytest.approx(clears)
+    assert summary["binding"]["reading"] == (BINDS if clears >= MARGIN else summary["binding"]["reading"])
+    assert summary["selection"] == "validation" and summary["selected_on"] == "validation_object_acc"
+    assert summary["not_comparable"] == []
+    evaluation = pd.read_csv(out / "evaluation.csv")
+    assert {"bag", "chance"} <= set(evaluation.columns) and evaluation[["bag", "chance"]].notna().all().all()
     assert summary["steps"] == 150 and summary["seconds"] > 0
 
 

@@ -61,17 +61,17 @@ def bag_of_concepts_accuracy(scenes: SceneSet) -> float:
 def object_floors(scenes: SceneSet) -> dict[str, dict[str, float]]:
     """Floors of the strict accuracies on ``scenes`` against all objects and values.
 
-    Returns ``{metric: {"bag": ..., "chance": ...}}`` for ``object_acc``, ``concept_acc`` (mean over
-    concepts) and, where some scene needs binding, ``binding_object_acc`` (those scenes only).
+    Returns ``{metric: {"bag": ..., "chance": ...}}`` for ``object_acc``, ``acc_<concept>``,
+    ``concept_acc`` (mean over concepts) and, where some scene needs binding, ``binding_object_acc``
+    (those scenes only). A bag reads every concept value, so its concept accuracies are 1.
     """
     targets = soft_targets(scenes)
     ambiguous = scenes.binding_ambiguous()
+    concepts = {c: chance_accuracy(targets[c]) for c in scenes.space.concepts}
     out = {
         "object_acc": {"bag": bag_of_concepts_accuracy(scenes), "chance": chance_accuracy(targets[OBJECT])},
-        "concept_acc": {
-            "bag": 1.0,
-            "chance": float(np.mean([chance_accuracy(targets[c]) for c in scenes.space.concepts])),
-        },
+        **{f"acc_{c}": {"bag": 1.0, "chance": v} for c, v in concepts.items()},
+        "concept_acc": {"bag": 1.0, "chance": float(np.mean(list(concepts.values())))},
     }
     if ambiguous.any():
         out["binding_object_acc"] = {"bag": 0.0, "chance": chance_accuracy(targets[OBJECT][ambiguous])}

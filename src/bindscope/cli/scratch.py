@@ -36,6 +36,20 @@ class Init(str, Enum):
     xavier = "xavier"
 
 
+class Selection(str, Enum):
+    """Which weights a run keeps (``selection``)."""
+
+    validation = "validation"
+    test = "test"
+
+
+class Parity(str, Enum):
+    """Whose choices fill the fields not given (``parity``)."""
+
+    bindscope = "bindscope"
+    paper = "paper"
+
+
 class Queries(str, Enum):
     """Training queries per batch (``queries``)."""
 
@@ -76,8 +90,31 @@ HeldoutNegativesOpt = Annotated[
 ]
 
 
+SelectionOpt = Annotated[
+    Optional[Selection],
+    typer.Option(
+        help="validation: keep the weights best on the validation objects; test: the research code's selection on "
+        "the test objects (every output marks those numbers optimistic)."
+    ),
+]
+ParityOpt = Annotated[
+    Optional[Parity],
+    typer.Option(
+        help="paper: the research code's choices for every parity switch not given, its mistakes included (selection "
+        "on test, held-out negatives, no validation objects); the summary lists which numbers are then not "
+        "comparable."
+    ),
+]
+
+
 def parity_overrides(
-    final_norm: bool | None, init: Init | None, queries: Queries | None, batch_eval: bool | None, heldout: bool | None
+    final_norm: bool | None,
+    init: Init | None,
+    queries: Queries | None,
+    batch_eval: bool | None,
+    heldout: bool | None,
+    selection: Selection | None = None,
+    parity: Parity | None = None,
 ) -> dict[str, Any]:
     """The research-code parity switches the user gave, as config overrides (None: the config's)."""
     return {
@@ -86,6 +123,8 @@ def parity_overrides(
         "queries": queries.value if queries else None,
         "batch_eval": batch_eval,
         "heldout_negatives": heldout,
+        "selection": selection.value if selection else None,
+        "parity": parity.value if parity else None,
     }
 
 
@@ -117,6 +156,7 @@ def scratch_configs() -> None:
         "queries",
         "batch_eval",
         "heldout_negatives",
+        "selection",
     )
     rows: list[tuple[str, ...]] = [("config", "objects", *keys)]
     for name in BUILTIN:
@@ -143,6 +183,8 @@ def scratch_train(
     queries: QueriesOpt = None,
     batch_eval: BatchEvalOpt = None,
     heldout_negatives: HeldoutNegativesOpt = None,
+    selection: SelectionOpt = None,
+    parity: ParityOpt = None,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
@@ -158,38 +200,57 @@ def scratch_train(
         seed=seed,
         steps=steps,
         batch_size=batch_size,
-        **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives),
+        **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives, selection, parity),
     )
     result = train_model(cfg, out, device=device, overwrite=overwrite, progress=not quiet)
     s = result.summary
     if result.status == "existing":
         typer.echo(f"{out} already holds this model; nothing to do")
-    sel = s["selected"]
     typer.echo(
         f"config {s['config']}, fraction {s['fraction']:g} ({s['objects']['fit']} objects trained on, "
         f"{s['objects']['validation']} validation, {s['objects']['test']} held out), seed {s['seed']}"
     )
-    print_table(accuracy_rows(sel))
-    typer.echo(
-        f"selected step {s['selected_step']} ({s['selected_on']}); chance {100 * s['chance_test_object_acc']:.2f} %; "
-        f"a bag of concepts scores {_percent(s.get('bag_of_concepts_test_object_acc'))} % on the held-out scenes; "
-        f"{s['steps']:,} steps in {s['seconds']:.0f} s"
-    )
+    print_table(accuracy_rows(s["selected"], s.get("floors") or {}))
+    typer.echo(f"selected step {s['selected_step']} ({s['selected_on']}); {s['steps']:,} steps in {s['seconds']:.0f} s")
+    if s.get("binding"):
+        typer.echo(f"held-out objects: {binding_reading(s['binding'])}")
+    for reason in s.get("not_comparable") or ():
+        typer.echo(f"not comparable with bindscope's defaults: {reason}")
     typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out}")
 
 
-def accuracy_rows(selected: dict[str, float]) -> list[tuple[str, ...]]:
-    """The train command's table: strict accuracies per split, then the batch-query ones where reported."""
-    batch = any(k.endswith("_batch_object_acc") for k in selected)
-    header = ("objects", "object acc %", "needing binding %", "concept acc %")
-    rows = [header + (("batch-query object acc %", "batch-query concept acc %") if batch else ())]
-    for split, label in (("train", "trained on"), ("validation", "validation"), ("test", "held out")):
-        if f"{split}_object_acc" not in selected:
-            continue
-        keys = ["object_acc", "binding_object_acc", "concept_acc"]
-        keys += ["batch_object_acc", "batch_concept_acc"] if batch else []
-        rows.append((label, *(_percent(selected.get(f"{split}_{k}")) for k in keys)))
+METRIC_LABELS = {
+    "object_acc": "object acc",
+    "binding_object_acc": "needing binding",
+    "concept_acc": "concept acc",
+    "batch_object_acc": "batch-query object acc",
+    "batch_concept_acc": "batch-query concept acc",
+}
+SPLIT_LABELS = (("train", "trained on"), ("validation", "validation"), ("test", "held out"))
+
+
+def accuracy_rows(selected: dict[str, float], floors: dict[str, dict[str, float]]) -> list[tuple[str, ...]]:
+    """The train command's table: per split and metric, the model's accuracy beside an ideal bag of concepts
+    and chance on the same scenes and queries."""
+    rows: list[tuple[str, ...]] = [("objects", "metric", "model %", "bag of concepts %", "chance %")]
+    for split, label in SPLIT_LABELS:
+        for metric, name in METRIC_LABELS.items():
+            key = f"{split}_{metric}"
+            if key in selected:
+                floor = floors.get(key, {})
+                rows.append(
+                    (label, name, _percent(selected[key]), _percent(floor.get("bag")), _percent(floor.get("chance")))
+                )
     return rows
+
+
+def binding_reading(verdict: dict[str, Any]) -> str:
+    """The binding verdict in words: the reading, the clearance over the bag and the margin."""
+    if verdict.get("clearance_min") is None:
+        return str(verdict["reading"])
+    seeds, low, mean = verdict.get("seeds", 1), 100 * verdict["clearance_min"], 100 * verdict["clearance_mean"]
+    spread = f"the smallest of {seeds} seeds {low:+.1f}, mean {mean:+.1f}" if seeds > 1 else f"{low:+.1f}; one seed"
+    return f"{verdict['reading']} (points above the bag: {spread}; margin {100 * verdict['margin']:.0f})"
 
 
 def _percent(value: float | None) -> str:
@@ -208,6 +269,8 @@ def scratch_sweep(
     queries: QueriesOpt = None,
     batch_eval: BatchEvalOpt = None,
     heldout_negatives: HeldoutNegativesOpt = None,
+    selection: SelectionOpt = None,
+    parity: ParityOpt = None,
     workers: Annotated[
         int, typer.Option(help="Runs trained at once in worker processes (the CPU threads are split between them).")
     ] = 1,
@@ -225,7 +288,11 @@ def scratch_sweep(
     from bindscope.scratch.sweep import SweepSettings, sweep
 
     check_size(workers, "--workers", 1, MAX_WORKERS)
-    cfg = load_config(config, steps=steps, **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives))
+    cfg = load_config(
+        config,
+        steps=steps,
+        **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives, selection, parity),
+    )
     settings = SweepSettings(fractions=parse_fractions(fractions) or (), **given(seeds=parse_seeds(seeds)))
     s = sweep(
         cfg,
@@ -237,40 +304,46 @@ def scratch_sweep(
         progress=not quiet and workers == 1,
         say=typer.echo,
     )
-    batch = any("test_batch_object_acc" in entry for entry in s["per_fraction"].values())
-    rows = [
-        (
-            "fraction",
-            "held-out object acc %",
-            "std",
-            "min",
-            "max",
-            "bag of concepts %",
-            "needing binding %",
-            "trained-on object acc %",
-        )
-        + (("batch-query held-out object acc %",) if batch else ())
-    ]
-    for f, entry in s["per_fraction"].items():
-        h, t = entry["test_object_acc"], entry["train_object_acc"]
-        std = "-" if h["std"] is None else f"{100 * h['std']:.1f}"
-        row = (
-            f,
-            f"{100 * h['mean']:.1f}",
-            std,
-            f"{100 * h['min']:.1f}",
-            f"{100 * h['max']:.1f}",
-            _percent(entry.get("test_bag_of_concepts_object_acc", {}).get("mean")),
-            _percent(entry.get("test_binding_object_acc", {}).get("mean")),
-            f"{100 * t['mean']:.1f}",
-        )
-        rows.append(row + ((_percent(entry.get("test_batch_object_acc", {}).get("mean")),) if batch else ()))
-    print_table(rows)
+    print_table(sweep_rows(s["per_fraction"]))
     typer.echo(
-        f"chance {100 * s['chance_object_acc']:.2f} %; bag of concepts: what a model that does not bind scores on the "
-        "held-out scenes; needing binding: held-out object acc on the scenes a bag of concepts cannot decide"
+        f"bag: an ideal bag of concepts on the same scenes (a model that binds nothing scores that), chance "
+        f"{100 * s['chance_object_acc']:.2f} %; needing binding: held-out object acc on the scenes a bag cannot "
+        f"decide (bag 0 %); binds: every seed clears the bag by {100 * s.get('margin', 0.05):.0f} points"
     )
+    for reason in s.get("not_comparable") or ():
+        typer.echo(f"not comparable with bindscope's defaults: {reason}")
     typer.echo(f"\nseeds {', '.join(map(str, s['seeds']))}; wrote {out}")
+
+
+def sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
+    """The sweep table: per fraction, held-out object accuracy over seeds beside its floors, the binding
+    verdict, and the other metrics (batch-query with its bag floor where reported)."""
+    batch = any("test_batch_object_acc" in entry for entry in per_fraction.values())
+    header = ["fraction", "held-out object acc %", "std", "min", "max", "bag %", "binds", "needing binding %"]
+    header += ["trained-on object acc %"] + (["batch-query held-out %", "its bag %"] if batch else [])
+    rows: list[tuple[str, ...]] = [tuple(header)]
+    for f, entry in per_fraction.items():
+        h, floors = entry["test_object_acc"], entry.get("floors") or {}
+        std = "-" if h["std"] is None else f"{100 * h['std']:.1f}"
+        bag = floors.get("test_object_acc", {}).get("bag", entry.get("test_bag_of_concepts_object_acc", {}).get("mean"))
+        verdict = (entry.get("binding") or {}).get("reading", "-")
+        row = [f, f"{100 * h['mean']:.1f}", std, f"{100 * h['min']:.1f}", f"{100 * h['max']:.1f}", _percent(bag)]
+        row += [_short(verdict), _percent(entry.get("test_binding_object_acc", {}).get("mean"))]
+        row += [_percent(entry.get("train_object_acc", {}).get("mean"))]
+        if batch:
+            row += [
+                _percent(entry.get("test_batch_object_acc", {}).get("mean")),
+                _percent(floors.get("test_batch_object_acc", {}).get("bag")),
+            ]
+        rows.append(tuple(row))
+    return rows
+
+
+def _short(reading: str) -> str:
+    """A binding reading in a table cell."""
+    from bindscope.analyses.floors import BAG_LEVEL, BINDS, NOT_SHOWN
+
+    return {BINDS: "yes", NOT_SHOWN: "not on every seed", BAG_LEVEL: "no"}.get(reading, reading)
 
 
 @scratch_app.command("export")

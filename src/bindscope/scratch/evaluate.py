@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bindscope.analyses.floors import bag_embeddings, bag_query_embeddings, object_floors
 from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.scratch.config import ScratchConfig
@@ -31,7 +32,7 @@ EVAL_BATCH = 4096
 
 @dataclass(frozen=True)
 class ObjectRoles:
-    """Object ids: ``fit`` (trained on), ``validation`` (train side, held out of fitting), ``test``."""
+    """Object ids: ``fit`` (trained on), ``validation`` (held out, for checkpoint selection), ``test`` (held out)."""
 
     fit: np.ndarray
     validation: np.ndarray
@@ -46,40 +47,42 @@ class ObjectRoles:
 
 
 def object_roles(config: ScratchConfig, space: ConceptSpace) -> ObjectRoles:
-    """The object-level split of docs/method.md §2 at ``config.fraction``, with a validation slice of train objects.
+    """The object-level split of docs/method.md §2 at ``config.fraction``, with validation objects held out.
 
-    Train objects are the first ``floor(f*U)`` of the seeded object order (nested across
-    fractions for one seed); the last ``validation_fraction`` of them (at least one when the
-    fraction is positive) are validation objects, never trained on.
+    The fit objects are the first ``floor(f*U)`` of the seeded object order (nested across fractions
+    for one seed): the model trains on exactly that share (the coverage). The held-out rest is split
+    in the same order: its first ``validation_fraction`` (at least one object when the fraction is
+    positive) are validation objects, the others test objects. Neither is ever trained on, and no
+    object is both.
     """
     u = space.num_objects
-    n_train = fraction_count(config.fraction, u)
-    if n_train < 1 or n_train >= u:
+    n_fit = fraction_count(config.fraction, u)
+    if n_fit < 1 or n_fit >= u:
         raise BindscopeError(
             f"fraction {config.fraction} of {u} objects leaves no "
-            f"{'train' if n_train < 1 else 'held-out'} objects; choose a fraction in "
+            f"{'train' if n_fit < 1 else 'held-out'} objects; choose a fraction in "
             f"[{1 / u:.3g}, {(u - 1) / u:.3g}]"
         )
-    n_val = max(1, fraction_count(config.validation_fraction, n_train)) if config.validation_fraction > 0 else 0
-    if n_val >= n_train:
+    n_held = u - n_fit
+    n_val = max(1, fraction_count(config.validation_fraction, n_held)) if config.validation_fraction > 0 else 0
+    if n_val >= n_held:
         raise BindscopeError(
-            f"a validation fraction of {config.validation_fraction} leaves no objects to train on "
-            f"(of {n_train} train objects at fraction {config.fraction}); lower validation_fraction "
-            "or raise the fraction"
+            f"a validation fraction of {config.validation_fraction} leaves no test objects (of the {n_held} "
+            f"held-out objects at fraction {config.fraction}); lower validation_fraction or the fraction"
         )
     order = object_order(u, config.seed)
-    train = order[:n_train]
-    return ObjectRoles(np.sort(train[: n_train - n_val]), np.sort(train[n_train - n_val :]), np.sort(order[n_train:]))
+    held = order[n_fit:]
+    return ObjectRoles(np.sort(order[:n_fit]), np.sort(held[:n_val]), np.sort(held[n_val:]))
 
 
 def evaluation_scenes(config: ScratchConfig, space: ConceptSpace, roles: ObjectRoles) -> dict[str, np.ndarray]:
-    """Fixed scenes of ``eval_objects`` objects: ``test`` (held-out objects only), ``validation``
-    (train objects, at least one of them a validation object) and ``train`` (fit objects only)."""
+    """Fixed scenes of ``eval_objects`` objects: ``test`` (test objects only), ``validation`` (fit and
+    validation objects, at least one of them a validation object) and ``train`` (fit objects only)."""
     k, cap, seed = config.eval_objects, config.eval_scenes, config.seed
     sets = {"test": fixed_scenes(space, roles.test, k, cap, seed)}
     if len(roles.validation):
-        train = np.concatenate([roles.fit, roles.validation])
-        sets["validation"] = fixed_scenes(space, train, k, cap, seed + 1, require=roles.validation)
+        seen_or_validation = np.concatenate([roles.fit, roles.validation])
+        sets["validation"] = fixed_scenes(space, seen_or_validation, k, cap, seed + 1, require=roles.validation)
     sets["train"] = fixed_scenes(space, roles.fit, k, cap, seed + 2)
     return sets
 
@@ -124,11 +127,13 @@ def accuracies(z: torch.Tensor, probes: dict[str, torch.Tensor], scenes: SceneSe
     return out
 
 
-def bag_of_concepts_accuracy(scenes: SceneSet) -> float:
-    """Object accuracy of an ideal bag of concepts: it scores each object by whether all its values are
-    in the scene, so it ties a binding swap with the scene's objects and is right exactly on the scenes
-    that need no binding (the baseline a model must beat to show that it binds)."""
-    return float(1.0 - scenes.binding_ambiguous().mean()) if len(scenes) else float("nan")
+def strict_floors(space: ConceptSpace, sets: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """``{<set>_<metric>: {"bag": ..., "chance": ...}}``: an ideal bag of concepts and chance on each
+    evaluation set's scenes, under every metric of :func:`accuracies` (:func:`object_floors`)."""
+    out = {}
+    for name, values in sets.items():
+        out.update({f"{name}_{k}": v for k, v in object_floors(SceneSet(space, values)).items()})
+    return out
 
 
 def evaluate(model: DualEncoder, space: ConceptSpace, sets: dict[str, np.ndarray], device: str) -> dict[str, float]:
@@ -201,15 +206,17 @@ class BatchTally:
 
     def __init__(self) -> None:
         self.batch_means: list[float] = []
-        self.by_count: dict[int, list[int]] = {}  # objects in the scene -> [correct, scenes]
+        self.by_count: dict[int, list[float]] = {}  # objects in the scene -> [correct, scenes]
 
     def add(self, correct: torch.Tensor, counts: torch.Tensor) -> None:
-        """One batch: ``correct`` and ``counts`` (objects per scene) of its scored scenes."""
-        self.batch_means.append(float(correct.float().mean()) if len(correct) else 0.0)
+        """One batch: ``correct`` (bool, or the probability of being correct) and ``counts`` (objects per
+        scene) of its scored scenes."""
+        correct = correct.double()
+        self.batch_means.append(float(correct.mean()) if len(correct) else 0.0)
         for k in torch.unique(counts).tolist():
             at = counts == k
-            tally = self.by_count.setdefault(int(k), [0, 0])
-            tally[0] += int(correct[at].sum())
+            tally = self.by_count.setdefault(int(k), [0.0, 0])
+            tally[0] += float(correct[at].sum())
             tally[1] += int(at.sum())
 
     def result(self, name: str) -> dict[str, float]:
@@ -219,30 +226,59 @@ class BatchTally:
         return out
 
 
+def bag_batch_scores(sampler: SceneSampler, batch: Batch) -> dict[str, torch.Tensor]:
+    """An ideal bag of concepts' scores of ``batch`` against its own queries (shapes of :func:`batch_scores`):
+    which query values a scene holds, and how many of each query object's values it holds."""
+    space = sampler.space
+    bag = bag_embeddings(SceneSet(space, batch.scenes.numpy()))
+    objects = bag @ bag_query_embeddings(space, sampler.values[batch.query_ids].numpy()).T
+    return {"concept": torch.from_numpy(bag[:, batch.concept_ids.numpy()]), "object": torch.from_numpy(objects)}
+
+
+def chance_correct(labels: torch.Tensor) -> torch.Tensor:
+    """Per scene with a positive: the chance that random scores separate its m positives from the
+    other queries, ``1 / C(Q, m)``."""
+    active = labels[labels.sum(1) > 0] > 0
+    q, m = torch.tensor(float(active.shape[1]), dtype=torch.float64), active.sum(1).double()
+    return torch.exp(torch.lgamma(m + 1) + torch.lgamma(q - m + 1) - torch.lgamma(q + 1))
+
+
 def batch_query_evaluation(
     model: DualEncoder, samplers: dict[str, SceneSampler], config: ScratchConfig, step: int, device: str
-) -> dict[str, float]:
-    """The research code's evaluation at ``step``: ``{<split>_batch_<task>_acc[_n<k>]: value}``.
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """The research code's evaluation at ``step``: ``{<split>_batch_<task>_acc[_n<k>]: value}``, and the
+    floors of each number on the same batches and queries: ``{key: {"bag": ..., "chance": ...}}``.
 
     Per split, ``batch_eval_batches`` fresh batches of ``batch_size`` scenes (a pure function of the
     seed, the step and the batch index) are scored against their own sampled queries, for the object
-    task and the concept task (a scene's positives: its objects, or its concept values).
+    task and the concept task (a scene's positives: its objects, or its concept values). An ideal bag
+    of concepts is scored on the same batches, as is chance.
     """
     was_training = model.training
     model.eval()
     try:
         out: dict[str, float] = {}
+        floors: dict[str, dict[str, float]] = {}
         for name, sampler in samplers.items():
-            tallies = {"object": BatchTally(), "concept": BatchTally()}
+            tallies = {
+                (task, who): BatchTally() for task in ("object", "concept") for who in ("model", "bag", "chance")
+            }
             for index in range(config.batch_eval_batches):
                 batch = sampler.sample(config.batch_size, config.seed, step, BATCH_EVAL_STREAMS[name], index)
                 counts = (batch.scene_ids >= 0).sum(1)
                 labels = {"object": batch.object_labels, "concept": batch.concept_labels}
+                bag = bag_batch_scores(sampler, batch)
                 for task, scores in batch_scores(model, sampler, batch, device).items():
                     correct, active = batch_correct(scores, labels[task])
-                    tallies[task].add(correct, counts[active])
-            for task, tally in tallies.items():
-                out.update({f"{name}_{k}": v for k, v in tally.result(f"batch_{task}_acc").items()})
-        return out
+                    tallies[task, "model"].add(correct, counts[active])
+                    tallies[task, "bag"].add(batch_correct(bag[task], labels[task])[0], counts[active])
+                    tallies[task, "chance"].add(chance_correct(labels[task]), counts[active])
+            for task in ("object", "concept"):
+                metric = f"batch_{task}_acc"
+                model_acc = tallies[task, "model"].result(metric)
+                out.update({f"{name}_{k}": v for k, v in model_acc.items()})
+                bag_acc, chance = tallies[task, "bag"].result(metric), tallies[task, "chance"].result(metric)
+                floors.update({f"{name}_{k}": {"bag": bag_acc[k], "chance": chance[k]} for k in model_acc})
+        return out, floors
     finally:
         model.train(was_training)

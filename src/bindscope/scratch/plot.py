@@ -32,10 +32,11 @@ def coverage_plot(table: pd.DataFrame, path: str | Path, title: str = "") -> Pat
             (line,) = ax.plot(x, sel.mean().to_numpy(), marker="o", ms=3, label=label)
             ax.fill_between(x, sel.min().to_numpy(), sel.max().to_numpy(), color=line.get_color(), alpha=0.2)
         if metric == "object_acc":
-            chance_rows = table[(table.variant == "chance") & (table.metric == "object_acc")]
+            held_out = (table.group == "test") & (table.metric == "object_acc")
+            chance_rows = table[(table.variant == "chance") & held_out]
             chance = chance_rows.groupby("fraction")["value"].mean()
             ax.plot(chance.index.to_numpy(dtype=float), chance.to_numpy(), "k:", lw=1, label="chance")
-            bag_rows = table[(table.variant == BAG_OF_CONCEPTS) & (table.metric == "object_acc")]
+            bag_rows = table[(table.variant == BAG_OF_CONCEPTS) & held_out]
             bag = bag_rows.groupby("fraction")["value"].mean()
             if len(bag):
                 ax.plot(

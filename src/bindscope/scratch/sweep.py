@@ -6,11 +6,12 @@ in the common format (:mod:`bindscope.analyses.results`, analysis ``scratch-swee
     OUT/summary.json     the common header, then per fraction: mean, std, n, min, max of
                          held-out-object accuracy (and on the scenes that need binding, concept
                          and in-distribution accuracy, and the batch-query accuracies of configs
-                         with ``batch_eval``) over seeds, at each run's selected step, beside what a
-                         bag of concepts scores on the same held-out scenes
+                         with ``batch_eval``) over seeds, at each run's selected step, beside what an
+                         ideal bag of concepts and chance score on the same scenes (``floors``), and
+                         whether every seed clears the bag by the margin (``binding``)
     OUT/results.parquet  tidy rows: the key columns (variant "model", "chance" or "bag of concepts",
-                         group = the objects scored: test, validation, train) plus fraction,
-                         coverage, selected_step
+                         group = the objects scored: test, validation, train; every metric has
+                         all three) plus fraction, coverage, selected_step
     OUT/results.csv
     OUT/plots/coverage.png
     OUT/runs/f0.2-s0/    every run's model folder (a ``scratch:`` model each)
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import field_validator
 
+from bindscope.analyses.floors import MARGIN, binding_verdict
 from bindscope.analyses.results import (
     ResultFiles,
     content_key,
@@ -221,15 +223,26 @@ def _runs_dir(out: Path, request: dict, overwrite: bool) -> Path:
 
 
 def _rows(summary: dict, fraction: float, seed: int) -> list[dict]:
+    """A run's tidy rows: every selected number (variant ``model``) and its floors (``bag of concepts``,
+    ``chance``) on the same scenes and queries."""
     extra = {"fraction": fraction, "coverage": summary["coverage"], "selected_step": summary["selected_step"]}
     rows = []
     for key, value in summary["selected"].items():
         split, metric = key.split("_", 1)
         rows.append(_row("model", split, metric, seed, value, extra))
-    rows.append(_row("chance", "test", "object_acc", seed, summary["chance_test_object_acc"], extra))
-    bag = summary.get("bag_of_concepts_test_object_acc")  # absent from models trained before it was recorded
-    if bag is not None:
-        rows.append(_row(BAG_OF_CONCEPTS, "test", "object_acc", seed, bag, extra))
+    floors = summary.get("floors") or {  # models trained before every number had its floors: the test ones
+        "test_object_acc": {"chance": summary["chance_test_object_acc"]}
+        | (
+            {"bag": summary["bag_of_concepts_test_object_acc"]}
+            if summary.get("bag_of_concepts_test_object_acc") is not None
+            else {}
+        )
+    }
+    for key, floor in floors.items():
+        split, metric = key.split("_", 1)
+        for variant, name in ((BAG_OF_CONCEPTS, "bag"), ("chance", "chance")):
+            if floor.get(name) is not None:
+                rows.append(_row(variant, split, metric, seed, floor[name], extra))
     return rows
 
 
@@ -244,33 +257,57 @@ def _spread(values: pd.Series) -> dict[str, Any]:
 
 def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[float]) -> dict:
     """Mean and spread over seeds of every split's object and concept accuracy (strict, and batch-query
-    where reported), per fraction."""
+    where reported), per fraction, each beside its floors (an ideal bag of concepts and chance on the same
+    scenes, mean over seeds), and whether the held-out object accuracy binds beyond a bag of concepts on
+    every seed (:func:`binding_verdict`)."""
     per = {}
-    models = table[table.variant == "model"]
     for fraction in fractions:
-        at = models[models.fraction == fraction]
-        entry: dict[str, Any] = {}
+        at = table[table.fraction == fraction]
+        models = at[at.variant == "model"]
+        entry: dict[str, Any] = {"floors": {}}
         for split in SPLITS:
             for metric in SUMMARY_METRICS:
-                values = at[(at.group == split) & (at.metric == metric)]["value"]
-                if len(values):
-                    entry[f"{split}_{metric}"] = _spread(values)
-        bag = table[(table.variant == BAG_OF_CONCEPTS) & (table.fraction == fraction)]["value"]
+                where = (at.group == split) & (at.metric == metric)
+                values = at[where & (at.variant == "model")]["value"]
+                if not len(values):
+                    continue
+                key = f"{split}_{metric}"
+                entry[key] = _spread(values)
+                floors = {
+                    name: float(at[where & (at.variant == variant)]["value"].mean())
+                    for variant, name in ((BAG_OF_CONCEPTS, "bag"), ("chance", "chance"))
+                    if (where & (at.variant == variant)).any()
+                }
+                if floors:
+                    entry["floors"][key] = floors
+        bag = at[(at.variant == BAG_OF_CONCEPTS) & (at.group == "test") & (at.metric == "object_acc")]
         if len(bag):
-            entry["test_bag_of_concepts_object_acc"] = _spread(bag)
-        entry["coverage"] = round(float(at["coverage"].mean()), 6)
+            entry["test_bag_of_concepts_object_acc"] = _spread(bag["value"])
+        entry["binding"] = _binding(models, bag)
+        entry["coverage"] = round(float(models["coverage"].mean()), 6)
         per[f"{fraction:g}"] = entry
     headline = {f: per[f].get("test_object_acc", {}).get("mean") for f in per}
-    chance = table[table.variant == "chance"]["value"]
+    chance = table[(table.variant == "chance") & (table.group == "test") & (table.metric == "object_acc")]["value"]
+    selection = "the test objects (optimistic)" if config.selection == "test" else "validation objects"
     return {
         "config": config.name,
         "fractions": fractions,
         "held_out_object_acc": {f: per[f].get("test_object_acc") for f in per},
         "per_fraction": per,
         "chance_object_acc": float(np.mean(chance)),
+        "margin": MARGIN,
         "gain_low_to_high": (headline[f"{fractions[-1]:g}"] - headline[f"{fractions[0]:g}"])
         if len(fractions) > 1
         else None,
+        "selection": config.selection,
+        "not_comparable": config.not_comparable(),
         "metric": "held-out-object accuracy: set separation of scenes built only from objects never trained on, "
-        "scored against every object's query embedding, at the step selected on validation objects",
+        f"scored against every object's query embedding, at the step selected on {selection}",
     }
+
+
+def _binding(models: pd.DataFrame, bag: pd.DataFrame) -> dict[str, Any]:
+    """The binding verdict of one fraction: held-out object accuracy against the bag, seed by seed."""
+    acc = models[(models.group == "test") & (models.metric == "object_acc")].set_index("seed")["value"]
+    floor = bag.set_index("seed")["value"].reindex(acc.index)
+    return binding_verdict(acc.to_list(), floor.to_list())

@@ -5,8 +5,9 @@ against the batch's concept and object queries (every concept value and every pr
 the swaps, or the research code's sample: ``queries``), and minimises the soft cross-entropy of
 both tasks with AdamW (warm-up, then linear decay to zero). Every ``eval_every`` steps the model
 is scored on fixed scenes of test, validation and train objects (and, with ``batch_eval``, by the
-research code's batch-query evaluation too); the weights with the best validation object accuracy
-of the fixed scenes are kept (never selected on test).
+research code's batch-query evaluation too), beside what an ideal bag of concepts and chance score
+on the same scenes and queries; the weights with the best validation object accuracy of the fixed
+scenes are kept (on test only with ``selection: test``, marked optimistic wherever it is reported).
 Checkpoints every ``checkpoint_every`` steps make an interrupted run continue exactly: the
 result equals an uninterrupted run's.
 """
@@ -27,7 +28,7 @@ import torch
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from bindscope.analyses.probes import chance_accuracy, soft_targets
+from bindscope.analyses.floors import MARGIN, binding_verdict
 from bindscope.analyses.results import versions
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
@@ -53,19 +54,21 @@ from bindscope.scratch.config import ScratchConfig, warmup_steps
 from bindscope.scratch.data import SceneSampler, Vocabulary
 from bindscope.scratch.evaluate import (
     ObjectRoles,
-    bag_of_concepts_accuracy,
     batch_eval_samplers,
     batch_query_evaluation,
     evaluate,
     evaluation_scenes,
     object_roles,
+    strict_floors,
 )
 from bindscope.scratch.model import DualEncoder, active_soft_cross_entropy, soft_cross_entropy
-from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.concepts import ConceptSpace
 
 log = logging.getLogger(__name__)
 LOG_EVERY = 25
-SELECT_ON = "validation_object_acc"
+#: How each ``selection`` is named in a summary: the metric selected on, and the label of its numbers.
+SELECTED_ON = {"validation": "validation_object_acc", "test": "test_object_acc"}
+OPTIMISTIC = "optimistic: the weights were selected on the test objects"
 
 
 @dataclass
@@ -129,6 +132,7 @@ class Trainer:
         self.sampler = training_sampler(config, self.space, self.roles)
         self.sets = evaluation_scenes(config, self.space, self.roles)
         self.batch_samplers = batch_eval_samplers(config, self.space, self.roles) if config.batch_eval else {}
+        self.floors = strict_floors(self.space, self.sets)
         self.model = build_model(config, self.vocab).to(device)
         self.optimizer = make_optimizer(self.model, config)
         self.concept_queries = self.vocab.concept_queries().to(device)
@@ -181,12 +185,27 @@ class Trainer:
     def evaluate_now(self) -> dict[str, float]:
         """Score the current weights, log the numbers and keep them if validation improved."""
         metrics = evaluate(self.model, self.space, self.sets, self.device)
+        floors = dict(self.floors)
         if self.batch_samplers:
-            metrics.update(batch_query_evaluation(self.model, self.batch_samplers, self.config, self.step, self.device))
+            batch, batch_floors = batch_query_evaluation(
+                self.model, self.batch_samplers, self.config, self.step, self.device
+            )
+            metrics.update(batch)
+            floors.update(batch_floors)
         for key, value in metrics.items():
             split, metric = key.split("_", 1)
-            self.eval_rows.append({"step": self.step, "split": split, "metric": metric, "value": value})
-        score = metrics.get(SELECT_ON)
+            floor = floors.get(key, {})
+            self.eval_rows.append(
+                {
+                    "step": self.step,
+                    "split": split,
+                    "metric": metric,
+                    "value": value,
+                    "bag": floor.get("bag"),
+                    "chance": floor.get("chance"),
+                }
+            )
+        score = metrics.get(SELECTED_ON[self.config.selection])
         if score is None or self.best["score"] is None or score > self.best["score"]:
             self.best = {"step": self.step, "score": score}
             self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -341,6 +360,11 @@ def _finished(out: Path, config: ScratchConfig, overwrite: bool) -> dict | None:
         return None
     recorded = read_json(out / CONFIG, "scratch model config")
     if recorded.get("format") == MODEL_FORMAT and _normalised(recorded.get("config")) == config.to_dict():
+        if recorded.get("objects") != object_roles(config, config.preset().space).to_dict():
+            raise BindscopeError(
+                f"{out} was trained on another object split of this config (before 0.2, validation objects were "
+                "taken out of the trained share); pass --overwrite to train it again with the exact coverage"
+            )
         return read_json(out / "summary.json", "training summary")
     raise BindscopeError(f"{out} holds a model trained with another config; choose another --out or pass --overwrite")
 
@@ -354,8 +378,50 @@ def _normalised(recorded: Any) -> Any:
         return recorded
 
 
-def _at(rows: list[dict], step: int | None) -> dict[str, float]:
-    return {f"{r['split']}_{r['metric']}": r["value"] for r in rows if r["step"] == step}
+def _at(rows: list[dict], step: int | None, column: str = "value") -> dict[str, Any]:
+    return {f"{r['split']}_{r['metric']}": r.get(column) for r in rows if r["step"] == step}
+
+
+def _floors_at(rows: list[dict], step: int | None) -> dict[str, dict[str, float]]:
+    """``{<split>_<metric>: {"bag": ..., "chance": ...}}`` of the numbers evaluated at ``step``."""
+    bag, chance = _at(rows, step, "bag"), _at(rows, step, "chance")
+    return {k: {"bag": bag[k], "chance": chance[k]} for k in bag if bag[k] is not None and chance[k] is not None}
+
+
+def run_summary(trainer: Trainer, selected: int | None) -> dict[str, Any]:
+    """The summary of a finished run whose weights of step ``selected`` are kept."""
+    cfg = trainer.config
+    numbers, floors = _at(trainer.eval_rows, selected), _floors_at(trainer.eval_rows, selected)
+    test_bag = floors.get("test_object_acc", {}).get("bag", float("nan"))
+    binding = binding_verdict([numbers.get("test_object_acc", float("nan"))], [test_bag])
+    binding["metric"] = "test_object_acc"
+    binding["note"] = (
+        f"one seed: no spread; a sweep over seeds asks every seed to clear the bag by {MARGIN:.0%}"
+        if cfg.selection == "validation"
+        else OPTIMISTIC
+    )
+    selected_on = SELECTED_ON[cfg.selection] if trainer.best["score"] is not None else "last step"
+    return {
+        "config": cfg.name,
+        "fraction": cfg.fraction,
+        "seed": cfg.seed,
+        "objects": {k: len(v) for k, v in trainer.roles.to_dict().items()},
+        "coverage": len(trainer.roles.fit) / trainer.space.num_objects,
+        "selection": cfg.selection,
+        "selected_step": selected,
+        "selected_on": selected_on + (f" ({OPTIMISTIC})" if cfg.selection == "test" else ""),
+        "selected": numbers,
+        "floors": floors,
+        "final": _at(trainer.eval_rows, trainer.step),
+        "binding": binding,
+        "not_comparable": cfg.not_comparable(),
+        "chance_test_object_acc": trainer.floors["test_object_acc"]["chance"],
+        "bag_of_concepts_test_object_acc": trainer.floors["test_object_acc"]["bag"],
+        "steps": cfg.steps,
+        "seconds": trainer.seconds,
+        "steps_per_second": cfg.steps / trainer.seconds if trainer.seconds > 0 else None,
+        "parameters": {"scene": count_parameters(trainer.model.scene), "query": count_parameters(trainer.model.query)},
+    }
 
 
 @writes("out", what="model folder", kind="model")
@@ -365,26 +431,7 @@ def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command
     cfg = trainer.config
     selected = trainer.best["step"] if trainer.best_weights is not None else trainer.step
     weights = trainer.best_weights if trainer.best_weights is not None else trainer.model.state_dict()
-    chance = {
-        name: chance_accuracy(t) for name, t in soft_targets(SceneSet(trainer.space, trainer.sets["test"])).items()
-    }
-    summary = {
-        "config": cfg.name,
-        "fraction": cfg.fraction,
-        "seed": cfg.seed,
-        "objects": {k: len(v) for k, v in trainer.roles.to_dict().items()},
-        "coverage": len(trainer.roles.fit) / trainer.space.num_objects,
-        "selected_step": selected,
-        "selected_on": SELECT_ON if trainer.best["score"] is not None else "last step",
-        "selected": _at(trainer.eval_rows, selected),
-        "final": _at(trainer.eval_rows, trainer.step),
-        "chance_test_object_acc": chance["object"],
-        "bag_of_concepts_test_object_acc": bag_of_concepts_accuracy(SceneSet(trainer.space, trainer.sets["test"])),
-        "steps": cfg.steps,
-        "seconds": trainer.seconds,
-        "steps_per_second": cfg.steps / trainer.seconds if trainer.seconds > 0 else None,
-        "parameters": {"scene": count_parameters(trainer.model.scene), "query": count_parameters(trainer.model.query)},
-    }
+    summary = run_summary(trainer, selected)
     record = {
         "format": MODEL_FORMAT,
         "config": cfg.to_dict(),
