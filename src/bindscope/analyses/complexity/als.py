@@ -175,7 +175,7 @@ class TableModel:
         sizes = list(layout.sizes) * layout.num_slots
         starts = np.cumsum([0, *sizes])
         self.slot_rows = [torch.arange(int(a), int(b), device=self.b.device) for a, b in zip(starts[:-1], starts[1:])]
-        self._values: tuple[torch.Tensor, list] | None = None  # scenes by slot value, for the last rows
+        self._values: tuple[torch.Tensor, list[ByValue]] | None = None  # scenes by slot value, for the last rows
         if family.name == "mult_within_object":
             self.groups = [list(range(k * c, (k + 1) * c)) for k in range(layout.num_slots)]
         elif family.name == "additive":
@@ -218,8 +218,9 @@ class TableModel:
         self.w = coef[: z.shape[1]].T.contiguous()
         self.folded_add[seen] = coef[z.shape[1] :]
 
-    def solve_slot(self, slot: int, rows: torch.Tensor, y: torch.Tensor, by_value: list, ridge: float) -> None:
-        """Slot ``slot``'s table rows given everything else: one ``d x d`` solve per value it takes."""
+    def solve_slot(self, slot: int, rows: torch.Tensor, y: torch.Tensor, by_value: ByValue, ridge: float) -> None:
+        """Slot ``slot``'s table rows given everything else: one ``d x d`` solve per value it takes, all
+        values' normal matrices built in one batched product."""
         g = next(i for i, grp in enumerate(self.groups) if slot in grp)
         others = [self.table[rows[:, s]] for s in self.groups[g] if s != slot]
         p = functools.reduce(operator.mul, others) if others else torch.ones_like(self.table[rows[:, slot]])
@@ -228,11 +229,13 @@ class TableModel:
         if rest:
             resid = resid - functools.reduce(operator.add, rest) @ self.w.T
         rhs_all = p * (resid @ self.w)  # [n, d]
-        grams = torch.stack([p[idx].T @ p[idx] for _, idx in by_value])
+        values, index, mask = by_value
+        held = p[index] * mask[..., None]  # [V, m, d]: each value's scenes, zero-padded
+        grams = torch.bmm(held.transpose(1, 2), held)
         grams.mul_(self.w.T @ self.w)
-        rhs = torch.stack([rhs_all[idx].sum(0) for _, idx in by_value])
+        rhs = (rhs_all[index] * mask[..., None]).sum(1)
         solution = _solve_sym(_ridge(grams, ridge), rhs[..., None])[..., 0]
-        self.table[torch.stack([row for row, _ in by_value])] = solution
+        self.table[values] = solution
 
     def sweep(self, rows: torch.Tensor, y: torch.Tensor, ridge: float) -> None:
         """One ALS sweep: the output layer, every slot's table in turn, rebalance, the output layer."""
@@ -322,12 +325,22 @@ def _best_start(
     return best
 
 
-def _by_value(rows: torch.Tensor, slot: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``(table row, the scenes holding it)`` for every row slot ``slot`` takes."""
+#: The rows one slot takes ``[V]``, and the scenes holding each ``[V, m]`` (zero-padded) with a mask.
+ByValue = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _by_value(rows: torch.Tensor, slot: int) -> ByValue:
+    """Every row slot ``slot`` takes, the scenes holding it (padded to the most frequent row's count)
+    and a mask of the real ones."""
     col = rows[:, slot]
     order = torch.argsort(col, stable=True)
     values, counts = torch.unique_consecutive(col[order], return_counts=True)
-    return list(zip(values, torch.split(order, counts.tolist())))
+    starts = torch.cumsum(counts, 0) - counts
+    width = int(counts.max())
+    offset = torch.arange(width, device=rows.device)
+    mask = offset[None, :] < counts[:, None]
+    index = order[torch.where(mask, starts[:, None] + offset[None, :], 0)]
+    return values, index, mask.to(DTYPE)
 
 
 def unfinished_r2(train_mse: list[float], budget: int, variance: float) -> float:
