@@ -558,6 +558,10 @@ def test_batch_evaluation_is_recorded_with_the_strict_one(tmp_path: Path) -> Non
     assert {"test_object_acc", "test_batch_object_acc", "train_batch_concept_acc"} <= set(entry)
     table = pd.read_parquet(tmp_path / "sweep" / "results.parquet")
     assert {"object_acc", "batch_object_acc", "batch_concept_acc"} <= set(table.metric[table.group == "test"])
+    batch_bag = table[(table.variant == "bag of concepts") & (table.group == "test")]
+    assert set(batch_bag.metric) >= {"object_acc", "batch_object_acc", "batch_concept_acc"}  # floors under both
+    assert entry["floors"]["test_batch_object_acc"]["bag"] > entry["floors"]["test_object_acc"]["bag"]
+    assert s["not_comparable"][0].startswith("batch_eval") and s["selection"] == "validation"
 
 
 class Stop(KeyboardInterrupt):

@@ -148,6 +148,7 @@ def sweep(
     title = (
         f"scratch {config.name}: binding generalisation against coverage "
         f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
+        + ("; selected on test: optimistic" if config.selection == "test" else "")
     )
 
     def extra(stage: Path) -> None:
