@@ -324,7 +324,9 @@ def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], 
             if trainer.step % cfg.eval_every == 0 or trainer.step == cfg.steps:
                 metrics = trainer.evaluate_now()
                 bar.set_postfix(
-                    test_obj=f"{metrics['test_object_acc']:.3f}", loss=f"{trainer.log_rows[-1]['loss']:.3f}"
+                    test_obj=f"{metrics['test_object_acc']:.3f}",
+                    bag=f"{trainer.floors['test_object_acc']['bag']:.3f}",
+                    loss=f"{trainer.log_rows[-1]['loss']:.3f}",
                 )
             if trainer.step % cfg.checkpoint_every == 0 and trainer.step < cfg.steps:
                 trainer.seconds = time.perf_counter() - started
