@@ -14,7 +14,9 @@ from bindscope.analyses.crossmodal.retrieval import (
     retrieval,
     retrieve,
     same_objects,
+    tie_counts,
     tie_credit,
+    top_scores,
 )
 from bindscope.analyses.crossmodal.swaps import (
     TIE_TOLERANCE,
@@ -75,13 +77,30 @@ def test_object_additive_images_against_bag_texts_get_the_bag_ceiling() -> None:
     assert 1 / sizes.max() <= ceiling <= 1 and sizes.max() == 4  # attribute swap x mention order
 
 
+def credits(scores: list[list[float]], hit: list[list[int]], k: int) -> list[float]:
+    """:func:`tie_credit` of each row of ``scores`` whose hits are the key columns ``hit`` (-1: none)."""
+    s = torch.tensor(scores, dtype=torch.float64)
+    cols = torch.tensor(hit)
+    hit_scores = s.gather(1, cols.clamp(min=0)).masked_fill(cols < 0, float("-inf"))
+    return tie_credit(*tie_counts(s, hit_scores, top_scores(s)[0]), k).tolist()
+
+
 def test_tie_credit_shares_the_places_among_tied_keys() -> None:
-    scores = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.5, 1.0, 1.0], [1.0, 0.9, 0.8]], dtype=torch.float64)
-    hit = torch.tensor([[1, 0, 0], [1, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=torch.bool)
-    assert tie_credit(scores, hit, 1).tolist() == pytest.approx([0.5, 1 / 3, 0.0, 0.0], abs=1e-15)
-    assert tie_credit(scores, hit, 2).tolist() == pytest.approx([1.0, 2 / 3, 0.0, 1.0], abs=1e-15)
-    both = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 0, 1], [0, 1, 1]], dtype=torch.bool)
-    assert tie_credit(scores, both, 1).tolist() == pytest.approx([1.0, 2 / 3, 0.5, 0.0], abs=1e-15)
+    scores = [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.5, 1.0, 1.0], [1.0, 0.9, 0.8]]
+    one = [[0, -1], [0, -1], [0, -1], [1, -1]]
+    assert credits(scores, one, 1) == pytest.approx([0.5, 1 / 3, 0.0, 0.0], abs=1e-15)
+    assert credits(scores, one, 2) == pytest.approx([1.0, 2 / 3, 0.0, 1.0], abs=1e-15)
+    two = [[0, 1], [0, 1], [0, 2], [1, 2]]
+    assert credits(scores, two, 1) == pytest.approx([1.0, 2 / 3, 0.5, 0.0], abs=1e-15)
+
+
+def test_ties_running_past_the_top_five_are_all_counted() -> None:
+    """Seven keys tie with the one hit (more than the five counted first), one key beats them all."""
+    scores = [[1.0] + [0.5] * 8]
+    assert credits(scores, [[1, -1]], 1) == [0.0]
+    assert credits(scores, [[1, -1]], 5) == pytest.approx([4 / 8])  # four places among 8 tied keys
+    scores = [[0.5] * 9 + [0.1]]
+    assert credits(scores, [[3, -1]], 5) == pytest.approx([5 / 9])
 
 
 def angled(degrees_from_first: list[float]) -> np.ndarray:
@@ -92,7 +111,7 @@ def angled(degrees_from_first: list[float]) -> np.ndarray:
 
 def one_query_credit(keys: np.ndarray, hit: int) -> float:
     """Top-1 strict credit of the query (1, 0) whose only hit is key ``hit``."""
-    hits = HitKeys(np.array([[hit, -1]]), np.array([0]), np.arange(len(keys)) + 1)
+    hits = HitKeys.of(np.array([[hit, -1]]), np.array([0]), np.arange(len(keys)))
     return float(rank(np.array([[1.0, 0.0]], dtype=np.float32), keys, hits).credit["strict@1"][0])
 
 
@@ -145,7 +164,7 @@ def test_near_ties_are_judged_on_float64_cosines_as_the_swap_tests_are() -> None
         keys = np.stack([correct, correct + along * step]).astype(np.float32)
         exact = cosines(keys, query)
         want = pairwise_accuracy(exact[:1], exact[1:])[0]
-        hits = HitKeys(np.array([[0, -1]]), np.array([0]), np.array([1, 2]))
+        hits = HitKeys.of(np.array([[0, -1]]), np.array([0]), np.array([0, 1]))
         judged.append(rank(query, keys, hits).credit["strict@1"][0] == want)
     assert all(judged)
 

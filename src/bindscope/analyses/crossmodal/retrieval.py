@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.analyses.crossmodal.swaps import TIE_TOLERANCE, outcome
+from bindscope.analyses.crossmodal.swaps import TIE_TOLERANCE, beats
 from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import reverse_order
 from bindscope.space.concepts import SceneSet
@@ -82,57 +82,83 @@ def chunks(queries: int) -> int:
     return 2 * math.ceil(queries / CHUNK)
 
 
-def tie_credit(scores: torch.Tensor, hit: torch.Tensor, k: int) -> torch.Tensor:
-    """Per query row, the chance that a top-``k`` list with ties broken uniformly at random holds a hit.
+def tie_counts(
+    scores: torch.Tensor, hit_scores: torch.Tensor, top: torch.Tensor, widen: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per query row, around its best hit (the largest of ``hit_scores``, -inf where no hit): the keys
+    that beat it, the keys tied with it (itself included) and the hits among those, by the swap tests'
+    rule (:func:`~bindscope.analyses.crossmodal.swaps.beats`) with the tolerance widened by ``widen``.
 
-    Ties are the swap tests' (:func:`~bindscope.analyses.crossmodal.swaps.outcome`), judged against the
-    best hit: the keys that beat it are above it; it and the keys tied with it share the places left.
-    Top-1: 1 when the best hit beats every other key; ``m / t`` when ``m`` hits tie with ``t - m`` other
-    keys (0.5 for the correct caption tied with one swap, as the swap tests count it); 0 when a key
-    beats it.
+    Counted among ``top``, the top ``max(TOP) + 1`` scores of each row, best first (``max(TOP)`` keys
+    above need no more count: no hit makes the top k); a row whose tied keys run past them is counted
+    over all its keys.
     """
-    best = scores.masked_fill(~hit, float("-inf")).amax(dim=1, keepdim=True)
-    order = outcome(scores, best)
-    above = ((order > 0) & ~hit).sum(dim=1)
-    tied = order == 0
-    hits, group = (tied & hit).sum(dim=1), tied.sum(dim=1)
+    best = hit_scores.amax(dim=1, keepdim=True)
+    tolerance = TIE_TOLERANCE + widen
+    above = beats(top, best, tolerance).count_nonzero(dim=1)
+    tied = (~beats(best, top, tolerance)).count_nonzero(dim=1) - above
+    deeper = torch.nonzero(~beats(best[:, 0], top[:, -1], tolerance) & (above < max(TOP))).ravel()
+    if len(deeper):
+        rows, level = scores[deeper], best[deeper]
+        above[deeper] = beats(rows, level, tolerance).count_nonzero(dim=1)
+        tied[deeper] = (~beats(level, rows, tolerance)).count_nonzero(dim=1) - above[deeper]
+    return above, tied, (~beats(best, hit_scores, tolerance)).count_nonzero(dim=1)
+
+
+def top_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``max(TOP) + 1`` highest scores of each row, best first, and their keys."""
+    found = scores.topk(min(max(TOP) + 1, scores.shape[1]), dim=1)
+    return found.values, found.indices
+
+
+def tie_credit(above: torch.Tensor, tied: torch.Tensor, hits: torch.Tensor, k: int) -> torch.Tensor:
+    """Per query row, the chance that a top-``k`` list with ties broken uniformly at random holds a hit
+    (:func:`tie_counts`: the keys above the best hit go first; it and the keys tied with it share the
+    places left). Top-1: 1 when the best hit beats every other key; ``m / t`` when ``m`` hits tie with
+    ``t - m`` other keys (0.5 for the correct caption tied with one swap, as the swap tests count it);
+    0 when a key beats it.
+    """
     places = (k - above).clamp(min=0)
-    miss = torch.ones(len(scores), dtype=torch.float64, device=scores.device)
+    miss = torch.ones(len(above), dtype=torch.float64, device=above.device)
     for i in range(k):  # the chance that the first ``places`` of the tied keys are all misses
-        draw = (group - hits - i).clamp(min=0).double() / (group - i).clamp(min=1)
+        draw = (tied - hits - i).clamp(min=0).double() / (tied - i).clamp(min=1)
         miss = torch.where(places > i, miss * draw, miss)
     return torch.where(places > 0, 1.0 - miss, torch.zeros_like(miss))
 
 
-def near_ties(scores: torch.Tensor, hit: torch.Tensor) -> torch.Tensor:
-    """Per query row: does a key other than a hit lie within the tie tolerance plus float32's slack of
-    the best hit (so that float32 may rank them otherwise than float64)?"""
-    best = scores.masked_fill(~hit, float("-inf")).amax(dim=1, keepdim=True)
-    return (~hit & ((scores - best).abs() <= TIE_TOLERANCE + FLOAT32_SLACK)).any(dim=1)
-
-
 @dataclass(frozen=True)
 class HitKeys:
-    """What a query counts as a hit: ``strict`` key rows ``[Q, 2]`` (its own and its other order, -1
-    where absent) and the bag ids of the queries ``[Q]`` and of the keys ``[N]``."""
+    """What a query counts as a hit, as key rows padded with -1: ``strict`` ``[Q, 2]`` (its own and its
+    other order, -1 where absent or the same); ``members`` ``[B, M]``, the keys of each bag, and
+    ``query_bags`` ``[Q]`` (``concept``)."""
 
     strict: np.ndarray
     query_bags: np.ndarray
-    key_bags: np.ndarray
+    members: np.ndarray
 
-    def masks(self, start: int, stop: int, device: torch.device) -> dict[str, torch.Tensor]:
-        """``{"strict": bool [q, N], "concept": bool [q, N]}`` for queries ``start:stop``."""
-        rows = torch.from_numpy(self.strict[start:stop]).to(device)
-        strict = torch.zeros((stop - start, len(self.key_bags) + 1), dtype=torch.bool, device=device)
-        strict.scatter_(1, torch.where(rows >= 0, rows, len(self.key_bags)), True)  # -1: a spare column
-        bags = torch.from_numpy(self.key_bags).to(device)
-        concept = bags[None, :] == torch.from_numpy(self.query_bags[start:stop]).to(device)[:, None]
-        return {"strict": strict[:, :-1], "concept": concept}
+    @classmethod
+    def of(cls, strict: np.ndarray, query_bags: np.ndarray, key_bags: np.ndarray) -> HitKeys:
+        """From the bag id of every key: each bag's keys, in one padded table."""
+        order = np.argsort(key_bags, kind="stable")
+        sizes = np.bincount(key_bags)
+        members = np.full((len(sizes), int(sizes.max(initial=1))), -1, dtype=np.int64)
+        start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        members[key_bags[order], np.arange(len(order)) - start[key_bags[order]]] = order
+        return cls(strict, query_bags, members)
+
+    def hit_scores(self, kind: str, scores: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        """The scores of the hits of queries ``rows`` (score rows ``[q, N]``), -inf where padded."""
+        keys = self.strict[rows] if kind == "strict" else self.members[self.query_bags[rows]]
+        cols = torch.from_numpy(keys).to(scores.device)
+        return scores.gather(1, cols.clamp(min=0)).masked_fill(cols < 0, float("-inf"))
+
+
+KINDS = ("strict", "concept")
 
 
 @dataclass(frozen=True)
 class Ranked:
-    """Per query: ``top``, the key of highest cosine (the lowest index among equals); ``credit``, per
+    """Per query: ``top``, a key of highest float32 cosine (one of them on a tie); ``credit``, per
     ``strict@k`` / ``concept@k``, the chance of a hit in the top ``k`` with ties broken at random."""
 
     top: np.ndarray
@@ -147,27 +173,33 @@ def rank(
     device: str = "cpu",
 ) -> Ranked:
     """Rank every key for each query by cosine, one float32 matrix product per chunk of queries
-    (``tick()`` after each); queries with a near tie at their best hit are scored again in float64."""
+    (``tick()`` after each); a query with a key other than a hit within the tolerance plus
+    :data:`FLOAT32_SLACK` of its best hit is counted again on float64 cosines."""
     q32, k32 = unit_rows(queries, device), unit_rows(keys, device)
     k64: torch.Tensor | None = None
     tops = [k for k in TOP if k <= len(keys)]
     top = np.empty(len(queries), dtype=np.int64)
-    credit = {f"{kind}@{k}": np.empty(len(queries)) for kind in ("strict", "concept") for k in tops}
+    credit = {f"{kind}@{k}": np.empty(len(queries)) for kind in KINDS for k in tops}
     for s in range(0, len(queries), CHUNK):
-        e = min(s + CHUNK, len(queries))
-        scores = q32[s:e] @ k32.T
-        top[s:e] = scores.argmax(dim=1).cpu().numpy()
-        masks = hits.masks(s, e, scores.device)
-        near = torch.stack([near_ties(scores, m) for m in masks.values()]).any(dim=0)
+        rows = np.arange(s, min(s + CHUNK, len(queries)))
+        scores = q32[rows] @ k32.T
+        values, index = top_scores(scores)
+        top[rows] = index[:, 0].cpu().numpy()
+        counts = {
+            kind: tie_counts(scores, hits.hit_scores(kind, scores, rows), values, FLOAT32_SLACK) for kind in KINDS
+        }
+        near = torch.stack([tied > hit for _, tied, hit in counts.values()]).any(dim=0).cpu().numpy()
         if near.any():
             k64 = unit_rows(keys, device, torch.float64) if k64 is None else k64
-            exact = unit_rows(queries[s:e][near.cpu().numpy()], device, torch.float64) @ k64.T
-        for kind, mask in masks.items():
+            exact = unit_rows(queries[rows[near]], device, torch.float64) @ k64.T
+            where, exact_top = torch.from_numpy(near).to(scores.device), top_scores(exact)[0]
+            for kind, count in counts.items():
+                again = tie_counts(exact, hits.hit_scores(kind, exact, rows[near]), exact_top)
+                for whole, part in zip(count, again):
+                    whole[where] = part
+        for kind, (above, tied, hit) in counts.items():
             for k in tops:
-                got = tie_credit(scores, mask, k)
-                if near.any():
-                    got[near] = tie_credit(exact, mask[near], k)
-                credit[f"{kind}@{k}"][s:e] = got.cpu().numpy()
+                credit[f"{kind}@{k}"][rows] = tie_credit(above, tied, hit, k).cpu().numpy()
         if tick is not None:
             tick()
     return Ranked(top, credit)
@@ -185,7 +217,8 @@ def retrieve(
     the rows ``queries`` ask when given."""
     rows = np.arange(len(scenes)) if queries is None else np.asarray(queries, dtype=np.int64)
     bags = bag_keys(scenes)
-    hits = HitKeys(np.stack([rows, same_objects(scenes)[rows]], axis=1), bags[rows], bags)
+    other = same_objects(scenes)[rows]
+    hits = HitKeys.of(np.stack([rows, np.where(other == rows, -1, other)], axis=1), bags[rows], bags)
     return {
         "image_to_text": rank(image[rows], text, hits, tick, device),
         "text_to_image": rank(text[rows], image, hits, tick, device),

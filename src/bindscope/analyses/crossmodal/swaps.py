@@ -24,13 +24,17 @@ NO_NEGATIVE = "no true negative"
 NOT_IN_DATASET = "caption not in the dataset"
 
 
-def outcome(score: Any, other: Any, tolerance: float = TIE_TOLERANCE) -> Any:
-    """+1 where ``score`` beats ``other`` by more than ``tolerance``, -1 where it loses by more, 0 on a tie.
+def beats(score: Any, other: Any, tolerance: float = TIE_TOLERANCE) -> Any:
+    """Where ``score`` beats ``other`` by more than ``tolerance`` (a smaller difference is a tie).
 
     The one tie rule of the swap tests, half-truths and retrieval; numpy arrays or torch tensors.
     """
-    diff = score - other
-    return (diff > tolerance) * 1 - (diff < -tolerance) * 1
+    return score - other > tolerance
+
+
+def outcome(score: Any, other: Any, tolerance: float = TIE_TOLERANCE) -> Any:
+    """+1 where ``score`` beats ``other`` (:func:`beats`), -1 where it loses, 0 on a tie."""
+    return beats(score, other, tolerance) * 1 - beats(other, score, tolerance) * 1
 
 
 def pairwise_accuracy(correct: np.ndarray, negative: np.ndarray, tolerance: float = TIE_TOLERANCE) -> np.ndarray:
