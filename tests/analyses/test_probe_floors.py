@@ -25,7 +25,7 @@ from bindscope.pipeline.report import card_row
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 
-LBFGS = ProbeSettings(optimizer="lbfgs", max_iter=100)  # L-BFGS is what the bag control uses in place of fast
+LBFGS = ProbeSettings(optimizer="lbfgs", max_iter=50)  # L-BFGS is what the bag control uses in place of fast
 
 
 @pytest.fixture(scope="module")

@@ -182,8 +182,9 @@ def bag_settings(settings: ProbeSettings) -> ProbeSettings:
     """The bag control's fit: the model's, with ``fast`` as ``lbfgs``.
 
     A bag's concept probes always separate their training scenes (it holds every value), so ``fast``
-    would follow the reference Adam schedule for them at every run, at a cost that can exceed the
-    model's own fit; L-BFGS alone fits them in a few iterations (``reference`` stays ``reference``).
+    would follow the reference Adam schedule for them on every run (on clevr 17 s against 3 s), for
+    the same object accuracies there: its object probe does not separate its training scenes, which
+    hold both bindings of tied pairs. ``reference`` stays ``reference``.
     """
     return settings.model_copy(update={"optimizer": "lbfgs"}) if settings.optimizer == "fast" else settings
 
