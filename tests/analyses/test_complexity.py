@@ -159,7 +159,11 @@ def test_the_verdict_names_the_simplest_generalising_family() -> None:
 
 
 def test_budgets_resolve_by_device_and_overrides() -> None:
-    assert resolve_budget("auto", "cpu") == BUDGETS["cpu"]
+    auto = resolve_budget("auto", "cpu")
+    assert auto.replace(reason="") == BUDGETS["cpu"] and resolve_budget("cpu").reason == ""
+    assert "device cpu" in auto.reason and "--budget full" in auto.reason and "1,024 training scenes" in auto.reason
+    assert resolve_budget("auto", "cuda:0").name == "full" and "cuda:0" in resolve_budget("auto", "cuda:0").reason
+    assert auto.probes == "lbfgs" and resolve_budget("full").probes == "fast"
     assert resolve_budget("paper", "cpu").epochs == 4000 and resolve_budget("paper").max_train_scenes is None
     b = resolve_budget("cpu", epochs=7, patience=0, max_eval_scenes=0)
     assert (b.epochs, b.patience, b.max_eval_scenes, b.max_train_scenes) == (

@@ -46,7 +46,9 @@ def fit_probes_for(
 def fitting_settings(settings: ComplexitySettings) -> ProbeSettings:
     """The probe settings used when the complexity run fits its own probes: on every scene
     (``scenes="all"``), so that the split a saved ``probe.json`` records is the one fitted."""
-    return ProbeSettings(seeds=(settings.probe_seed,), device=settings.device, scenes="all")
+    return ProbeSettings(
+        seeds=(settings.probe_seed,), device=settings.device, scenes="all", optimizer=settings.budget.probes
+    )
 
 
 def probe_scenes_note(unscored: int | None, settings: ComplexitySettings) -> str:
@@ -137,8 +139,10 @@ class ComplexityAnalysis(Analysis):
             f"verdict: {summary['verdict']['reading']}",
             f"budget: {b['name']}, protocol {b['protocol']} (sweeps {b['sweeps']}, epochs {b['epochs']}, "
             f"lr {b['decay']}, patience {b['patience']}, train scenes <= "
-            f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'}); "
+            f"{b['max_train_scenes'] or 'all'}, scored scenes <= {b['max_eval_scenes'] or 'all'}, {b['starts']} "
+            f"starts of {b['start_sweeps']} sweeps, {b['probes']} probes); "
             f"checkpoints selected on {summary['selection']}",
+            *([f"budget chosen: {b['reason']}"] if b.get("reason") else []),
             *(f"capacity: {label}'s {why}" for label, why in summary["capacity"].items()),
             f"probe scenes: {summary['probes']['scored_scenes']}",
             f"fits: {summary['fits']['fitted']} fitted, {summary['fits']['reused']} reused from an earlier run into "

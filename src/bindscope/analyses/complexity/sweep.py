@@ -133,6 +133,15 @@ class Budget(Settings):
     decay
         Adam's learning rate: ``cosine`` to 0 over ``epochs`` (the exact protocol's MLP) or
         ``constant`` (``paper``: the research code never steps its scheduler).
+    starts, start_sweeps
+        Random initialisations of an exact product fit, and the ALS sweeps each runs before the best
+        one is continued (:class:`~bindscope.analyses.complexity.als.Solver`).
+    probes
+        The optimiser of the probes a run fits itself when none are given: ``fast`` (L-BFGS, and the
+        reference Adam trajectory on separable training sets, within its time budget) or ``lbfgs``
+        (L-BFGS alone: the probes only decode, here, and separable sets take the reference minutes).
+    reason
+        Why this budget was chosen (``--budget auto``), said in every output; empty when named.
     """
 
     name: str = "full"
@@ -145,6 +154,10 @@ class Budget(Settings):
     max_eval_scenes: int | None = Field(None, ge=2, le=MAX_SCENE_COUNT)
     standardize: bool = True
     decay: Literal["cosine", "constant"] = "cosine"
+    starts: int = Field(8, ge=1, le=MAX_ITEMS)
+    start_sweeps: int = Field(10, ge=1, le=MAX_STEPS)
+    probes: Literal["fast", "lbfgs"] = "fast"
+    reason: str = ""
 
     @model_validator(mode="after")
     def _schedule(self) -> Budget:
@@ -154,7 +167,18 @@ class Budget(Settings):
 
 BUDGETS = {
     "full": Budget(),
-    "cpu": Budget(name="cpu", epochs=2000, eval_every=20, patience=10, max_train_scenes=1024, max_eval_scenes=5000),
+    "cpu": Budget(
+        name="cpu",
+        sweeps=200,
+        epochs=500,
+        eval_every=10,
+        patience=5,
+        max_train_scenes=1024,
+        max_eval_scenes=2000,
+        starts=4,
+        start_sweeps=5,
+        probes="lbfgs",
+    ),
     "paper": Budget(
         name="paper", protocol="paper", epochs=4000, eval_every=50, patience=None, standardize=False, decay="constant"
     ),
@@ -169,13 +193,15 @@ def resolve_budget(
     protocol: str | None = None,
     **overrides: int | None,
 ) -> Budget:
-    """A named budget (``auto``: ``full`` on CUDA, ``cpu`` otherwise) with explicit overrides.
+    """A named budget (``auto``: ``full`` on CUDA, ``cpu`` otherwise, with the reason recorded) with
+    explicit overrides.
 
     Overrides whose value is None are ignored; ``patience=0`` or a cap of 0 switches early
     stopping or the cap off. ``protocol`` switches the fitting protocol and keeps the caps.
     """
+    reason = ""
     if name == "auto":
-        name = "full" if str(device).startswith("cuda") else "cpu"
+        name, reason = auto_budget(str(device))
     if name not in BUDGETS:
         raise BindscopeError(f"unknown budget {name!r}; choose auto, {', '.join(BUDGETS)}")
     if protocol is not None and protocol not in PROTOCOLS:
@@ -203,7 +229,20 @@ def resolve_budget(
         }
     if standardize is not None:
         changes["standardize"] = standardize
-    return BUDGETS[name].replace(**changes)
+    return BUDGETS[name].replace(reason=reason, **changes)
+
+
+def auto_budget(device: str) -> tuple[str, str]:
+    """``--budget auto``: the budget for ``device`` and why, in words."""
+    if device.startswith("cuda"):
+        return "full", f"auto: device {device}, so every scene, uncapped"
+    cpu = BUDGETS["cpu"]
+    return "cpu", (
+        f"auto: device {device}, so capped to finish in minutes on 2 cores: at most {cpu.max_train_scenes:,} "
+        f"training scenes per fit, {cpu.starts} starts of {cpu.start_sweeps} ALS sweeps and {cpu.sweeps} sweeps per "
+        f"product fit, {cpu.epochs} MLP epochs (stopping after {cpu.patience} checks of {cpu.eval_every} without "
+        f"improvement), L-BFGS probes; --budget full fits every scene uncapped (minutes on a GPU, hours on a CPU)"
+    )
 
 
 class ComplexitySettings(ParitySettings):
@@ -325,7 +364,8 @@ class ComplexitySettings(ParitySettings):
 
     def solver(self) -> Solver:
         """The exact protocol's block solver."""
-        return Solver(sweeps=self.budget.sweeps)
+        b = self.budget
+        return Solver(sweeps=b.sweeps, starts=b.starts, start_sweeps=b.start_sweeps)
 
     def exact(self, family: Family) -> bool:
         """Whether ``family`` is fitted by exact block solves (else by Adam)."""
