@@ -42,15 +42,40 @@ def embeddings_import(
         typer.Option(help="The model that made them (e.g. hf:openai/clip-vit-base-patch32, or with +rand)."),
     ] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing embedding folder.")] = False,
+    singles: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="A .npy array [num_objects, dim] of every object alone by the same model (row o = object id o; "
+            "images may give one row per object and slot, o * S + s): written as the single-object folder that "
+            "`embed --single-objects` makes (the intervene `single` bank, crossmodal half-truths)."
+        ),
+    ] = None,
+    singles_out: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Where the --singles folder goes (default: the --out folder's name + '-singles', beside it)."
+        ),
+    ] = None,
     wait: WaitOpt = False,
 ) -> None:
     """Write an embedding folder (embeddings.npy + manifest.json) from an array made elsewhere."""
-    from bindscope.embeddings.store import import_embeddings
+    from bindscope.embeddings.store import default_singles_out, import_embeddings, load_embeddings
 
     emb = import_embeddings(
-        dataset, array, name=name, modality=modality.value, out=out, model_spec=model_spec, overwrite=overwrite
+        dataset,
+        array,
+        name=name,
+        modality=modality.value,
+        out=out,
+        model_spec=model_spec,
+        overwrite=overwrite,
+        singles=singles,
+        singles_out=singles_out,
     )
     typer.echo(emb.summary())
+    if singles is not None:
+        typer.echo("")
+        typer.echo(load_embeddings(default_singles_out(out, singles_out), rows="single_objects").summary())
 
 
 @embeddings_app.command("info")

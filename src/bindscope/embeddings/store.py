@@ -8,13 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import file_sha256, load_npy, read_json, read_manifest, save_npy, staged_dir, write_json
-from bindscope.core.locks import writes
+from bindscope.core.io import (
+    check_output,
+    check_output_dir,
+    file_sha256,
+    load_npy,
+    read_json,
+    read_manifest,
+    save_npy,
+    staged_dir,
+    write_json,
+)
+from bindscope.core.locks import input_paths, writes
 from bindscope.core.validation import short_repr
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, load_dataset
@@ -95,14 +105,15 @@ class EmbeddingSet:
         )
 
 
-def check_embedding_array(array: Any, num_rows: int, what: str = "embedding array") -> np.ndarray:
-    """Validate a 2-D finite numeric array with ``num_rows`` rows and return it as float32."""
+def check_embedding_array(array: Any, num_rows: int, what: str = "embedding array", unit: str = "scene") -> np.ndarray:
+    """Validate a 2-D finite numeric array with ``num_rows`` rows (one per ``unit``) and return it as float32."""
     arr = np.asarray(array)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise BindscopeError(f"{what} must hold real numbers, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise BindscopeError(
-            f"{what} must be 2-D [num_scenes, dim], got {arr.ndim}-D shape {arr.shape}; reshape it to one row per scene"
+            f"{what} must be 2-D [num_{unit}s, dim], got {arr.ndim}-D shape {arr.shape}; reshape it to one row per "
+            f"{unit}"
         )
     if arr.shape[0] != num_rows:
         raise BindscopeError(
@@ -178,7 +189,7 @@ def write_embeddings(
     return EmbeddingSet(out, full, array)
 
 
-@writes("out", what="embedding folder", kind="embeddings", reads=("dataset", "array_path"))
+@writes("out", what="embedding folder", kind="embeddings", reads=("dataset", "array_path", "singles"))
 def import_embeddings(
     dataset: str | Path | Dataset,
     array_path: str | Path,
@@ -188,12 +199,17 @@ def import_embeddings(
     out: str | Path,
     model_spec: str | None = None,
     overwrite: bool = False,
+    singles: str | Path | None = None,
+    singles_out: str | Path | None = None,
 ) -> EmbeddingSet:
     """Bring an ``.npy`` array computed elsewhere into an embedding folder for ``dataset``.
 
     Row i of the array must embed scene i of the dataset (its ``scene`` column). ``model_spec``
     records which model made it (e.g. ``hf:openai/clip-vit-base-patch32`` or the same with
-    ``+rand``), so that analyses find a ``+rand`` control beside it.
+    ``+rand``), so that analyses find a ``+rand`` control beside it. ``singles``: an ``.npy`` array of
+    every object alone by the same model (:func:`check_single_objects`), written as a single-object
+    folder (the interventions' ``single`` bank, the half-truths' short captions) to ``singles_out``
+    (default: ``out`` with ``-singles`` appended, a sibling the analyses find).
     """
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
     if not name or not name.strip():
@@ -210,6 +226,12 @@ def import_embeddings(
     what = f"embedding array {array_path}"
     arr = check_embedding_array(raw, len(ds), what=what)
     check_embedding_values(arr, what, IMPORT_FIX)
+    bank = read_single_objects(ds, singles, modality, arr.shape[1]) if singles is not None else None
+    if bank is None and singles_out is not None:
+        raise BindscopeError("--singles-out names where the --singles array goes; give --singles FILE too")
+    bank_out = default_singles_out(Path(out), singles_out) if bank is not None else None
+    if bank_out is not None:
+        check_singles_out(bank_out, Path(out), overwrite, [ds.root, array_path, singles])
     manifest = {
         "name": name,
         "modality": modality,
@@ -225,7 +247,83 @@ def import_embeddings(
             "dtype": str(raw.dtype),
         },
     }
-    return write_embeddings(out, arr, manifest, overwrite=overwrite)
+    written = write_embeddings(out, arr, manifest, overwrite=overwrite)
+    if bank is not None and bank_out is not None:
+        write_embeddings(bank_out, bank.array, singles_manifest(manifest, bank), overwrite=overwrite)
+    return written
+
+
+#: Appended to ``--out`` for the single-object folder of an import, unless ``--singles-out`` names it.
+SINGLES_SUFFIX = "-singles"
+
+
+def default_singles_out(out: Path, singles_out: str | Path | None) -> Path:
+    """Where an import writes its single-object folder: ``singles_out``, or ``out`` + ``-singles``."""
+    return Path(singles_out) if singles_out is not None else out.with_name(out.name + SINGLES_SUFFIX)
+
+
+def check_singles_out(bank_out: Path, out: Path, overwrite: bool, inputs: list[Any]) -> None:
+    """Refuse a single-object folder that is the scenes' folder, inside it or around it, an input, or
+    (without ``overwrite``) a non-empty folder: before either folder is written."""
+    a, b = bank_out.resolve(), out.resolve()
+    if a == b or a in b.parents or b in a.parents:
+        raise BindscopeError(
+            f"--singles-out {bank_out} and --out {out} overlap; give the single-object folder a place of its own"
+        )
+    try:
+        check_output(bank_out, "embeddings", overwrite=overwrite, inputs=input_paths(inputs))
+        check_output_dir(bank_out, kind="embeddings", overwrite=overwrite)
+    except BindscopeError as exc:  # the output checks name --out; this folder is --singles-out
+        raise BindscopeError(str(exc).replace("--out", "--singles-out")) from None
+
+
+class ImportedSingles(NamedTuple):
+    """A checked single-object array: float32 rows, positions per object, the file and its dtype."""
+
+    array: np.ndarray
+    positions: int
+    path: Path
+    dtype: str
+
+
+def read_single_objects(ds: Dataset, path: str | Path, modality: str, dim: int) -> ImportedSingles:
+    """An imported single-object array, checked (:func:`check_single_objects`)."""
+    path = Path(path)
+    raw = load_npy(path, "single-object array")
+    array, positions = check_single_objects(raw, ds, modality, dim, f"single-object array {path}")
+    return ImportedSingles(array, positions, path, str(raw.dtype))
+
+
+def check_single_objects(raw: Any, ds: Dataset, modality: str, dim: int, what: str) -> tuple[np.ndarray, int]:
+    """Validate the embeddings of every object alone, as ``bindscope embed --single-objects`` writes them.
+
+    Row o embeds object id o alone (object-id order, docs/method.md §1); image arrays may instead give
+    one row per object and slot position, row ``o * S + s``. The width must be the scenes' (``dim``).
+    Returns the float32 array and its positions per object (1 or S).
+    """
+    u, slots = ds.space.num_objects, ds.scenes.max_objects
+    allowed = {u: 1, **({u * slots: slots} if modality == "image" else {})}
+    arr = np.asarray(raw)
+    if arr.ndim == 2 and arr.shape[0] not in allowed:
+        per_slot = f", or {u * slots:,}, one per object and slot (row o * {slots} + s)" if modality == "image" else ""
+        raise BindscopeError(
+            f"{what} has {arr.shape[0]:,} rows but the dataset has {u:,} objects: give {u:,} rows, row o "
+            f"embedding object id o alone{per_slot}"
+        )
+    out = check_embedding_array(raw, arr.shape[0] if arr.ndim == 2 else 0, what, unit="object")
+    if out.shape[1] != dim:
+        raise BindscopeError(
+            f"{what} has width {out.shape[1]} but the scene embeddings {dim}; give the single objects "
+            "embedded by the same model (and layer) as the scenes"
+        )
+    check_embedding_values(out, what, IMPORT_FIX)
+    return out, allowed[len(out)]
+
+
+def singles_manifest(scenes: dict[str, Any], bank: ImportedSingles) -> dict[str, Any]:
+    """The manifest of an imported single-object folder: the scenes' name, model, modality and dataset."""
+    source = {"kind": "import", "path": str(bank.path.resolve()), "sha256": file_sha256(bank.path), "dtype": bank.dtype}
+    return {**scenes, "rows": "single_objects", "single_positions": bank.positions, "source": source}
 
 
 def check_recorded_spec(model_spec: str) -> None:
@@ -310,14 +408,22 @@ def find_rand_control(emb: EmbeddingSet) -> Path | None:
 
 
 def find_single_objects(emb: EmbeddingSet) -> Path | None:
-    """A sibling folder holding the single-object bank of the same model, dataset, modality and layer."""
+    """A sibling folder holding the single-object bank of the same model, dataset, modality and layer.
+
+    Imported embeddings without a model spec name their model by their ``name``: a sibling imported
+    with the same name and no spec (``embeddings import --singles`` writes one).
+    """
     spec = emb.manifest.get("model_spec")
-    return find_sibling(emb, spec, "single_objects") if spec else None
+    if spec:
+        return find_sibling(emb, spec, "single_objects")
+    if emb.manifest.get("source", {}).get("kind") == "import":
+        return find_sibling(emb, None, "single_objects", name=emb.name)
+    return None
 
 
-def find_sibling(emb: EmbeddingSet, spec: str, rows: str) -> Path | None:
+def find_sibling(emb: EmbeddingSet, spec: str | None, rows: str, name: str | None = None) -> Path | None:
     """The first sibling folder (by name) of ``emb`` with model ``spec``, ``rows`` and the same
-    dataset, modality and layer."""
+    dataset, modality and layer (and, when given, ``name``)."""
     if not emb.root.parent.is_dir():
         return None
     for candidate in sorted(emb.root.parent.iterdir()):
@@ -330,6 +436,6 @@ def find_sibling(emb: EmbeddingSet, spec: str, rows: str) -> Path | None:
             continue
         same = all(other.get(k) == emb.manifest.get(k) for k in ("dataset_hash", "modality", "layer"))
         same = same and other.get("rows", "scenes") == rows
-        if same and other.get("model_spec") == spec:
+        if same and other.get("model_spec") == spec and name in (None, other.get("name")):
             return candidate
     return None

@@ -254,7 +254,10 @@ def crossmodal_analysis(
             frames.append(frame.assign(variant=variant, seed=seed, fraction=fitted.fraction))
     half_absent = None
     if inputs.singles is None:
-        half_absent = "no text single-object captions (embed them with --single-objects)"
+        half_absent = (
+            "no text single-object captions (embed them with --single-objects, or import them with "
+            "`embeddings import --singles`)"
+        )
     elif not same_width:
         half_absent = "the image and text widths differ (half-truths compare them by cosine)"
     else:
