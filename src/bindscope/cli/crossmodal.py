@@ -86,7 +86,8 @@ def crossmodal(
         Optional[Path],
         typer.Option(
             help="The text single-object captions (`bindscope embed --single-objects` on the text modality, or "
-            "`bindscope embeddings import --singles`), for half-truths. Default: a sibling folder of TEXT_DIR holding them; without one, half-truths are absent."
+            "`bindscope embeddings import --singles`), for half-truths. Default: a sibling folder of TEXT_DIR "
+            "holding them; without one, half-truths are absent."
         ),
     ] = None,
     probes_image: Annotated[Optional[Path], probe_result("image")] = None,
