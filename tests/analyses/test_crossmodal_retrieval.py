@@ -173,3 +173,16 @@ def cosines(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
     """float64 cosines of ``keys`` with the one ``query`` row."""
     k, q = keys.astype(np.float64), query[0].astype(np.float64)
     return k @ q / np.linalg.norm(k, axis=1) / np.linalg.norm(q)
+
+
+def test_a_scene_naming_one_object_twice_is_one_strict_hit() -> None:
+    """Its other order is itself: tied with one other caption it still counts half, not a double hit."""
+    scenes = get_preset("clevr").build_scenes()
+    ids = scenes.object_ids()
+    twice, other = np.flatnonzero(ids[:, 0] == ids[:, 1])[0], np.flatnonzero(ids[:, 0] != ids[:, 1])[0]
+    pair = scenes.subset([twice, other])
+    assert same_objects(pair)[0] == 0
+    rng = np.random.default_rng(0)
+    image, caption = rng.normal(size=(2, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32)
+    found = retrieve(image, np.stack([caption, caption]), pair)["image_to_text"]
+    assert found.credit["strict@1"].tolist() == [0.5, 0.5]

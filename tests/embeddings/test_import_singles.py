@@ -160,3 +160,21 @@ def test_cli_refuses_bad_singles_in_one_line(
     )  # fmt: skip
     assert_one_line_error(done, "has 5 rows but the dataset has 24 objects")
     assert not (tmp_path / "e").exists()
+
+
+def test_imported_text_singles_give_crossmodal_half_truths(
+    clevr_dir: Path, tmp_path: Path, arrays: tuple[Path, Path]
+) -> None:
+    """Image and text imported without a model spec (one name), the text with its single objects:
+    crossmodal finds them beside the text folder and scores half-truths."""
+    from bindscope.analyses import CrossmodalSettings, run_crossmodal
+
+    scenes, singles = arrays
+    image = save(tmp_path, np.random.default_rng(2).normal(size=(SCENES, DIM)), "image.npy")
+    emb = tmp_path / "emb"
+    import_embeddings(clevr_dir, image, name="joint", modality="image", out=emb / "image")
+    import_embeddings(clevr_dir, scenes, name="joint", modality="text", out=emb / "text", singles=singles)
+    settings = CrossmodalSettings(bridge="none", cases=False)
+    summary = run_crossmodal(emb / "image", emb / "text", tmp_path / "cm", settings)
+    assert summary["half_truths_absent"] is None and set(summary["half_truths"]) >= {"wrong_noun", "full_beats_short"}
+    assert summary["inputs"]["singles"]["path"].endswith("text-singles")
