@@ -17,13 +17,14 @@ every seed (:func:`binding_verdict`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from bindscope.analyses.probes import OBJECT, chance_accuracy, set_separation_correct, soft_targets
+from bindscope.analyses.probes import set_separation_correct
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 #: How far above the bag-of-concepts floor an accuracy must be, on every seed, to read "binds".
@@ -65,17 +66,36 @@ def object_floors(scenes: SceneSet) -> dict[str, dict[str, float]]:
     ``concept_acc`` (mean over concepts) and, where some scene needs binding, ``binding_object_acc``
     (those scenes only). A bag reads every concept value, so its concept accuracies are 1.
     """
-    targets = soft_targets(scenes)
     ambiguous = scenes.binding_ambiguous()
-    concepts = {c: chance_accuracy(targets[c]) for c in scenes.space.concepts}
+    objects = _distinct_objects(scenes)
+    concepts = {
+        c: _chance(size, (counts > 0).sum(axis=1)).mean()
+        for c, size, counts in zip(scenes.space.concepts, scenes.space.sizes, scenes.value_counts())
+    }
+    u = scenes.space.num_objects
     out = {
-        "object_acc": {"bag": bag_of_concepts_accuracy(scenes), "chance": chance_accuracy(targets[OBJECT])},
-        **{f"acc_{c}": {"bag": 1.0, "chance": v} for c, v in concepts.items()},
+        "object_acc": {"bag": bag_of_concepts_accuracy(scenes), "chance": float(_chance(u, objects).mean())},
+        **{f"acc_{c}": {"bag": 1.0, "chance": float(v)} for c, v in concepts.items()},
         "concept_acc": {"bag": 1.0, "chance": float(np.mean(list(concepts.values())))},
     }
     if ambiguous.any():
-        out["binding_object_acc"] = {"bag": 0.0, "chance": chance_accuracy(targets[OBJECT][ambiguous])}
+        out["binding_object_acc"] = {"bag": 0.0, "chance": float(_chance(u, objects[ambiguous]).mean())}
     return out
+
+
+def _distinct_objects(scenes: SceneSet) -> np.ndarray:
+    """How many distinct objects each scene holds, ``[N]``."""
+    ids = np.sort(scenes.object_ids(), axis=1)
+    new = np.ones_like(ids, dtype=bool)
+    new[:, 1:] = ids[:, 1:] != ids[:, :-1]
+    return (new & (ids >= 0)).sum(axis=1)
+
+
+def _chance(num_labels: int, present: np.ndarray) -> np.ndarray:
+    """``1 / C(L, m)`` per scene: random scores put its m present labels above the others (as
+    :func:`bindscope.analyses.probes.chance_accuracy`, without the dense targets)."""
+    counts, at = np.unique(np.asarray(present, dtype=np.int64), return_inverse=True)
+    return np.array([1.0 / math.comb(num_labels, int(m)) for m in counts])[at.reshape(-1)]
 
 
 def bag_correct(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
