@@ -16,6 +16,7 @@ from bindscope.analyses.floors import (
     bag_of_concepts_accuracy,
     bag_scores,
     binding_verdict,
+    clearance_text,
     object_floors,
 )
 from bindscope.analyses.probes import OBJECT, soft_targets
@@ -88,3 +89,10 @@ def test_binds_only_when_every_seed_clears_the_floor_by_the_margin(accs, floors,
 def test_a_missing_accuracy_is_undetermined() -> None:
     assert binding_verdict([0.9, float("nan")], [0.3, 0.3])["reading"] == "undetermined"
     assert binding_verdict([], [])["reading"] == "undetermined"
+
+
+def test_the_clearance_in_words_names_the_smallest_the_mean_and_the_margin() -> None:
+    three = binding_verdict([0.9, 0.5, 0.7], [0.3, 0.3, 0.3])
+    assert clearance_text(three) == "+20.0 points above the bag at least, +40.0 on average over 3 seeds (margin 5)"
+    one = binding_verdict([0.62], [0.3])
+    assert clearance_text(one) == "+32.0 points above the bag, one seed, no spread (margin 5)"

@@ -134,3 +134,11 @@ def binding_verdict(accuracies: Sequence[float], floors: Sequence[float], margin
         "clearance_min": float(clearance.min()),
         "seeds": int(len(acc)),
     }
+
+
+def clearance_text(verdict: dict[str, Any]) -> str:
+    """How far a :func:`binding_verdict` cleared the bag, in words (points: the smallest and mean over seeds)."""
+    low, mean, seeds = 100 * verdict["clearance_min"], 100 * verdict["clearance_mean"], verdict["seeds"]
+    spread = "one seed, no spread" if seeds == 1 else f"{mean:+.1f} on average over {seeds} seeds"
+    least = " at least" if seeds > 1 else ""
+    return f"{low:+.1f} points above the bag{least}, {spread} (margin {100 * verdict['margin']:g})"

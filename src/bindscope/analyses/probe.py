@@ -17,7 +17,7 @@ import torch
 from pydantic import Field, field_validator
 
 from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
-from bindscope.analyses.floors import bag_embeddings, binding_verdict, object_floors
+from bindscope.analyses.floors import bag_embeddings, binding_verdict, clearance_text, object_floors
 from bindscope.analyses.metrics import accuracy_metrics, format_spread, mean, nested
 from bindscope.analyses.probes import (
     Preprocessing,
@@ -423,8 +423,7 @@ def binding_reading(summary: Mapping[str, Any]) -> str:
     acc = spread_mean(summary["test"].get(b["metric"]))
     return (
         f"{b['reading']}; object probe {percent(acc)} vs {percent(b['floor_mean'])} for a bag of concepts, "
-        f"{100 * b['clearance_min']:+.1f} points at least, {100 * b['clearance_mean']:+.1f} on average over "
-        f"{b['seeds']} seed(s) (margin {100 * b['margin']:g})"
+        f"{clearance_text(b)}"
     )
 
 

@@ -245,12 +245,12 @@ def accuracy_rows(selected: dict[str, float], floors: dict[str, dict[str, float]
 
 
 def binding_reading(verdict: dict[str, Any]) -> str:
-    """The binding verdict in words: the reading, the clearance over the bag and the margin."""
+    """The binding verdict in words: the reading and how far the model cleared the bag."""
+    from bindscope.analyses.floors import clearance_text
+
     if verdict.get("clearance_min") is None:
         return str(verdict["reading"])
-    seeds, low, mean = verdict.get("seeds", 1), 100 * verdict["clearance_min"], 100 * verdict["clearance_mean"]
-    spread = f"the smallest of {seeds} seeds {low:+.1f}, mean {mean:+.1f}" if seeds > 1 else f"{low:+.1f}; one seed"
-    return f"{verdict['reading']} (points above the bag: {spread}; margin {100 * verdict['margin']:.0f})"
+    return f"{verdict['reading']} ({clearance_text(verdict)})"
 
 
 def _percent(value: float | None) -> str:
