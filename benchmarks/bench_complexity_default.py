@@ -14,8 +14,8 @@ verdict), in a child process, under
 
 ours
     the default now: ``resolve_budget("auto", "cpu")`` (the ``cpu`` budget: at most 1,024 training
-    scenes per fit, 4 starts of 5 ALS sweeps and 200 sweeps per product fit, 500 MLP epochs with a
-    check every 10 and a stop after 5 without improvement, 2,000 scored scenes per group, L-BFGS
+    scenes per fit, 4 starts of 5 ALS sweeps and 200 sweeps per product fit, 150 MLP epochs with a
+    check every 10 and a stop after 3 without improvement, 2,000 scored scenes per group, L-BFGS
     probes);
 baseline
     the previous default, re-created through the budget's fields: 8 starts of 10 sweeps, 800 sweeps,

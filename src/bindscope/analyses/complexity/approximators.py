@@ -184,10 +184,20 @@ def _gather(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return F.embedding(rows + offsets, table.reshape(g * r, w))
 
 
+#: Tables of at most this many rows are summed per scene by a matmul with the scenes' row counts: its
+#: gradient is a dense product, where an embedding bag's scatters every scene into the few rows.
+ONE_HOT_ROWS = 256
+
+
 def _gather_sum(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``sum_s table[g, rows[g, i, s]]`` -> ``[G, n, w]`` (one embedding-bag call)."""
+    """``sum_s table[g, rows[g, i, s]]`` -> ``[G, n, w]`` (a matmul with row counts for small tables,
+    else one embedding-bag call)."""
     g, r, w = table.shape
     n, s = rows.shape[1:]
+    if r <= ONE_HOT_ROWS:
+        counts = torch.zeros(g, n, r, dtype=table.dtype, device=table.device)
+        counts.scatter_add_(2, rows, torch.ones(rows.shape, dtype=table.dtype, device=table.device))
+        return torch.bmm(counts, table)
     flat = rows + (torch.arange(g, device=rows.device) * r)[:, None, None]
     return F.embedding_bag(flat.reshape(g * n, s), table.reshape(g * r, w), mode="sum").view(g, n, w)
 

@@ -170,9 +170,9 @@ BUDGETS = {
     "cpu": Budget(
         name="cpu",
         sweeps=200,
-        epochs=500,
+        epochs=150,
         eval_every=10,
-        patience=5,
+        patience=3,
         max_train_scenes=1024,
         max_eval_scenes=2000,
         starts=4,
