@@ -14,7 +14,7 @@ verdict), in a child process, under
 
 ours
     the default now: ``resolve_budget("auto", "cpu")`` (the ``cpu`` budget: at most 1,024 training
-    scenes per fit, 4 starts of 5 ALS sweeps and 200 sweeps per product fit, 150 MLP epochs with a
+    scenes per fit, 4 starts of 5 ALS sweeps and 800 sweeps per product fit, 300 MLP epochs with a
     check every 10 and a stop after 3 without improvement, 2,000 scored scenes per group, L-BFGS
     probes);
 baseline

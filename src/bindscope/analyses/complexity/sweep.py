@@ -169,8 +169,8 @@ BUDGETS = {
     "full": Budget(),
     "cpu": Budget(
         name="cpu",
-        sweeps=200,
-        epochs=150,
+        sweeps=800,
+        epochs=300,
         eval_every=10,
         patience=3,
         max_train_scenes=1024,
