@@ -237,7 +237,11 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_units(
     arm(faults, "unit:raise:100:1")  # the first unit to start finishes, every later one fails
     with executing_on(no_retries), pytest.raises(BindscopeError, match="injected fault"):
         complexity_table(planted, out)
-    kept = len(list((tmp_path / ".sweep.units").rglob("*.json")))
+    # finished fits are kept per model (family, fraction, seed); a unit stacks one family's models
+    models = len(list((tmp_path / ".sweep.units" / "fits").glob("*.json")))
+    per_unit = len(SWEEP.fractions) * len(SWEEP.seeds)
+    assert models % per_unit == 0  # a unit's models are kept together, when it finishes
+    kept = models // per_unit
     assert 1 <= kept < sweep_units and not out.exists()
     shutil.rmtree(faults)
     faults.mkdir()
