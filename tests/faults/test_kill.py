@@ -34,6 +34,7 @@ VOLATILE = {
     "started",
     "finished",
     "rows_reused",
+    "fits",  # complexity: how many fits this invocation made and how many it found kept (like rows_reused)
     "status",
     "steps",
     "pid",
