@@ -12,14 +12,13 @@ from bindscope.analyses.floors import (
     BINDS,
     MARGIN,
     NOT_SHOWN,
-    bag_correct,
     bag_of_concepts_accuracy,
     bag_scores,
     binding_verdict,
     clearance_text,
     object_floors,
 )
-from bindscope.analyses.probes import OBJECT, soft_targets
+from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 
@@ -37,7 +36,7 @@ def test_the_bag_scored_by_the_evaluator_equals_its_analytic_floor(v_a: int, v_n
     u = v_a * v_n
     # two distinct objects need binding exactly when they differ in both concepts
     analytic = 1 - u * (v_a - 1) * (v_n - 1) / (u * (u - 1))
-    scored = bag_correct(bag_scores(scenes), soft_targets(scenes)[OBJECT]).mean()
+    scored = set_separation_correct(bag_scores(scenes), soft_targets(scenes)[OBJECT]).mean()
     assert scored == pytest.approx(analytic)
     assert bag_of_concepts_accuracy(scenes) == pytest.approx(analytic)
 

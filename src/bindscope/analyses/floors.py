@@ -17,14 +17,12 @@ every seed (:func:`binding_verdict`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from bindscope.analyses.probes import set_separation_correct
+from bindscope.analyses.probes import chance_per_scene
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 #: How far above the bag-of-concepts floor an accuracy must be, on every seed, to read "binds".
@@ -32,6 +30,8 @@ MARGIN = 0.05
 BINDS = "binds beyond a bag of concepts"
 NOT_SHOWN = "not shown: some seed is within the margin of a bag of concepts"
 BAG_LEVEL = "does not clear a bag of concepts by the margin"
+#: Each reading in a table cell (the scratch sweep's ``binds`` column, the report card's ``beyond bag``).
+SHORT_READINGS = {BINDS: "yes", NOT_SHOWN: "not shown", BAG_LEVEL: "no"}
 
 
 def bag_embeddings(scenes: SceneSet) -> np.ndarray:
@@ -67,40 +67,20 @@ def object_floors(scenes: SceneSet) -> dict[str, dict[str, float]]:
     (those scenes only). A bag reads every concept value, so its concept accuracies are 1.
     """
     ambiguous = scenes.binding_ambiguous()
-    objects = _distinct_objects(scenes)
+    objects = scenes.distinct_objects()
     concepts = {
-        c: _chance(size, (counts > 0).sum(axis=1)).mean()
+        c: chance_per_scene(size, (counts > 0).sum(axis=1)).mean()
         for c, size, counts in zip(scenes.space.concepts, scenes.space.sizes, scenes.value_counts())
     }
     u = scenes.space.num_objects
     out = {
-        "object_acc": {"bag": bag_of_concepts_accuracy(scenes), "chance": float(_chance(u, objects).mean())},
+        "object_acc": {"bag": bag_of_concepts_accuracy(scenes), "chance": float(chance_per_scene(u, objects).mean())},
         **{f"acc_{c}": {"bag": 1.0, "chance": float(v)} for c, v in concepts.items()},
         "concept_acc": {"bag": 1.0, "chance": float(np.mean(list(concepts.values())))},
     }
     if ambiguous.any():
-        out["binding_object_acc"] = {"bag": 0.0, "chance": float(_chance(u, objects[ambiguous]).mean())}
+        out["binding_object_acc"] = {"bag": 0.0, "chance": float(chance_per_scene(u, objects[ambiguous]).mean())}
     return out
-
-
-def _distinct_objects(scenes: SceneSet) -> np.ndarray:
-    """How many distinct objects each scene holds, ``[N]``."""
-    ids = np.sort(scenes.object_ids(), axis=1)
-    new = np.ones_like(ids, dtype=bool)
-    new[:, 1:] = ids[:, 1:] != ids[:, :-1]
-    return (new & (ids >= 0)).sum(axis=1)
-
-
-def _chance(num_labels: int, present: np.ndarray) -> np.ndarray:
-    """``1 / C(L, m)`` per scene: random scores put its m present labels above the others (as
-    :func:`bindscope.analyses.probes.chance_accuracy`, without the dense targets)."""
-    counts, at = np.unique(np.asarray(present, dtype=np.int64), return_inverse=True)
-    return np.array([1.0 / math.comb(num_labels, int(m)) for m in counts])[at.reshape(-1)]
-
-
-def bag_correct(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Set separation of bag scores (ties wrong), per scene: the evaluator's own rule."""
-    return np.asarray(set_separation_correct(torch.as_tensor(scores), torch.as_tensor(labels)), dtype=bool)
 
 
 def binding_verdict(accuracies: Sequence[float], floors: Sequence[float], margin: float = MARGIN) -> dict[str, Any]:

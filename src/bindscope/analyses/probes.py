@@ -86,9 +86,15 @@ def chance_accuracy(targets: np.ndarray) -> float:
 
     m is the number of present labels (2 distinct objects of CLEVR's 24: 1/276).
     """
-    num_labels = targets.shape[1]
-    m = (targets > 0).sum(axis=1)
-    return float(np.mean([1.0 / math.comb(num_labels, int(k)) for k in m])) if len(m) else float("nan")
+    present = (np.asarray(targets) > 0).sum(axis=1)
+    return float(chance_per_scene(targets.shape[1], present).mean()) if len(present) else float("nan")
+
+
+def chance_per_scene(num_labels: int, present: np.ndarray) -> np.ndarray:
+    """``1 / C(L, m)`` per scene: the chance that random scores put its m present labels above the
+    other ``L - m`` (exact; one binomial per distinct m)."""
+    counts, at = np.unique(np.asarray(present, dtype=np.int64), return_inverse=True)
+    return np.array([1.0 / math.comb(num_labels, int(m)) for m in counts])[at.reshape(-1)]
 
 
 # -- preprocessing --------------------------------------------------------------------------------

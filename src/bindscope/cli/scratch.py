@@ -318,6 +318,8 @@ def scratch_sweep(
 def sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
     """The sweep table: per fraction, held-out object accuracy over seeds beside its floors, the binding
     verdict, and the other metrics (batch-query with its bag floor where reported)."""
+    from bindscope.analyses.floors import SHORT_READINGS
+
     batch = any("test_batch_object_acc" in entry for entry in per_fraction.values())
     header = ["fraction", "held-out object acc %", "std", "min", "max", "bag %", "binds", "needing binding %"]
     header += ["trained-on object acc %"] + (["batch-query held-out %", "its bag %"] if batch else [])
@@ -328,7 +330,7 @@ def sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]
         bag = floors.get("test_object_acc", {}).get("bag", entry.get("test_bag_of_concepts_object_acc", {}).get("mean"))
         verdict = (entry.get("binding") or {}).get("reading", "-")
         row = [f, f"{100 * h['mean']:.1f}", std, f"{100 * h['min']:.1f}", f"{100 * h['max']:.1f}", _percent(bag)]
-        row += [_short(verdict), _percent(entry.get("test_binding_object_acc", {}).get("mean"))]
+        row += [SHORT_READINGS.get(verdict, verdict), _percent(entry.get("test_binding_object_acc", {}).get("mean"))]
         row += [_percent(entry.get("train_object_acc", {}).get("mean"))]
         if batch:
             row += [
@@ -337,13 +339,6 @@ def sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]
             ]
         rows.append(tuple(row))
     return rows
-
-
-def _short(reading: str) -> str:
-    """A binding reading in a table cell."""
-    from bindscope.analyses.floors import BAG_LEVEL, BINDS, NOT_SHOWN
-
-    return {BINDS: "yes", NOT_SHOWN: "not on every seed", BAG_LEVEL: "no"}.get(reading, reading)
 
 
 @scratch_app.command("export")

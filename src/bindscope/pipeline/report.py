@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bindscope.analyses import get_analysis
-from bindscope.analyses.floors import BAG_LEVEL, BINDS, NOT_SHOWN
+from bindscope.analyses.floors import SHORT_READINGS
 from bindscope.analyses.probe import (
     binding_reading,
     object_numbers,
@@ -104,10 +104,6 @@ def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
     return row
 
 
-#: The binding verdict in a report-card cell.
-BEYOND_BAG = {BINDS: "yes", NOT_SHOWN: "not shown", BAG_LEVEL: "no"}
-
-
 def probe_cells(summary: dict[str, Any]) -> dict[str, float | str | None]:
     """The test object accuracy beside its floors (random weights, chance, the bag of concepts: the
     larger of the ideal and the fitted bag, mean over seeds) and whether it binds beyond the bag."""
@@ -118,7 +114,7 @@ def probe_cells(summary: dict[str, Any]) -> dict[str, float | str | None]:
         "random weights": rand,
         "chance": chance,
         "bag of concepts": binding.get("floor_mean"),
-        "beyond bag": BEYOND_BAG.get(str(binding.get("reading")), "-"),
+        "beyond bag": SHORT_READINGS.get(str(binding.get("reading")), "-"),
     }
 
 

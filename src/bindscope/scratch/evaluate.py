@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from bindscope.analyses.floors import bag_embeddings, bag_query_embeddings, object_floors
-from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
+from bindscope.analyses.probes import OBJECT, chance_per_scene, set_separation_correct, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import Batch, SceneSampler, fixed_scenes
@@ -239,8 +239,7 @@ def chance_correct(labels: torch.Tensor) -> torch.Tensor:
     """Per scene with a positive: the chance that random scores separate its m positives from the
     other queries, ``1 / C(Q, m)``."""
     active = labels[labels.sum(1) > 0] > 0
-    q, m = torch.tensor(float(active.shape[1]), dtype=torch.float64), active.sum(1).double()
-    return torch.exp(torch.lgamma(m + 1) + torch.lgamma(q - m + 1) - torch.lgamma(q + 1))
+    return torch.from_numpy(chance_per_scene(active.shape[1], active.sum(1).numpy()))
 
 
 def batch_query_evaluation(

@@ -355,6 +355,13 @@ class SceneSet:
         """Number of objects in each scene ``[N]``."""
         return (self.scenes[..., 0] != PAD).sum(axis=1)
 
+    def distinct_objects(self) -> np.ndarray:
+        """Number of distinct objects in each scene ``[N]`` (an object in two slots counts once)."""
+        ids = np.sort(self.object_ids(), axis=1)
+        first = np.ones_like(ids, dtype=bool)
+        first[:, 1:] = ids[:, 1:] != ids[:, :-1]  # the first slot of each distinct id, after sorting
+        return (first & (ids != PAD)).sum(axis=1)
+
     def binding_ambiguous(self) -> np.ndarray:
         """Per scene ``[N]``: does an object outside the scene carry only values the scene holds?
 
@@ -365,10 +372,7 @@ class SceneSet:
         it holds fewer distinct objects than that.
         """
         formable = np.prod([(counts > 0).sum(axis=1) for counts in self.value_counts()], axis=0)
-        ids = np.sort(self.object_ids(), axis=1)
-        first = np.ones_like(ids, dtype=bool)
-        first[:, 1:] = ids[:, 1:] != ids[:, :-1]  # the first slot of each distinct id, after sorting
-        return formable > (first & (ids != PAD)).sum(axis=1)
+        return formable > self.distinct_objects()
 
     def covering_subsample(self, num_scenes: int, seed: int = 0) -> np.ndarray:
         """Sorted rows of a seeded subsample of ``num_scenes`` scenes that keeps every object in every slot
