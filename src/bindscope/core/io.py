@@ -294,25 +294,28 @@ def _json_object(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def check_output_place(out: Path) -> None:
+def check_output_place(out: Path, option: str = "--out") -> None:
     """Refuse, before any work, an output that is the current folder, the file system's root, the home folder
-    or has no name: bindscope writes a folder (or file) of its own, below such a place."""
+    or has no name: bindscope writes a folder (or file) of its own, below such a place. ``option`` names the
+    output in the messages."""
     out = Path(out)
     real = out.expanduser().resolve()
     places = {Path.cwd().resolve(): "the current folder", Path(real.anchor): "the root folder"}
     with contextlib.suppress(RuntimeError, KeyError):  # no home folder known
         places.setdefault(Path.home().resolve(), "your home folder")
     if out.name == "..":
-        raise BindscopeError(f"--out {out} ends in '..'; give the output its own name, e.g. --out {real / 'result'}")
+        raise BindscopeError(
+            f"{option} {out} ends in '..'; give the output its own name, e.g. {option} {real / 'result'}"
+        )
     if str(out) in ("", ".") or real in places:
         what = places.get(real, "the current folder")
         raise BindscopeError(
-            f"--out {str(out) or repr('')} is {what}; bindscope writes an output of its own and never replaces such "
-            f"a folder: give a new folder below it, e.g. --out {out / 'result' if str(out) else 'result'}"
+            f"{option} {str(out) or repr('')} is {what}; bindscope writes an output of its own and never replaces "
+            f"such a folder: give a new folder below it, e.g. {option} {out / 'result' if str(out) else 'result'}"
         )
 
 
-def check_not_an_input(out: Path, inputs: Iterable[str | os.PathLike]) -> None:
+def check_not_an_input(out: Path, inputs: Iterable[str | os.PathLike], option: str = "--out") -> None:
     """Refuse an output that is, holds or lies inside one of the ``inputs`` the command reads (links resolved),
     so that no writer, ``--overwrite`` or not, can replace or write into what it reads."""
     real_out = Path(out).expanduser().resolve()
@@ -327,25 +330,25 @@ def check_not_an_input(out: Path, inputs: Iterable[str | os.PathLike]) -> None:
         else:
             continue
         raise BindscopeError(
-            f"--out {out} {relation} the input {given}; bindscope never writes over or into what a command reads: "
-            "choose an --out outside it"
+            f"{option} {out} {relation} the input {given}; bindscope never writes over or into what a command "
+            f"reads: choose an {option} outside it"
         )
 
 
-def check_output_dir(out: Path, *, kind: str, overwrite: bool = False) -> None:
+def check_output_dir(out: Path, *, kind: str, overwrite: bool = False, option: str = "--out") -> None:
     """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``; with ``overwrite``,
     one that bindscope did not write as an output of the same ``kind`` (:func:`check_replaceable`).
 
     Call it before long work too, so that a bad ``--out`` fails at once, not at the end.
     """
     if out.exists() and not out.is_dir():
-        raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
+        raise BindscopeError(f"{out} exists and is not a folder; choose another {option}")
     if out.is_dir() and not is_empty_dir(out) and not overwrite:
-        raise BindscopeError(f"{out} already exists and is not empty; choose another --out or pass --overwrite")
-    check_replaceable(out, kind)
+        raise BindscopeError(f"{out} already exists and is not empty; choose another {option} or pass --overwrite")
+    check_replaceable(out, kind, option)
 
 
-def check_replaceable(out: Path, kind: str) -> None:
+def check_replaceable(out: Path, kind: str, option: str = "--out") -> None:
     """Refuse to replace ``out`` unless it is missing, empty, or a folder bindscope wrote as ``kind``."""
     if not out.is_dir() or is_empty_dir(out):
         return
@@ -354,21 +357,27 @@ def check_replaceable(out: Path, kind: str) -> None:
         holds = OUTPUT_KINDS[found] if found else "files bindscope did not write"
         raise BindscopeError(
             f"{out} holds {holds}; --overwrite replaces only {OUTPUT_KINDS[kind]} that bindscope wrote: "
-            "choose another --out (or delete the folder yourself if you no longer need it)"
+            f"choose another {option} (or delete the folder yourself if you no longer need it)"
         )
 
 
 def check_output(
-    out: Path, kind: str | None, *, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = ()
+    out: Path,
+    kind: str | None,
+    *,
+    overwrite: bool = False,
+    inputs: Iterable[str | os.PathLike] = (),
+    option: str = "--out",
 ) -> None:
     """Every check an output gets before any work: its place (:func:`check_output_place`), that it is none of
     the ``inputs`` (:func:`check_not_an_input`) and, with ``overwrite``, that a folder of ``kind`` may be
     replaced (:func:`check_replaceable`). Without ``overwrite`` the writer decides about a non-empty
-    ``out`` (the same content again is a no-op, a resumed one continues, anything else is refused)."""
-    check_output_place(out)
-    check_not_an_input(out, inputs)
+    ``out`` (the same content again is a no-op, a resumed one continues, anything else is refused).
+    ``option`` names the output in the messages."""
+    check_output_place(out, option)
+    check_not_an_input(out, inputs, option)
     if kind is not None and overwrite:
-        check_output_dir(out, kind=kind, overwrite=True)
+        check_output_dir(out, kind=kind, overwrite=True, option=option)
 
 
 @contextlib.contextmanager

@@ -270,11 +270,8 @@ def check_singles_out(bank_out: Path, out: Path, overwrite: bool, inputs: list[A
         raise BindscopeError(
             f"--singles-out {bank_out} and --out {out} overlap; give the single-object folder a place of its own"
         )
-    try:
-        check_output(bank_out, "embeddings", overwrite=overwrite, inputs=input_paths(inputs))
-        check_output_dir(bank_out, kind="embeddings", overwrite=overwrite)
-    except BindscopeError as exc:  # the output checks name --out; this folder is --singles-out
-        raise BindscopeError(str(exc).replace("--out", "--singles-out")) from None
+    check_output(bank_out, "embeddings", overwrite=overwrite, inputs=input_paths(inputs), option="--singles-out")
+    check_output_dir(bank_out, kind="embeddings", overwrite=overwrite, option="--singles-out")
 
 
 class ImportedSingles(NamedTuple):
