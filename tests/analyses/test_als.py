@@ -26,8 +26,8 @@ def _planted(scenes: SceneSet, family: str, noise: float = 1e-3) -> tuple[torch.
     """Targets made by a random member of ``family`` (width 8) plus a little noise."""
     layout = Layout.of(scenes)
     rows = torch.as_tensor(scene_rows(scenes))
-    truth = {k: v[0] for k, v in init_params(Family(family), layout, 8, 8, [123]).items()}
-    y = als.TableModel(Family(family), layout, truth, 8).predict(rows).float()
+    truth = init_params(Family(family), layout, 8, 8, [123])
+    y = als.TableModels(Family(family), layout, truth, 8).predict(rows[None])[0].float()
     return rows, y + noise * torch.randn(y.shape, generator=torch.Generator().manual_seed(1)), layout
 
 
@@ -54,21 +54,81 @@ def test_the_additive_fit_is_ordinary_least_squares(scenes: SceneSet) -> None:
     assert fit.history[0][1] == pytest.approx(best, rel=1e-6) and fit.sweeps_run == 1 and fit.converged
 
 
-@pytest.mark.parametrize("family", TABLE_FAMILIES)
-def test_fitted_parameters_are_the_family_as_defined(scenes: SceneSet, family: str) -> None:
-    """The stacked parameters predict through the approximators' own forward pass."""
+@pytest.mark.parametrize(("family", "width"), [(f, 8) for f in TABLE_FAMILIES] + [("sum_mult", 24)])
+def test_fitted_parameters_are_the_family_as_defined(scenes: SceneSet, family: str, width: int) -> None:
+    """The stacked parameters predict through the approximators' own forward pass (also with tables
+    wider than their 22 rows)."""
     rows, y, layout = _planted(scenes, family, noise=0.05)
     data = SceneIndex.of(scenes, y.numpy())
     train, val = [np.arange(0, 600), np.arange(100, 700)], [np.arange(700, 800), np.arange(800, 900)]
-    fit = als.fit_stack_exact(Family(family), layout, data, train, val, [0, 1], als.Solver(sweeps=5), width=8)
+    fit = als.fit_stack_exact(Family(family), layout, data, train, val, [0, 1], als.Solver(sweeps=5), width=width)
     preds = predict_stack(Family(family), fit.selected, layout, data, val)
     for g in range(2):
-        one = {k: v[g] for k, v in fit.selected.items()}
-        mine = als.TableModel(Family(family), layout, one, 8).predict(rows[val[g]])
+        one = {k: v[g : g + 1] for k, v in fit.selected.items()}
+        mine = als.TableModels(Family(family), layout, one, width).predict(rows[val[g]][None])[0]
         np.testing.assert_allclose(preds[g], mine.numpy(), rtol=1e-4, atol=1e-4)
         assert fit.best_val_mse[g] == pytest.approx(float(((mine - y[val[g]].double()) ** 2).mean()), rel=1e-4)
     assert fit.converged.shape == fit.unfinished_r2.shape == fit.stopped_early.shape == (2,)
     assert {h[0] for h in fit.history} == {0, 1}
+
+
+def _stack_of_three(scenes: SceneSet, family: str) -> tuple[Layout, SceneIndex, list[np.ndarray], list[np.ndarray]]:
+    """Three models: 400 scenes, 60 scenes, and scenes that never hold a0 in object 0."""
+    rows, y, layout = _planted(scenes, family, noise=0.05)
+    order = np.random.default_rng(0).permutation(len(rows))
+    never_a0 = np.flatnonzero(rows[:, 0].numpy() != 0)
+    train = [order[:400], order[:60], np.intersect1d(never_a0, order[:500])]
+    return layout, SceneIndex.of(scenes, y.numpy()), train, [order[700:800], order[800:900], order[600:700]]
+
+
+@pytest.mark.parametrize("family", TABLE_FAMILIES)
+def test_a_stack_fits_every_model_as_it_would_alone(scenes: SceneSet, family: str) -> None:
+    layout, data, train, val = _stack_of_three(scenes, family)
+    solver, seeds = als.Solver(sweeps=30, patience=2, starts=3, start_sweeps=2), [3, 4, 5]
+    stack = als.fit_stack_exact(Family(family), layout, data, train, val, seeds, solver, width=8)
+    for g, (part, held, seed) in enumerate(zip(train, val, seeds)):
+        alone = als.fit_stack_exact(Family(family), layout, data, [part], [held], [seed], solver, width=8)
+        for which in ("selected", "final"):
+            for key, value in getattr(alone, which).items():
+                torch.testing.assert_close(getattr(stack, which)[key][g], value[0], rtol=1e-7, atol=1e-9)
+        for name in ("best_epoch", "epochs_run", "converged", "stopped_early"):
+            assert getattr(stack, name)[g] == getattr(alone, name)[0]
+        assert stack.best_val_mse[g] == pytest.approx(alone.best_val_mse[0], rel=1e-9)
+        mine = np.array([h[1:] for h in stack.history if h[0] == g])
+        np.testing.assert_allclose(mine, np.array([h[1:] for h in alone.history]), rtol=1e-9)
+    assert [h[0] for h in stack.history] == sorted(h[0] for h in stack.history)  # model by model
+    if family != "additive":  # one exact solve
+        stopped = stack.stopped_early & (stack.epochs_run < stack.epochs_run.max())
+        assert stopped.any()  # frozen while another model ran on
+
+
+def test_rows_a_model_never_sees_keep_their_initial_values(scenes: SceneSet) -> None:
+    layout, data, train, val = _stack_of_three(scenes, "additive")
+    fit = als.fit_stack_exact(Family("additive"), layout, data, train, val, [3, 4, 5], als.Solver(), width=8)
+    init = init_params(Family("additive"), layout, 8, data.y.shape[1], [5])
+    folded = fit.selected["table"][2] @ fit.selected["w"][2].T
+    torch.testing.assert_close(folded[0], init["table"][0, 0] @ init["w"][0].T, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(folded[1], init["table"][0, 1] @ init["w"][0].T, atol=1e-2)
+
+
+def test_a_system_cholesky_cannot_solve_falls_back_to_least_squares_alone() -> None:
+    a = torch.randn(2, 2, 5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    gram, rhs = a @ a.transpose(-1, -2), a[..., :2]
+    gram[1, 0, 2, :] = gram[1, 0, :, 2] = 0.0  # singular: Cholesky fails on this system only
+    out = als._solve_sym(gram.clone(), rhs)
+    torch.testing.assert_close(out[1, 0], torch.linalg.lstsq(gram[1, 0], rhs[1, 0]).solution)
+    torch.testing.assert_close(out[0, 1], torch.linalg.solve(gram[0, 1], rhs[0, 1]))
+    keep = torch.tensor([[True] * 5, [True] * 4 + [False]])  # per model, its columns; the others solve to 0
+    gram, rhs = gram[1].clone(), rhs[1]
+    gram[:, 4, :] = gram[:, :, 4] = 0.0
+    gram[:, 4, 4] = 1.0
+    out = als._solve_sym(gram.clone(), rhs, keep)
+    torch.testing.assert_close(out[0], torch.linalg.lstsq(gram[0], rhs[0]).solution)
+    torch.testing.assert_close(out[1, :4], torch.linalg.solve(gram[1, :4, :4], rhs[1, :4]))
+    gram[1, 2, :] = gram[1, :, 2] = 0.0
+    out = als._solve_sym(gram.clone(), rhs, keep)
+    torch.testing.assert_close(out[1, :4], torch.linalg.lstsq(gram[1, :4, :4], rhs[1, :4]).solution)
+    assert out[1, 4].abs().max() == 0
 
 
 def test_a_product_family_keeps_the_best_of_its_starts(scenes: SceneSet) -> None:
@@ -109,9 +169,9 @@ def test_bad_solver_settings_say_what_to_do(kwargs: dict, message: str) -> None:
 
 def test_the_mlp_is_not_a_table_family(scenes: SceneSet) -> None:
     layout = Layout.of(scenes)
-    params = {k: v[0] for k, v in init_params(Family("mlp", 4), layout, 8, 8, [0]).items()}
+    params = init_params(Family("mlp", 4), layout, 8, 8, [0])
     with pytest.raises(BindscopeError, match="MLP is fitted by Adam"):
-        als.TableModel(Family("mlp", 4), layout, params, 8)
+        als.TableModels(Family("mlp", 4), layout, params, 8)
 
 
 def test_a_model_without_validation_scenes_is_refused(scenes: SceneSet) -> None:

@@ -25,13 +25,21 @@ A fit stops when the validation MSE has not improved for ``patience`` sweeps, or
 training loss's recent fall, projected over another half budget of sweeps, would gain less than
 :data:`STOP_BELOW` of R²; it has converged if it stopped either way or if, at the end of the
 budget, that projection is below :data:`CONVERGED_BELOW`.
+
+A stack's models are fitted together, and their starts: every tensor has a leading model axis,
+each model's scenes are padded to the stack's largest set with weight 0, and every block solve is
+one system per model (per model and value for a slot's rows) with that model's own ridge, so a
+model's fit does not depend on the stack it is in. Models that stop leave the batch.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -52,6 +60,9 @@ WINDOW = 10
 HORIZON = 0.5
 #: Every other start draws its tables as ``1 + NEAR_ONE * N(0, 1)`` instead of ``N(0, 1)``.
 NEAR_ONE = 0.1
+#: A stack's starts run together while models x starts x scenes x width (or embedding width) stays within
+#: this, else in groups (at least one at a time): float64 tensors of 32 MB, which the allocator recycles.
+START_ELEMENTS = 2**22
 
 
 @dataclass(frozen=True)
@@ -113,236 +124,420 @@ class OneFit:
 
 
 # -- linear algebra -------------------------------------------------------------------------------------
-def _ridge(gram: torch.Tensor, ridge: float) -> torch.Tensor:
-    """``gram + ridge * mean(diag) * I`` in place (batched over leading axes)."""
+def _ridge(gram: torch.Tensor, ridge: float, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """``gram + ridge * mean(diag) * I`` in place (batched over leading axes). With ``keep [..., p]``
+    the mean runs over the kept columns, and the others (zero rows and columns) become identity
+    columns, which solve to 0."""
     diagonal = torch.diagonal(gram, dim1=-2, dim2=-1)
-    diagonal.add_(ridge * diagonal.mean(-1, keepdim=True).clamp_min(1e-30))
+    if keep is None:
+        mean = diagonal.mean(-1, keepdim=True)
+    else:  # the other columns' diagonal is zero
+        mean = diagonal.sum(-1, keepdim=True) / keep.sum(-1, keepdim=True)
+    diagonal.add_(ridge * mean.clamp_min(1e-30))
+    if keep is not None:
+        diagonal.masked_fill_(~keep, 1.0)
     return gram
 
 
-def _solve_sym(gram: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-    """Solve symmetric positive definite systems; least squares where Cholesky fails."""
+def _solve_sym(gram: torch.Tensor, rhs: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Solve symmetric positive definite systems ``[..., p, p]``; least squares for each one where
+    Cholesky fails (with ``keep [M, p]``, on its kept columns alone, the others 0)."""
     chol, info = torch.linalg.cholesky_ex(gram)
-    if not bool((info != 0).any()):
-        return torch.cholesky_solve(rhs, chol)
-    return torch.linalg.lstsq(gram, rhs).solution
-
-
-def centred_solve(x: torch.Tensor, y: torch.Tensor, ridge: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Least squares ``y ~ x @ coef + intercept`` (ridge on ``coef`` only): ``coef [p, D]``, ``intercept [D]``."""
-    mx, my = x.mean(0), y.mean(0)
-    xc = x - mx
-    coef = _solve_sym(_ridge(xc.T @ xc, ridge), xc.T @ (y - my))
-    return coef, my - mx @ coef
+    solution = torch.cholesky_solve(rhs, chol)
+    failed = info != 0
+    if keep is None:
+        if bool(failed.any()):
+            solution[failed] = torch.linalg.lstsq(gram[failed], rhs[failed]).solution
+        return solution
+    for i in failed.nonzero()[:, 0].tolist():
+        k = keep[i]
+        solution[i] = 0.0
+        solution[i, k] = torch.linalg.lstsq(gram[i][k][:, k], rhs[i, k]).solution
+    return solution
 
 
 def factor(folded: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``folded [R, D] ~= table [R, width] @ w^T`` with ``w [D, width]``: exact when ``width`` reaches
-    the rank, else the best rank-``width`` approximation (truncated SVD)."""
+    """``folded [M, R, D] ~= table [M, R, width] @ w^T`` with ``w [M, D, width]``, per model: exact when
+    ``width`` reaches the rank, else the best rank-``width`` approximation (truncated SVD)."""
     u, s, vh = torch.linalg.svd(folded, full_matrices=False)
-    k = min(width, len(s))
-    table = folded.new_zeros(folded.shape[0], width)
-    w = folded.new_zeros(folded.shape[1], width)
-    table[:, :k] = u[:, :k] * s[:k]
-    w[:, :k] = vh[:k].T
+    k = min(width, s.shape[-1])
+    m, rows, dim = folded.shape
+    table, w = folded.new_zeros(m, rows, width), folded.new_zeros(m, dim, width)
+    table[..., :k] = u[..., :k] * s[:, None, :k]
+    w[..., :k] = vh[:, :k].transpose(1, 2)
     return table, w
 
 
 def one_hot_rows(rows: torch.Tensor, num_rows: int) -> torch.Tensor:
-    """Scenes x table rows, the count of each row among a scene's slots (float64)."""
-    out = torch.zeros(len(rows), num_rows, dtype=DTYPE, device=rows.device)
-    return out.scatter_add_(1, rows, torch.ones_like(rows, dtype=DTYPE))
+    """Scenes x table rows, the count of each row among a scene's slots (float64): ``[..., S]`` -> ``[..., R]``."""
+    out = torch.zeros(*rows.shape[:-1], num_rows, dtype=DTYPE, device=rows.device)
+    return out.scatter_add_(-1, rows, torch.ones_like(rows, dtype=DTYPE))
 
 
-# -- the model ----------------------------------------------------------------------------------------
-class TableModel:
-    """One table-family model, in float64, with its block solves."""
+def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[i, index[i]]`` for every model i: ``[M, n, ...]`` at ``[M, ...]`` -> ``[M, ..., ...]``."""
+    m, n = x.shape[:2]
+    offsets = torch.arange(m, device=x.device).view(m, *[1] * (index.dim() - 1)) * n
+    rows = torch.index_select(x.flatten(0, 1), 0, (index + offsets).flatten())  # faster than x[index] on CPUs
+    return rows.view(*index.shape, *x.shape[2:])
+
+
+def _slot_rows(layout: Layout) -> list[tuple[int, int]]:
+    """The table rows ``first, end`` of every slot, in slot order."""
+    bounds = np.cumsum([0, *(list(layout.sizes) * layout.num_slots)]).tolist()
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+# -- the scenes ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenes:
+    """The scenes of M models, padded to the largest set: slot rows ``[M, n, S]`` (padding: row 0),
+    targets ``[M, n, D]`` (float64, padding 0) and weights ``[M, n]`` (1 a scene, 0 padding)."""
+
+    rows: torch.Tensor
+    y: torch.Tensor
+    weight: torch.Tensor
+
+    @classmethod
+    def pad(cls, parts: list[tuple[torch.Tensor, torch.Tensor]]) -> Scenes:
+        """Each model's ``(slot rows [n_i, S], targets [n_i, D])``, stacked."""
+        (rows0, y0), n = parts[0], max(len(r) for r, _ in parts)
+        rows = rows0.new_zeros(len(parts), n, rows0.shape[1])
+        y = torch.zeros(len(parts), n, y0.shape[1], dtype=DTYPE, device=y0.device)
+        weight = torch.zeros(len(parts), n, dtype=DTYPE, device=y0.device)
+        for i, (r, t) in enumerate(parts):
+            rows[i, : len(r)], y[i, : len(r)], weight[i, : len(r)] = r, t, 1.0
+        return cls(rows, y, weight)
+
+    def take(self, index: torch.Tensor) -> Scenes:
+        """Models ``index`` (copies)."""
+        return Scenes(self.rows[index], self.y[index], self.weight[index])
+
+    def mean(self, x: torch.Tensor) -> torch.Tensor:
+        """Each model's mean of ``x [M, n, k]`` over its scenes: ``[M, k]``."""
+        return (self.weight[:, None] @ x)[:, 0] / self.weight.sum(1, keepdim=True)
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """The folded additive tables' design columns: each scene's count of every table row, centred per
+    model (padding 0), with the rows each model sees and the output solve's fixed blocks."""
+
+    seen: torch.Tensor  # [M, R]
+    mean: torch.Tensor  # [M, R]
+    centred: torch.Tensor  # [M, n, R]
+    gram: torch.Tensor  # [M, R, R]
+    rhs: torch.Tensor  # [M, R, D], against the centred targets
+
+    @classmethod
+    def of(cls, scenes: Scenes, num_rows: int, y_centred: torch.Tensor) -> RowCounts:
+        counts = one_hot_rows(scenes.rows, num_rows) * scenes.weight[..., None]
+        mean = scenes.mean(counts)
+        centred = (counts - mean[:, None]) * scenes.weight[..., None]
+        across = centred.transpose(1, 2)
+        return cls(counts.sum(1) > 0, mean, centred, across @ centred, across @ y_centred)
+
+    def take(self, index: torch.Tensor) -> RowCounts:
+        """Models ``index`` (copies)."""
+        return RowCounts(self.seen[index], self.mean[index], self.centred[index], self.gram[index], self.rhs[index])
+
+
+class ByValue(NamedTuple):
+    """Per model, the scenes by their value in one slot: each scene's value ``value [M, n]`` (padding
+    ``V``), each value's scenes ``members [M, V, m]`` (padded with scene ``n``) and whether a value is
+    held at all ``seen [M, V]`` (a value is a row of the slot's table)."""
+
+    value: torch.Tensor
+    members: torch.Tensor
+    seen: torch.Tensor
+
+    @classmethod
+    def of(cls, scenes: Scenes, slot: int, first: int, end: int) -> ByValue:
+        """Slot ``slot``, whose rows are ``first .. end - 1``."""
+        size, n = end - first, scenes.rows.shape[1]
+        value = torch.where(scenes.weight > 0, scenes.rows[:, :, slot] - first, size)
+        order = torch.argsort(value, dim=1, stable=True)
+        counts = torch.zeros(len(value), size + 1, dtype=value.dtype, device=value.device)
+        counts = counts.scatter_add_(1, value, torch.ones_like(value))[:, :size]
+        offset = torch.arange(int(counts.max()), device=value.device)
+        at = (counts.cumsum(1) - counts)[..., None] + offset  # each row's scenes, in scene order
+        real = offset < counts[..., None]
+        members = torch.where(real, order.gather(1, at.clamp_max(n - 1).flatten(1)).view(at.shape), n)
+        return cls(value, members, counts > 0)
+
+    def take(self, index: torch.Tensor) -> ByValue:
+        """Models ``index`` (copies)."""
+        return ByValue(self.value[index], self.members[index], self.seen[index])
+
+
+@dataclass(frozen=True)
+class Design:
+    """What the block solves need of M models' training scenes, fixed while the parameters move."""
+
+    scenes: Scenes
+    y_mean: torch.Tensor  # [M, D]
+    y_centred: torch.Tensor  # [M, n, D], padding 0
+    counts: RowCounts | None  # families with folded additive tables
+    by_value: list[ByValue]  # per slot, product families
+
+    @classmethod
+    def of(cls, scenes: Scenes, family: Family, layout: Layout) -> Design:
+        y_mean = scenes.mean(scenes.y)
+        y_centred = (scenes.y - y_mean[:, None]) * scenes.weight[..., None]
+        folded = family.name in ("additive", "sum_mult")
+        counts = RowCounts.of(scenes, layout.num_rows, y_centred) if folded else None
+        slots = _slot_rows(layout) if family.name != "additive" else []
+        by_value = [ByValue.of(scenes, s, first, end) for s, (first, end) in enumerate(slots)]
+        return cls(scenes, y_mean, y_centred, counts, by_value)
+
+    def take(self, index: torch.Tensor) -> Design:
+        """Models ``index`` (copies)."""
+        counts = None if self.counts is None else self.counts.take(index)
+        by_value = [v.take(index) for v in self.by_value]
+        return Design(self.scenes.take(index), self.y_mean[index], self.y_centred[index], counts, by_value)
+
+
+def _product(e: list[torch.Tensor], slots: list[int] | range) -> torch.Tensor:
+    """The elementwise product ``[M, n, d]`` of the slots' table rows ``e[s] [M, n, d]`` (ones if none)."""
+    factors = [e[s] for s in slots]
+    return functools.reduce(operator.mul, factors) if factors else torch.ones_like(e[0])
+
+
+# -- the models ---------------------------------------------------------------------------------------
+class TableModels:
+    """M table-family models of one family (a leading model axis), in float64, with their block solves."""
 
     def __init__(self, family: Family, layout: Layout, params: Params, width: int) -> None:
         if family.name == "mlp":
             raise BindscopeError("the exact protocol fits the table families; the MLP is fitted by Adam")
-        self.family, self.layout, self.width = family, layout, width
-        self.table = params["table"].to(DTYPE).clone()
-        self.w = params["w"].to(DTYPE)[:, :width].clone()
-        self.b = params["b"].to(DTYPE).clone()
-        self.folded_add: torch.Tensor | None = None  # additive tables folded with their W: [R, D]
+        self.family, self.width = family, width
+        w = params["w"].to(DTYPE)
+        self.table = params["table"].to(DTYPE, copy=True)
+        self.w = w[..., :width].clone()
+        self.b = params["b"].to(DTYPE, copy=True)
+        self.folded_add: torch.Tensor | None = None  # additive tables folded with their W: [M, R, D]
         if family.name == "additive":
-            self.folded_add, self.w = self.table @ self.w.T, self.w[:, :0]
-            self.table = self.table[:, :0]
+            self.folded_add = self.table @ self.w.transpose(1, 2)
+            self.table, self.w = self.table[..., :0], self.w[..., :0]
         elif family.name == "sum_mult":
-            self.folded_add = params["table_add"].to(DTYPE) @ params["w"].to(DTYPE)[:, width:].T
-        c = layout.num_concepts
-        sizes = list(layout.sizes) * layout.num_slots
-        starts = np.cumsum([0, *sizes])
-        self.slot_rows = [torch.arange(int(a), int(b), device=self.b.device) for a, b in zip(starts[:-1], starts[1:])]
-        self._values: tuple[torch.Tensor, list[ByValue]] | None = None  # scenes by slot value, for the last rows
-        if family.name == "mult_within_object":
-            self.groups = [list(range(k * c, (k + 1) * c)) for k in range(layout.num_slots)]
-        elif family.name == "additive":
-            self.groups = []
-        else:
-            self.groups = [list(range(len(sizes)))]
+            self.folded_add = params["table_add"].to(DTYPE) @ w[..., width:].transpose(1, 2)
+        self.products = family.name != "additive"
+        self.solved = False  # whether W, b (and the folded tables) are solved for the current product tables
+        self.slot_rows = _slot_rows(layout)
+        slots = len(self.slot_rows)
+        size = layout.num_concepts if family.name == "mult_within_object" else slots
+        self.groups = [range(k, k + size) for k in range(0, slots, size)]  # each product's slots
+        sizes = torch.tensor([end - first for first, end in self.slot_rows], device=self.b.device)
+        self.row_slot = torch.repeat_interleave(torch.arange(slots, device=self.b.device), sizes)  # [R]
+
+    def take(self, index: torch.Tensor) -> TableModels:
+        """Models ``index`` (copies)."""
+        out = copy.copy(self)
+        out.table, out.w, out.b = self.table[index], self.w[index], self.b[index]
+        out.folded_add = None if self.folded_add is None else self.folded_add[index]
+        return out
+
+    def put(self, at: torch.Tensor, source: TableModels, which: torch.Tensor) -> None:
+        """Set models ``at`` to ``source``'s models ``which``."""
+        self.table[at], self.w[at], self.b[at] = source.table[which], source.w[which], source.b[which]
+        if self.folded_add is not None:
+            assert source.folded_add is not None  # the same family
+            self.folded_add[at] = source.folded_add[which]
 
     # the function
-    def _products(self, rows: torch.Tensor) -> list[torch.Tensor]:
-        return [functools.reduce(operator.mul, [self.table[rows[:, s]] for s in g]) for g in self.groups]
+    def embed(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """Per slot, the table rows ``[M, n, d]`` of scenes with slot rows ``rows [M, n, S]`` (a tensor per
+        slot: large tensors cost page faults on every allocation)."""
+        return [_gather(self.table, rows[:, :, s]) for s in range(rows.shape[2])]
 
-    def _features(self, rows: torch.Tensor) -> torch.Tensor:
-        products = self._products(rows)
-        if not products:
-            return torch.zeros(len(rows), 0, dtype=DTYPE, device=rows.device)
-        return functools.reduce(operator.add, products)
+    def _features(self, e: list[torch.Tensor]) -> torch.Tensor:
+        """The sum of the products ``[M, n, d]`` of the scenes' table rows ``e``."""
+        return functools.reduce(operator.add, [_product(e, group) for group in self.groups])
 
     def _additive(self, rows: torch.Tensor) -> torch.Tensor | float:
-        return 0.0 if self.folded_add is None else self.folded_add[rows].sum(1)
+        if self.folded_add is None:
+            return 0.0
+        return functools.reduce(operator.add, [_gather(self.folded_add, rows[:, :, s]) for s in range(rows.shape[2])])
 
     def predict(self, rows: torch.Tensor) -> torch.Tensor:
-        """Predicted embeddings ``[n, D]`` of scenes with slot rows ``rows [n, S]``."""
-        return self._features(rows) @ self.w.T + self.b + self._additive(rows)
+        """Predicted embeddings ``[M, n, D]`` of scenes with slot rows ``rows [M, n, S]``."""
+        return self._features(self.embed(rows)) @ self.w.transpose(1, 2) + self.b[:, None] + self._additive(rows)
 
-    def mse(self, rows: torch.Tensor, y: torch.Tensor) -> float:
-        """Mean squared error over the scenes and embedding dimensions."""
-        return float(((self.predict(rows) - y) ** 2).mean())
+    def mse(self, scenes: Scenes) -> torch.Tensor:
+        """Each model's mean squared error over its scenes and the embedding dimensions, ``[M]``."""
+        err = (self.predict(scenes.rows) - scenes.y) ** 2
+        return (err * scenes.weight[..., None]).sum((1, 2)) / (scenes.weight.sum(1) * err.shape[2])
 
     # the blocks
-    def solve_output(self, rows: torch.Tensor, y: torch.Tensor, ridge: float) -> None:
-        """``W``, ``b`` (and the folded additive tables) given the product tables."""
-        z = self._features(rows)
-        if self.folded_add is None:
-            coef, self.b = centred_solve(z, y, ridge)
-            self.w = coef.T.contiguous()
-            return
-        onehot = one_hot_rows(rows, self.folded_add.shape[0])
-        seen = onehot.sum(0) > 0  # rows never seen keep their initial function
-        coef, self.b = centred_solve(torch.cat([z, onehot[:, seen]], 1), y, ridge)
-        self.w = coef[: z.shape[1]].T.contiguous()
-        self.folded_add[seen] = coef[z.shape[1] :]
+    def solve_output(self, design: Design, ridge: float) -> torch.Tensor:
+        """``W``, ``b`` (and the folded additive tables) given the product tables; each model's training MSE."""
+        scenes, counts = design.scenes, design.counts
+        z = self._features(self.embed(scenes.rows))
+        mean = scenes.mean(z)
+        x = z.sub_(mean[:, None]).mul_(scenes.weight[..., None])  # centred (in place: z is new), padding 0
+        gram, rhs, keep = x.transpose(1, 2) @ x, x.transpose(1, 2) @ design.y_centred, None
+        if counts is not None:  # rows never seen keep their initial function
+            cross = x.transpose(1, 2) @ counts.centred
+            gram = torch.cat([torch.cat([gram, cross], 2), torch.cat([cross.transpose(1, 2), counts.gram], 2)], 1)
+            rhs, mean = torch.cat([rhs, counts.rhs], 1), torch.cat([mean, counts.mean], 1)
+            keep = torch.cat([counts.seen.new_ones(len(z), z.shape[2]), counts.seen], 1)
+        coef = _solve_sym(_ridge(gram, ridge, keep), rhs, keep)
+        d = z.shape[2]
+        self.w = coef[:, :d].transpose(1, 2).contiguous()
+        self.b = design.y_mean - (mean[:, None] @ coef)[:, 0]
+        err = torch.baddbmm(design.y_centred, x, coef[:, :d], beta=-1)  # the fit, centred like the targets
+        if counts is not None:
+            assert self.folded_add is not None  # a family with row counts folds its additive tables
+            self.folded_add = torch.where(counts.seen[..., None], coef[:, d:], self.folded_add)
+            err.baddbmm_(counts.centred, coef[:, d:])
+        self.solved = True
+        return err.square_().sum((1, 2)) / (scenes.weight.sum(1) * err.shape[2])
 
-    def solve_slot(self, slot: int, rows: torch.Tensor, y: torch.Tensor, by_value: ByValue, ridge: float) -> None:
-        """Slot ``slot``'s table rows given everything else: one ``d x d`` solve per value it takes, all
-        values' normal matrices built in one batched product."""
-        g = next(i for i, grp in enumerate(self.groups) if slot in grp)
-        others = [self.table[rows[:, s]] for s in self.groups[g] if s != slot]
-        p = functools.reduce(operator.mul, others) if others else torch.ones_like(self.table[rows[:, slot]])
-        rest = [z for i, z in enumerate(self._products(rows)) if i != g]
-        resid = y - self.b - self._additive(rows)
-        if rest:
-            resid = resid - functools.reduce(operator.add, rest) @ self.w.T
-        rhs_all = p * (resid @ self.w)  # [n, d]
-        values, index, mask = by_value
-        held = p[index] * mask[..., None]  # [V, m, d]: each value's scenes, zero-padded
-        grams = torch.bmm(held.transpose(1, 2), held)
-        grams.mul_(self.w.T @ self.w)
-        rhs = (rhs_all[index] * mask[..., None]).sum(1)
-        solution = _solve_sym(_ridge(grams, ridge), rhs[..., None])[..., 0]
-        self.table[values] = solution
+    def _residual(self, design: Design) -> torch.Tensor:
+        """``(y - b - additive tables) @ W`` of the training scenes, ``[M, n, d]`` (padding arbitrary)."""
+        offset, out = design.y_mean - self.b, design.y_centred @ self.w
+        if self.folded_add is not None:
+            assert design.counts is not None  # a family that folds its additive tables has row counts
+            offset = offset - (design.counts.mean[:, None] @ self.folded_add)[:, 0]
+            out.baddbmm_(design.counts.centred, self.folded_add @ self.w, alpha=-1)
+        return out.add_(offset[:, None] @ self.w)
 
-    def sweep(self, rows: torch.Tensor, y: torch.Tensor, ridge: float) -> None:
-        """One ALS sweep: the output layer, every slot's table in turn, rebalance, the output layer."""
-        self.solve_output(rows, y, ridge)
-        if not self.groups:
-            return
-        if self._values is None or self._values[0] is not rows:
-            self._values = (rows, [_by_value(rows, s) for grp in self.groups for s in grp])
-        slots = [s for grp in self.groups for s in grp]
-        for s, values in zip(slots, self._values[1]):
-            self.solve_slot(s, rows, y, values, ridge)
-        self.rebalance()
-        self.solve_output(rows, y, ridge)
+    def solve_tables(self, design: Design, ridge: float) -> None:
+        """Every slot's table in turn given everything else (the other products held in the residual)."""
+        e = self.embed(design.scenes.rows)
+        wtw = self.w.transpose(1, 2) @ self.w
+        resid = self._residual(design)
+        for g, group in enumerate(self.groups):
+            others = [_product(e, other) for k, other in enumerate(self.groups) if k != g]
+            rest = torch.baddbmm(resid, functools.reduce(operator.add, others), wtw, alpha=-1) if others else resid
+            for slot in group:
+                self.solve_slot(slot, e, rest, wtw, design, ridge)
+        self.solved = False
+
+    def solve_slot(
+        self, slot: int, e: list[torch.Tensor], resid: torch.Tensor, wtw: torch.Tensor, design: Design, ridge: float
+    ) -> None:
+        """Slot ``slot``'s table rows: one ``d x d`` solve per model and row, the normal matrices built in
+        one batched product. ``e``, the scenes' table rows per slot, follows the table; ``resid [M, n, d]``
+        is ``(y - b - additive tables - other products' W z) @ W``; ``wtw`` is ``W^T W``."""
+        m, _, d = e[slot].shape
+        p = _product(e, [k for k in next(g for g in self.groups if slot in g) if k != slot])  # [M, n, d]
+        by = design.by_value[slot]
+        held = _gather(torch.cat([p, p.new_zeros(m, 1, d)], 1), by.members)  # [M, V, m, d]: scene n is zeros
+        grams = (held.transpose(2, 3) @ held) * wtw[:, None]
+        values = by.seen.shape[1]
+        at = (by.value + torch.arange(m, device=p.device)[:, None] * (values + 1)).flatten()
+        rhs = p.new_zeros(m * (values + 1), d).index_add_(0, at, (p * resid).flatten(0, 1))
+        grams = torch.where(by.seen[..., None, None], grams, torch.eye(d, dtype=DTYPE, device=p.device))
+        solution = _solve_sym(_ridge(grams, ridge), rhs.view(m, values + 1, d, 1)[:, :values])[..., 0]
+        first, end = self.slot_rows[slot]
+        self.table[:, first:end] = torch.where(by.seen[..., None], solution, self.table[:, first:end])
+        e[slot] = _gather(self.table, design.scenes.rows[:, :, slot])
+
+    def sweep(self, design: Design, ridge: float) -> torch.Tensor:
+        """One ALS sweep: every slot's table in turn, rebalance, the output layer (solved first as well
+        when the tables are new); each model's training MSE after it."""
+        if self.products:
+            if not self.solved:
+                self.solve_output(design, ridge)
+            self.solve_tables(design, ridge)
+            self.rebalance()
+        return self.solve_output(design, ridge)
 
     def rebalance(self) -> None:
         """Unit-norm columns of ``W``, equal column norms across each product's factors (the function kept)."""
-        if not self.groups:
+        if not self.products:
             return
-        scale = self.w.norm(dim=0).clamp_min(1e-150)  # [d]
-        self.w /= scale
-        for grp in self.groups:
-            norms = torch.stack([self.table[self.slot_rows[s]].norm(dim=0) for s in grp]).clamp_min(1e-150)
-            target = ((norms.log().sum(0) + scale.log()) / len(grp)).exp()
-            for s, n in zip(grp, norms):
-                self.table[self.slot_rows[s]] *= target / n
+        scale = self.w.norm(dim=1).clamp_min(1e-150)  # [M, d]
+        self.w /= scale[:, None]
+        m, _, d = self.table.shape
+        squares = self.table.new_zeros(m, len(self.slot_rows), d).index_add_(1, self.row_slot, self.table**2)
+        norms = squares.sqrt().clamp_min(1e-150)  # [M, S, d]
+        size = len(self.groups[0])
+        target = ((norms.log().view(m, -1, size, d).sum(2) + scale.log()[:, None]) / size).exp()
+        self.table *= (target.repeat_interleave(size, 1) / norms)[:, self.row_slot]
+        self.solved = False
 
     def params(self) -> Params:
-        """Parameters in the family's own layout (float32, no model axis)."""
-        name = self.family.name
-        if name == "additive":
+        """Parameters in the family's own layout (float32, leading model axis)."""
+        b = self.b.float()
+        if self.family.name == "additive":
             assert self.folded_add is not None  # the additive family is its folded table
             table, w = factor(self.folded_add, self.width)
-            return {"table": table.float(), "w": w.float(), "b": self.b.float().clone()}
-        out = {"table": self.table.float().clone(), "b": self.b.float().clone()}
+            return {"table": table.float(), "w": w.float(), "b": b}
+        out = {"table": self.table.float(), "b": b}
         if self.folded_add is not None:  # sum_mult
             table_add, w_add = factor(self.folded_add, self.width)
-            out["table_add"], out["w"] = table_add.float(), torch.cat([self.w, w_add], 1).float()
+            out["table_add"], out["w"] = table_add.float(), torch.cat([self.w, w_add], 2).float()
         else:
-            out["w"] = self.w.float().clone()
+            out["w"] = self.w.float()
         return out
 
 
-def _start(
-    family: Family, layout: Layout, y: torch.Tensor, seed: int, width: int, near_one: float | None = None
-) -> TableModel:
-    """A model initialised from ``seed``: N(0, 1) tables, or ``1 + near_one * N(0, 1)`` (a product
-    near its first-order, additive expansion)."""
-    init = {k: v[0] for k, v in init_params(family, layout, width, y.shape[1], [seed], str(y.device)).items()}
-    if near_one is not None:
-        init["table"] = 1.0 + near_one * init["table"]
-    return TableModel(family, layout, init, width)
-
-
+# -- the starts ---------------------------------------------------------------------------------------
 def start_seed(seed: int, start: int) -> int:
     """The initialisation seed of a model's ``start``-th start (its own seed first)."""
     return seed if start == 0 else int(np.random.default_rng([seed, start]).integers(2**31))
 
 
-def _best_start(
+def _starts(
+    family: Family, layout: Layout, dim: int, seeds: list[int], starts: range, width: int, device: str
+) -> TableModels:
+    """Starts ``starts`` of every model, model by model: N(0, 1) tables (seeded by :func:`start_seed`),
+    on odd starts ``1 + NEAR_ONE * N(0, 1)`` (a product near its first-order, additive expansion)."""
+    init = init_params(family, layout, width, dim, [start_seed(s, k) for s in seeds for k in starts], device)
+    odd = torch.tensor([k % 2 == 1 for _ in seeds for k in starts], device=init["table"].device)
+    init["table"] = torch.where(odd[:, None, None], 1.0 + NEAR_ONE * init["table"], init["table"])
+    return TableModels(family, layout, init, width)
+
+
+def _best_starts(
     family: Family,
     layout: Layout,
-    train: tuple[torch.Tensor, torch.Tensor],
-    validation: tuple[torch.Tensor, torch.Tensor],
-    seed: int,
+    design: Design,
+    validation: Scenes,
+    seeds: list[int],
     solver: Solver,
     width: int,
-) -> TableModel:
-    """The start with the lowest validation MSE after ``solver.start_sweeps`` sweeps (product families).
+) -> TableModels:
+    """Each model's start with the lowest validation MSE after ``solver.start_sweeps`` sweeps (product
+    families; the first of equals), all models' starts fitted together (in groups within
+    :data:`START_ELEMENTS`).
 
     Starts alternate between N(0, 1) tables (the family's initialisation; the model's own seed
     first) and tables near one, whose product starts near its additive expansion: zero-mean
     products and mean-one products sit in different basins, and ALS from one rarely reaches the
     other. Validation scenes come from the training objects, never from the test ones.
     """
-    rows, y = train
+    m, n, _ = design.scenes.rows.shape
+    dim, device = design.scenes.y.shape[2], str(design.scenes.y.device)
     if family.name == "additive":
-        return _start(family, layout, y, seed, width)
-    best, best_mse = None, np.inf
-    for k in range(solver.starts):
-        model = _start(family, layout, y, start_seed(seed, k), width, near_one=NEAR_ONE if k % 2 else None)
+        return _starts(family, layout, dim, seeds, range(1), width, device)
+    together = max(1, min(solver.starts, START_ELEMENTS // (m * n * max(width, dim))))
+    best: TableModels | None = None
+    best_mse = torch.full((m,), math.inf, dtype=DTYPE, device=device)
+    for first in range(0, solver.starts, together):
+        starts = range(first, min(first + together, solver.starts))
+        model = _starts(family, layout, dim, seeds, starts, width, device)
+        each = torch.arange(m, device=device).repeat_interleave(len(starts))
+        fit, held = (design, validation) if len(starts) == 1 else (design.take(each), validation.take(each))
         for _ in range(solver.start_sweeps):
-            model.sweep(rows, y, solver.ridge)
-        mse = model.mse(*validation)
-        if mse < best_mse:
-            best, best_mse = model, mse
-    assert best is not None
+            model.sweep(fit, solver.ridge)
+        mse = model.mse(held).view(m, len(starts))
+        mse = torch.where(mse.isnan(), math.inf, mse)
+        k = mse.argmin(1)  # the first of the lowest
+        low, pick = mse.gather(1, k[:, None])[:, 0], model.take(torch.arange(m, device=device) * len(starts) + k)
+        if best is None:
+            best, best_mse = pick, low
+            continue
+        better = low < best_mse
+        best.put(better, pick, better)
+        best_mse = torch.where(better, low, best_mse)
+    assert best is not None  # at least one start
     return best
 
 
-#: The rows one slot takes ``[V]``, and the scenes holding each ``[V, m]`` (zero-padded) with a mask.
-ByValue = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def _by_value(rows: torch.Tensor, slot: int) -> ByValue:
-    """Every row slot ``slot`` takes, the scenes holding it (padded to the most frequent row's count)
-    and a mask of the real ones."""
-    col = rows[:, slot]
-    order = torch.argsort(col, stable=True)
-    values, counts = torch.unique_consecutive(col[order], return_counts=True)
-    starts = torch.cumsum(counts, 0) - counts
-    width = int(counts.max())
-    offset = torch.arange(width, device=rows.device)
-    mask = offset[None, :] < counts[:, None]
-    index = order[torch.where(mask, starts[:, None] + offset[None, :], 0)]
-    return values, index, mask.to(DTYPE)
-
-
+# -- the fit ------------------------------------------------------------------------------------------
 def unfinished_r2(train_mse: list[float], budget: int, variance: float) -> float:
     """R² the training loss would still gain at its recent rate of fall (over the last
     :data:`WINDOW` sweeps) during another :data:`HORIZON` of the ``budget`` of sweeps."""
@@ -351,6 +546,79 @@ def unfinished_r2(train_mse: list[float], budget: int, variance: float) -> float
     window = min(WINDOW, len(train_mse) - 1)
     rate = (train_mse[-1 - window] - train_mse[-1]) / window
     return max(rate * HORIZON * budget / variance, 0.0)
+
+
+@dataclass
+class _Track:
+    """One model's course: its history, the best validation MSE so far and whether it has stopped."""
+
+    variance: float  # of its training targets
+    history: list[tuple[int, float, float]] = field(default_factory=list)  # (sweep, train_mse, val_mse)
+    best: float = math.inf
+    best_sweep: int = 0
+    since: int = 0  # sweeps since the best
+    gain: float = 0.0  # unfinished_r2
+    stopped: bool = False
+
+    def observe(self, sweep: int, train_mse: float, val_mse: float, solver: Solver, budget: int) -> bool:
+        """Record a sweep (and whether the model stops after it); whether it improved the validation MSE."""
+        self.history.append((sweep, train_mse, val_mse))
+        improved = val_mse < self.best * (1 - solver.min_delta)
+        if improved:
+            self.best, self.best_sweep, self.since = val_mse, sweep, 0
+        else:
+            self.since += 1
+        self.gain = unfinished_r2([h[1] for h in self.history[-WINDOW - 1 :]], solver.sweeps, self.variance)
+        plateau = solver.patience is not None and self.since >= solver.patience
+        self.stopped = sweep < budget and (plateau or (sweep > WINDOW and self.gain < STOP_BELOW))
+        return improved
+
+
+def _fit(
+    family: Family,
+    layout: Layout,
+    train: list[tuple[torch.Tensor, torch.Tensor]],
+    validation: list[tuple[torch.Tensor, torch.Tensor]],
+    seeds: list[int],
+    solver: Solver,
+    width: int,
+) -> StackFit:
+    """Fit model i on ``train[i] = (slot rows, targets)``, selected on ``validation[i]``, all at once."""
+    tracks = [_Track(float(y.to(DTYPE).var(0, unbiased=False).mean())) for _, y in train]
+    design, held = Design.of(Scenes.pad(train), family, layout), Scenes.pad(validation)
+    ids = torch.arange(len(train), device=held.y.device)
+    m, n, slots = design.scenes.rows.shape
+    with threads_for(slots * m * n * width * width):  # the slot solves' normal matrices, all models at once
+        model = _best_starts(family, layout, design, held, seeds, solver, width)
+        selected, final = model.take(ids), model.take(ids)
+        active = ids  # the models still in the batch
+        budget = 1 if family.name == "additive" else solver.sweeps  # one exact solve
+        for sweep in range(1, budget + 1):
+            mse = zip(active.tolist(), model.sweep(design, solver.ridge).tolist(), model.mse(held).tolist())
+            improved = [tracks[g].observe(sweep, t, v, solver, budget) for g, t, v in mse]
+            if any(improved):
+                better = torch.tensor(improved, device=ids.device)
+                selected.put(active[better], model, better)
+            stopped = torch.tensor([tracks[g].stopped for g in active.tolist()], device=ids.device)
+            if bool(stopped.any()):  # frozen: out of the batch
+                final.put(active[stopped], model, stopped)
+                live = ~stopped
+                model, design, held, active = model.take(live), design.take(live), held.take(live), active[live]
+            if not len(active):
+                break
+        final.put(active, model, torch.arange(len(active)))
+    additive = family.name == "additive"
+    return StackFit(
+        selected.params(),
+        final.params(),
+        np.array([t.best_sweep for t in tracks]),
+        np.array([len(t.history) for t in tracks]),
+        np.array([t.best for t in tracks]),
+        [(g, sweep, t, v) for g, track in enumerate(tracks) for sweep, t, v in track.history],
+        np.array([t.stopped or additive or (len(t.history) >= 2 and t.gain < CONVERGED_BELOW) for t in tracks]),
+        np.array([t.gain for t in tracks]),
+        np.array([t.stopped for t in tracks]),
+    )
 
 
 def fit_one(
@@ -362,32 +630,19 @@ def fit_one(
     solver: Solver,
     width: int,
 ) -> OneFit:
-    """Fit one table-family model on ``train = (slot rows, targets)``, selected on ``validation``."""
-    rows, y = train[0], train[1].to(DTYPE)
-    val_rows, val_y = validation[0], validation[1].to(DTYPE)
-    model = _best_start(family, layout, (rows, y), (val_rows, val_y), seed, solver, width)
-    variance = float(y.var(0, unbiased=False).mean())
-    history: list[tuple[int, float, float]] = []
-    best, best_sweep, since = np.inf, 0, 0
-    selected = model.params()
-    budget = 1 if family.name == "additive" else solver.sweeps  # one exact solve
-    gain, stopped = 0.0, False
-    for sweep in range(1, budget + 1):
-        model.sweep(rows, y, solver.ridge)
-        train_mse, val_mse = model.mse(rows, y), model.mse(val_rows, val_y)
-        history.append((sweep, train_mse, val_mse))
-        if val_mse < best * (1 - solver.min_delta):
-            best, best_sweep, since, selected = val_mse, sweep, 0, model.params()
-        else:
-            since += 1
-        gain = unfinished_r2([h[1] for h in history], solver.sweeps, variance)
-        plateau = solver.patience is not None and since >= solver.patience
-        if sweep < budget and (plateau or (sweep > WINDOW and gain < STOP_BELOW)):
-            stopped = True
-            break
-    measured = len(history) >= 2  # a rate of fall needs two sweeps
-    converged = stopped or family.name == "additive" or (measured and gain < CONVERGED_BELOW)
-    return OneFit(selected, model.params(), best_sweep, sweep, best, converged, gain, stopped, history)
+    """Fit one table-family model on ``train = (slot rows, targets)``, selected on ``validation`` (a stack of one)."""
+    fit = _fit(family, layout, [train], [validation], [seed], solver, width)
+    return OneFit(
+        {k: v[0] for k, v in fit.selected.items()},
+        {k: v[0] for k, v in fit.final.items()},
+        int(fit.best_epoch[0]),
+        int(fit.epochs_run[0]),
+        float(fit.best_val_mse[0]),
+        bool(fit.converged[0]),
+        float(fit.unfinished_r2[0]),
+        bool(fit.stopped_early[0]),
+        [(sweep, t, v) for _, sweep, t, v in fit.history],
+    )
 
 
 def fit_stack_exact(
@@ -405,35 +660,8 @@ def fit_stack_exact(
     ``validation[i]``; the result is stacked like :func:`~bindscope.analyses.complexity.approxfit.fit_stack`'s
     (epochs read as sweeps)."""
     require_scenes(train, validation)
-    fits = []
-    n = max((len(t) for t in train), default=0)
-    with threads_for(n * width * width):
-        for part, held, seed in zip(train, validation, seeds):
-            fit_idx, val_idx = torch.as_tensor(part), torch.as_tensor(held)
-            fits.append(
-                fit_one(
-                    family,
-                    layout,
-                    (data.rows[fit_idx], data.y[fit_idx]),
-                    (data.rows[val_idx], data.y[val_idx]),
-                    seed,
-                    solver,
-                    width,
-                )
-            )
-    device = data.y.device
 
-    def stacked(which: str) -> Params:
-        return {k: torch.stack([getattr(f, which)[k] for f in fits]).to(device) for k in fits[0].selected}
+    def scenes(parts: list[np.ndarray]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(data.rows[i], data.y[i]) for i in map(torch.as_tensor, parts)]
 
-    return StackFit(
-        stacked("selected"),
-        stacked("final"),
-        np.array([f.best_sweep for f in fits]),
-        np.array([f.sweeps_run for f in fits]),
-        np.array([f.best_val_mse for f in fits]),
-        [(g, sweep, t, v) for g, f in enumerate(fits) for sweep, t, v in f.history],
-        np.array([f.converged for f in fits]),
-        np.array([f.unfinished_r2 for f in fits]),
-        np.array([f.stopped_early for f in fits]),
-    )
+    return _fit(family, layout, scenes(train), scenes(validation), seeds, solver, width)
