@@ -165,6 +165,11 @@ def test_budgets_resolve_by_device_and_overrides() -> None:
     assert resolve_budget("auto", "cuda:0").name == "full" and "cuda:0" in resolve_budget("auto", "cuda:0").reason
     assert auto.probes == "lbfgs" and resolve_budget("full").probes == "fast"
     assert resolve_budget("paper", "cpu").epochs == 4000 and resolve_budget("paper").max_train_scenes is None
+    assert auto.max_target_dims == 128 and "principal subspace" in auto.reason
+    assert (
+        resolve_budget("full").max_target_dims is None
+        and resolve_budget("cpu", max_target_dims=0).max_target_dims is None
+    )
     b = resolve_budget("cpu", epochs=7, patience=0, max_eval_scenes=0)
     assert (b.epochs, b.patience, b.max_eval_scenes, b.max_train_scenes) == (
         7,
@@ -204,6 +209,7 @@ def test_bad_settings_are_refused(kwargs: dict, message: str) -> None:
         (dict(name="fast"), "unknown budget 'fast'"),
         (dict(max_train_scenes=1), "at least 2"),
         (dict(epochs=-3), "at least 1"),
+        (dict(max_target_dims=-1), "max_target_dims must be >= 0"),
     ],
 )
 def test_bad_budgets_are_refused(kwargs: dict, message: str) -> None:

@@ -54,6 +54,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     result = run_cli("complexity", emb, "--out", out, "--seeds", "0", *QUICK)  # every family: one seed
     assert result.returncode == 0, result.stderr
     assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 60, epochs 40" in result.stdout
+    assert "fitted in: the embeddings" in result.stdout  # a subspace or the embeddings as they are, said
     for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
         assert label in result.stdout
     summary = json.loads((out / "summary.json").read_text())

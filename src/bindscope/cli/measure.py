@@ -377,6 +377,13 @@ def complexity(
     max_eval_scenes: Annotated[
         Optional[int], typer.Option(help="Override: cap on scored scenes per group (0: no cap).")
     ] = None,
+    max_target_dims: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Override: fit in the embeddings' leading principal subspace of at most this many dimensions "
+            "(the cpu budget: 128; 0: the embeddings as they are)."
+        ),
+    ] = None,
     lr: Annotated[Optional[float], typer.Option(help="Peak Adam learning rate (1e-2; cosine decay to 0).")] = None,
     standardize: Annotated[
         Optional[bool],
@@ -431,6 +438,7 @@ def complexity(
         patience=patience,
         max_train_scenes=max_train_scenes,
         max_eval_scenes=max_eval_scenes,
+        max_target_dims=max_target_dims,
         standardize=standardize,
     )
     if lr_decay is not None:

@@ -139,7 +139,9 @@ KINDS: dict[str, Callable[[SceneSet, np.random.Generator, int], np.ndarray]] = {
 }
 
 
-def planted_embeddings(scenes: SceneSet, kind: str, *, dim: int = 64, noise: float = 0.0, seed: int = 0) -> np.ndarray:
+def planted_embeddings(
+    scenes: SceneSet, kind: str, *, dim: int = 64, noise: float = 0.0, seed: int = 0, width: int | None = None
+) -> np.ndarray:
     """Embeddings ``[N, dim]`` (float32) with a known binding function.
 
     Parameters
@@ -156,6 +158,11 @@ def planted_embeddings(scenes: SceneSet, kind: str, *, dim: int = 64, noise: flo
         Standard deviation of added Gaussian noise, relative to a unit-norm component.
     seed
         Seed of the component vectors and the noise.
+    width
+        The planted function's own width: computed in ``width`` dimensions, then carried into ``dim``
+        by a random orthonormal map (default: ``dim``, no map). A within-object product of width 32 in
+        384 dimensions is determined by a 10 x 10 concept space's seen objects; one of width 384 is
+        not (any model that fits it can give each of the 100 objects its own vector).
     """
     if kind not in KINDS:
         raise BindscopeError(f"unknown planted kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -163,8 +170,13 @@ def planted_embeddings(scenes: SceneSet, kind: str, *, dim: int = 64, noise: flo
         raise BindscopeError(f"dim must be at least 1, got {dim}")
     if noise < 0:
         raise BindscopeError(f"noise must be >= 0, got {noise}")
+    if width is not None and not 1 <= width <= dim:
+        raise BindscopeError(f"width must be between 1 and dim ({dim}), got {width}")
     rng = np.random.default_rng(seed)
-    out = KINDS[kind](scenes, rng, dim)
+    out = KINDS[kind](scenes, rng, width or dim)
+    if width is not None and width < dim:
+        basis, _ = np.linalg.qr(rng.normal(size=(dim, width)))
+        out = out @ basis.T
     if noise:
         out = out + rng.normal(0.0, noise / np.sqrt(dim), size=out.shape)
     return out.astype(np.float32)

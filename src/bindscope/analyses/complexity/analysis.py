@@ -63,6 +63,18 @@ def probe_scenes_note(unscored: int | None, settings: ComplexitySettings) -> str
     )
 
 
+def fitted_in_note(targets: dict[str, Any] | None) -> str:
+    """Where the models were fitted (the embeddings, or their leading principal subspace), in one line."""
+    if not targets:
+        return "fitted in: the embeddings as they are"
+    return (
+        f"fitted in: the embeddings' leading {targets['dims']} of {targets['of']} principal components, holding "
+        f"{targets['variance_kept']:.2%} of the variance; the probes read the embeddings' part inside them at "
+        f"{targets['object_acc']:.1%} object accuracy (the embeddings: {targets['object_acc_embeddings']:.1%}). "
+        "Predictions are scored in the full embedding space; --max-target-dims 0 fits the embeddings as they are"
+    )
+
+
 #: Every output of a sweep that selected checkpoints on test accuracy says so.
 OPTIMISTIC = (
     "optimistic: checkpoints were selected on test_only object accuracy (--selection test, the research code's "
@@ -143,6 +155,7 @@ class ComplexityAnalysis(Analysis):
             f"starts of {b['start_sweeps']} sweeps, {b['probes']} probes); "
             f"checkpoints selected on {summary['selection']}",
             *([f"budget chosen: {b['reason']}"] if b.get("reason") else []),
+            fitted_in_note(summary.get("fitted_in")),
             *(f"capacity: {label}'s {why}" for label, why in summary["capacity"].items()),
             f"probe scenes: {summary['probes']['scored_scenes']}",
             f"fits: {summary['fits']['fitted']} fitted, {summary['fits']['reused']} reused from an earlier run into "

@@ -136,19 +136,76 @@ def pick_fits(first: StackFit, second: StackFit, take_second: np.ndarray) -> Sta
 
 
 @dataclass(frozen=True)
+class TargetBasis:
+    """The embeddings' leading principal subspace, where a capped budget fits its models.
+
+    ``project`` maps embeddings ``[N, D]`` to coordinates ``[N, k]`` scaled by ``sqrt(k / D)``, so that
+    a mean squared error over the ``k`` coordinates equals the full-space mean squared error (over
+    ``D``) of the same error's part inside the subspace; ``restore`` maps predictions back.
+    """
+
+    mean: np.ndarray  # [D]
+    components: np.ndarray  # [k, D], orthonormal rows
+    variance_kept: float  # share of the embeddings' variance inside the subspace
+
+    @classmethod
+    def of(cls, y: np.ndarray, variance: float, max_dims: int, min_dims: int = 1) -> TargetBasis | None:
+        """The fewest leading components holding ``variance`` of the variance, at most ``max_dims`` and
+        at least ``min_dims``; None where that is every dimension (nothing to gain) or ``y`` is constant."""
+        from sklearn.decomposition import PCA
+
+        y = np.asarray(y, dtype=np.float64)
+        if not y.var(axis=0).sum() > 0:
+            return None
+        shares = np.cumsum((pca := PCA(svd_solver="full").fit(y)).explained_variance_ratio_)
+        k = max(min(int(np.searchsorted(shares, variance * shares[-1])) + 1, max_dims), min_dims)
+        if k >= min(y.shape[1], len(shares)):
+            return None
+        return cls(pca.mean_, pca.components_[:k], float(shares[k - 1] / shares[-1]))
+
+    @property
+    def dims(self) -> int:
+        return int(self.components.shape[0])
+
+    @property
+    def scale(self) -> float:
+        return math.sqrt(self.dims / self.components.shape[1])
+
+    def project(self, y: np.ndarray) -> np.ndarray:
+        """Scaled coordinates ``[N, k]`` of embeddings ``[N, D]`` (float32)."""
+        return (((np.asarray(y, np.float64) - self.mean) @ self.components.T) * self.scale).astype(np.float32)
+
+    def restore(self, coords: np.ndarray) -> np.ndarray:
+        """Embeddings ``[N, D]`` (float32) of scaled coordinates ``[N, k]``."""
+        return ((np.asarray(coords, np.float64) / self.scale) @ self.components + self.mean).astype(np.float32)
+
+    def describe(self) -> dict[str, float | int]:
+        """What a result records of the reduction."""
+        return {"dims": self.dims, "of": int(self.components.shape[1]), "variance_kept": self.variance_kept}
+
+    def within(self, y: np.ndarray) -> np.ndarray:
+        """``y``'s part inside the subspace, as embeddings (``restore(project(y))``)."""
+        return self.restore(self.project(y))
+
+
+@dataclass(frozen=True)
 class SceneIndex:
-    """Per-scene inputs of the approximators, as tensors on one device."""
+    """Per-scene inputs of the approximators, as tensors on one device; with a ``basis`` the targets
+    are the embeddings' coordinates in it and predictions are restored to embeddings."""
 
     rows: torch.Tensor  # [N, S] slot rows
     objects: torch.Tensor  # [N, K] object-slot rows
-    y: torch.Tensor  # [N, D] targets
+    y: torch.Tensor  # [N, D] targets ([N, k] with a basis)
+    basis: TargetBasis | None = None
 
     @classmethod
-    def of(cls, scenes: SceneSet, y: np.ndarray, device: str = "cpu") -> SceneIndex:
+    def of(cls, scenes: SceneSet, y: np.ndarray, device: str = "cpu", basis: TargetBasis | None = None) -> SceneIndex:
+        targets = np.asarray(y, dtype=np.float32) if basis is None else basis.project(y)
         return cls(
             torch.as_tensor(scene_rows(scenes), device=device),
             torch.as_tensor(scene_objects(scenes), device=device),
-            torch.as_tensor(np.asarray(y, dtype=np.float32), device=device),
+            torch.as_tensor(targets, device=device),
+            basis,
         )
 
 
@@ -403,5 +460,6 @@ def predict_stack(
             padded = torch.as_tensor(np.stack([np.pad(p, (0, width - len(p))) for p in parts]), device=device)
             pred = predict(family, params, prep, data.rows[padded], data.objects[padded], layout).cpu().numpy()
             for i, p in enumerate(parts):
-                out[i].append(pred[i, : len(p)])
-    return [np.concatenate(o) if o else np.empty((0, data.y.shape[1]), np.float32) for o in out]
+                out[i].append(pred[i, : len(p)] if data.basis is None else data.basis.restore(pred[i, : len(p)]))
+    dim = data.y.shape[1] if data.basis is None else data.basis.components.shape[1]
+    return [np.concatenate(o) if o else np.empty((0, dim), np.float32) for o in out]

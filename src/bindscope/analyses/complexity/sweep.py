@@ -34,6 +34,7 @@ from bindscope.analyses.complexity.approxfit import (
     Schedule,
     Selector,
     StackFit,
+    TargetBasis,
     fit_stack,
     pick_fits,
     predict_stack,
@@ -100,6 +101,9 @@ PAD_WASTE = 1.4
 #: The folder, beside a run's units, where finished fits are kept by their own content keys (see
 #: :func:`model_keys`): a rerun with more approximators, fractions or seeds fits only the new ones.
 FITS = "fits"
+#: A capped budget's principal subspace is widened until the probes read the embeddings' part inside it
+#: at most this much (object accuracy) below the embeddings themselves.
+READ_WITHIN = 0.01
 
 
 class Budget(Settings):
@@ -126,6 +130,12 @@ class Budget(Settings):
         train object in every slot), None for all.
     max_eval_scenes
         Cap on the scenes scored per group (a seeded sample), None for all.
+    max_target_dims, target_variance
+        Fit every model in the embeddings' leading principal subspace: the fewest components that
+        hold ``target_variance`` of the variance, at most ``max_target_dims`` (None: the embeddings
+        as they are). Predictions are restored to the embedding space before they are scored, so
+        the dropped share of the variance counts against every family alike
+        (:class:`~bindscope.analyses.complexity.approxfit.TargetBasis`).
     standardize
         Adam fits each model to its standardised training targets (mean 0, variance 1, one
         scalar), folded back into the output layer afterwards (:class:`Schedule`); on in the
@@ -152,6 +162,8 @@ class Budget(Settings):
     patience: int | None = Field(10, ge=1, le=MAX_STEPS)
     max_train_scenes: int | None = Field(None, ge=2, le=MAX_SCENE_COUNT)
     max_eval_scenes: int | None = Field(None, ge=2, le=MAX_SCENE_COUNT)
+    max_target_dims: int | None = Field(None, ge=1, le=MAX_WIDTH)
+    target_variance: float = Field(0.999, gt=0, le=1)
     standardize: bool = True
     decay: Literal["cosine", "constant"] = "cosine"
     starts: int = Field(8, ge=1, le=MAX_ITEMS)
@@ -175,6 +187,7 @@ BUDGETS = {
         patience=3,
         max_train_scenes=1024,
         max_eval_scenes=2000,
+        max_target_dims=128,
         starts=4,
         start_sweeps=5,
         probes="lbfgs",
@@ -211,7 +224,7 @@ def resolve_budget(
         value = overrides.get(key)
         if value is not None and value < 1:
             raise BindscopeError(f"{key} must be at least 1, got {value}")
-    for key in ("patience", "max_train_scenes", "max_eval_scenes"):
+    for key in ("patience", "max_train_scenes", "max_eval_scenes", "max_target_dims"):
         value = overrides.get(key)
         if value is not None and value < 0:
             raise BindscopeError(f"{key} must be >= 0 (0 switches it off), got {value}")
@@ -239,9 +252,11 @@ def auto_budget(device: str) -> tuple[str, str]:
     cpu = BUDGETS["cpu"]
     return "cpu", (
         f"auto: device {device}, so capped to finish in minutes on 2 cores: at most {cpu.max_train_scenes:,} "
-        f"training scenes per fit, {cpu.starts} starts of {cpu.start_sweeps} ALS sweeps and {cpu.sweeps} sweeps per "
-        f"product fit, {cpu.epochs} MLP epochs (stopping after {cpu.patience} checks of {cpu.eval_every} without "
-        f"improvement), L-BFGS probes; --budget full fits every scene uncapped (minutes on a GPU, hours on a CPU)"
+        f"training scenes per fit, fits in the embeddings' leading principal subspace (the fewest components "
+        f"holding {cpu.target_variance:.1%} of the variance, at most {cpu.max_target_dims}), {cpu.starts} starts of "
+        f"{cpu.start_sweeps} ALS sweeps and {cpu.sweeps} sweeps per product fit, {cpu.epochs} MLP epochs (stopping "
+        f"after {cpu.patience} checks of {cpu.eval_every} without improvement), L-BFGS probes; --budget full fits "
+        "every scene uncapped in the full embedding space (minutes on a GPU, hours on a CPU)"
     )
 
 
@@ -398,6 +413,7 @@ class ComplexityResult:
     probe_scenes_unscored: int | None = None  # probe-training scenes left out of test_only and mixed
     fits: dict[str, dict] = field(default_factory=dict)  # every model's fit (rows, history, seconds) by its key
     reused: int = 0  # fits found kept from an earlier run (see model_keys), not fitted again
+    targets: dict[str, Any] | None = None  # the principal subspace fitted in (see target_basis)
 
 
 # -- planning ------------------------------------------------------------------------------------------
@@ -716,7 +732,8 @@ def complexity_sweep(
     check_probes(probes, sc, ys.shape[1])
     targets = soft_targets(sc)
     layout = Layout.of(sc)
-    width = settings.width or ys.shape[1]
+    basis, fitted_in = target_basis(ys, settings.budget, probes, targets["object"])
+    width = settings.width or (ys.shape[1] if basis is None else basis.dims)
     unscored = None
     if probe_fitted is not None and settings.probe_scenes == "exclude":
         unscored = np.flatnonzero(np.isin(keep, np.asarray(probe_fitted, dtype=np.int64)))
@@ -728,8 +745,9 @@ def complexity_sweep(
     history: list[tuple] = []
     distinct = len(np.unique(sc.scenes.reshape(len(sc), -1), axis=0))
     capacity = memorising_families(settings.families(), layout, width, distinct)
-    parameters = {f.label: num_parameters(f, layout, width, ys.shape[1]) for f in settings.families()}
-    shared = SweepShared(ys, sc, probes, settings, plans, targets, layout, width, centre, frozenset(capacity))
+    fitted_dim = ys.shape[1] if basis is None else basis.dims
+    parameters = {f.label: num_parameters(f, layout, width, fitted_dim) for f in settings.families()}
+    shared = SweepShared(ys, sc, probes, settings, plans, targets, layout, width, centre, frozenset(capacity), basis)
     stores = fit_stores()
     keys = model_keys(shared)
     parts = kept_fits(stores, keys)
@@ -774,7 +792,35 @@ def complexity_sweep(
         None if unscored is None else len(unscored),
         {key: parts[key] for family_keys in keys.values() for key in family_keys},
         reused,
+        fitted_in,
     )
+
+
+def target_basis(
+    y: np.ndarray, budget: Budget, probes: ProbeSet, objects: np.ndarray
+) -> tuple[TargetBasis | None, dict[str, Any] | None]:
+    """The principal subspace the budget fits in (see :class:`Budget`; None: the embeddings as they
+    are) and what it keeps.
+
+    The subspace is widened (doubled) while the frozen probes read the embeddings' part inside it
+    more than :data:`READ_WITHIN` worse than the embeddings (object accuracy over every scene):
+    predictions confined to it could not otherwise reach the in-distribution line, and f* would
+    read the cap as complexity.
+    """
+    if budget.max_target_dims is None:
+        return None, None
+
+    def read(z: np.ndarray) -> float:
+        return float(set_separation_correct(probes.decision_function(z, ["object"])["object"], objects).mean())
+
+    full = read(y)
+    basis = TargetBasis.of(y, budget.target_variance, budget.max_target_dims)
+    while basis is not None:
+        inside = read(basis.within(y))
+        if full - inside <= READ_WITHIN:
+            return basis, {**basis.describe(), "object_acc": inside, "object_acc_embeddings": full}
+        basis = TargetBasis.of(y, budget.target_variance, budget.max_target_dims, min_dims=2 * basis.dims)
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -791,6 +837,7 @@ class SweepShared:
     width: int
     centre: np.ndarray | None
     capacity: frozenset[str]  # labels of the families that can memorise
+    basis: TargetBasis | None = None  # the subspace the models are fitted in (None: the embeddings)
 
 
 def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]], keys: dict[Family, list[str]]) -> list[Unit]:
@@ -880,7 +927,7 @@ def missing_stacks(plans: list[Plan], missing: list[int], family: Family, shared
 
 def unit_state(shared: SweepShared) -> tuple[SweepShared, SceneIndex]:
     """A worker's state: the shared inputs and the scene index on the sweep's device."""
-    return shared, SceneIndex.of(shared.scenes, shared.y, shared.settings.device)
+    return shared, SceneIndex.of(shared.scenes, shared.y, shared.settings.device, shared.basis)
 
 
 def fit_unit(state: tuple[SweepShared, SceneIndex], family: Family, members: list[int]) -> dict[str, Any]:
@@ -1171,6 +1218,7 @@ def complexity_summary(result: ComplexityResult, settings: ComplexitySettings) -
     undetermined = undetermined_families(out["approximators"], result.capacity, decisive)
     out["verdict"] = verdict(out["approximators"], settings, unconverged_fits(table), undetermined, decisive)
     out["budget"] = settings.budget.to_dict()
+    out["fitted_in"] = result.targets
     out["selection"] = SELECTION_MARKS[settings.selection]
     out["dropped_scenes"] = result.dropped_scenes
     out["probe_scenes_unscored"] = result.probe_scenes_unscored
