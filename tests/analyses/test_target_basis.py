@@ -108,3 +108,28 @@ def test_the_subspace_widens_until_the_probes_read_it_as_they_read_the_embedding
     read = probes.decision_function(narrower.within(y), ["object"])["object"]
     assert kept["object_acc_embeddings"] - set_separation_correct(read, objects).mean() > READ_WITHIN
     assert target_basis(y, resolve_budget("cpu", max_target_dims=0), probes, objects) == (None, None)
+
+
+class _MemorisedTheirTrainingScenes:
+    """Probes that read exactly the embeddings of their training scenes (noise included) and nothing else;
+    ``truth``: the soft targets of the scenes they will be asked about, in order."""
+
+    def __init__(self, fitted: np.ndarray, truth: np.ndarray) -> None:
+        self.fitted, self.truth = {row.tobytes() for row in fitted}, truth
+
+    def decision_function(self, z: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+        known = np.array([row.tobytes() in self.fitted for row in z])
+        return {"object": np.where(known[:, None], 1.0, -1.0) * self.truth}
+
+
+def test_the_probes_read_the_subspace_on_scenes_they_were_not_fitted_on(scenes: SceneSet) -> None:
+    y = planted_embeddings(scenes, "additive_concepts_objects", dim=40, width=6, noise=0.01, seed=8)
+    objects = soft_targets(scenes)["object"]
+    train = np.arange(0, len(y), 2)
+    held_out = np.setdiff1d(np.arange(len(y)), train)
+    probes = _MemorisedTheirTrainingScenes(y[train], objects[held_out])
+    basis, kept = target_basis(y, resolve_budget("cpu"), probes, objects, held_out)  # type: ignore[arg-type]
+    assert basis is not None and kept is not None and basis.dims == 6  # the noise they memorised is not kept
+    # read on every scene, the memorised noise looks like signal: widened to every dimension
+    everywhere = _MemorisedTheirTrainingScenes(y[train], objects)
+    assert target_basis(y, resolve_budget("cpu"), everywhere, objects) == (None, None)  # type: ignore[arg-type]

@@ -182,10 +182,10 @@ BUDGETS = {
     "cpu": Budget(
         name="cpu",
         sweeps=800,
-        epochs=300,
+        epochs=600,
         eval_every=10,
         patience=3,
-        max_train_scenes=1024,
+        max_train_scenes=512,
         max_eval_scenes=2000,
         max_target_dims=128,
         starts=4,
@@ -732,11 +732,14 @@ def complexity_sweep(
     check_probes(probes, sc, ys.shape[1])
     targets = soft_targets(sc)
     layout = Layout.of(sc)
-    basis, fitted_in = target_basis(ys, settings.budget, probes, targets["object"])
-    width = settings.width or (ys.shape[1] if basis is None else basis.dims)
     unscored = None
-    if probe_fitted is not None and settings.probe_scenes == "exclude":
+    if probe_fitted is not None:
         unscored = np.flatnonzero(np.isin(keep, np.asarray(probe_fitted, dtype=np.int64)))
+    held_out = None if unscored is None else np.setdiff1d(np.arange(len(sc)), unscored)
+    basis, fitted_in = target_basis(ys, settings.budget, probes, targets["object"], held_out)
+    width = settings.width or (ys.shape[1] if basis is None else basis.dims)
+    if settings.probe_scenes != "exclude":
+        unscored = None
     plans = plan_sweep(sc, settings, unscored)
     rows = reference_rows(plans, ys, targets, probes, sc.scenes)
     centre = ys.astype(np.float64).mean(axis=0) if settings.r2_centre == "scenes" else None
@@ -797,21 +800,26 @@ def complexity_sweep(
 
 
 def target_basis(
-    y: np.ndarray, budget: Budget, probes: ProbeSet, objects: np.ndarray
+    y: np.ndarray, budget: Budget, probes: ProbeSet, objects: np.ndarray, read_on: np.ndarray | None = None
 ) -> tuple[TargetBasis | None, dict[str, Any] | None]:
     """The principal subspace the budget fits in (see :class:`Budget`; None: the embeddings as they
     are) and what it keeps.
 
     The subspace is widened (doubled) while the frozen probes read the embeddings' part inside it
-    more than :data:`READ_WITHIN` worse than the embeddings (object accuracy over every scene):
-    predictions confined to it could not otherwise reach the in-distribution line, and f* would
-    read the cap as complexity.
+    more than :data:`READ_WITHIN` worse than the embeddings (object accuracy over the scenes
+    ``read_on``, those the probes were not fitted on where known, else every scene): predictions
+    confined to it could not otherwise reach the in-distribution line, and f* would read the cap as
+    complexity. Small components can carry what the probes read (held-out scenes), or only the
+    noise of the probes' own training scenes (which they may have fitted): hence the held-out read.
     """
     if budget.max_target_dims is None:
         return None, None
 
+    on = np.arange(len(y)) if read_on is None or not len(read_on) else read_on
+
     def read(z: np.ndarray) -> float:
-        return float(set_separation_correct(probes.decision_function(z, ["object"])["object"], objects).mean())
+        logits = probes.decision_function(z[on], ["object"])["object"]
+        return float(set_separation_correct(logits, objects[on]).mean())
 
     full = read(y)
     basis = TargetBasis.of(y, budget.target_variance, budget.max_target_dims)
