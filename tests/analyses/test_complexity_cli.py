@@ -51,10 +51,11 @@ def probe_run(tmp_path_factory: pytest.TempPathFactory, emb: Path) -> Path:
 
 def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> None:
     out = tmp_path / "cx"
-    result = run_cli("complexity", emb, "--out", out, "--seeds", "0", *QUICK)  # every family: one seed
+    # every family, one seed, in the embeddings as they are (24 dimensions: tables that can memorise)
+    result = run_cli("complexity", emb, "--out", out, "--seeds", "0", "--max-target-dims", "0", *QUICK)
     assert result.returncode == 0, result.stderr
     assert "verdict:" in result.stdout and "budget: cpu, protocol exact (sweeps 60, epochs 40" in result.stdout
-    assert "fitted in: the embeddings" in result.stdout  # a subspace or the embeddings as they are, said
+    assert "fitted in: the embeddings as they are" in result.stdout
     for label in ("additive", "mult", "mult_within_object", "sum_mult", "mlp(16)", "in-distribution"):
         assert label in result.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -68,6 +69,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert summary["verdict"]["reading"] and summary["dropped_scenes"] == 0
     # 24-dimensional tables hold one product term per clevr object: the verdict must say so
     assert "values all fitted" in result.stdout and "capacity: mult_within_object's table width 24" in result.stdout
+    assert summary["fitted_in"] is None and summary["budget"]["max_target_dims"] is None
     assert set(summary["coverage"]) == {"0.5", "0.9"} and "mult_within_object" in summary["capacity"]
     assert summary["settings"]["second_fit"] is True and summary["settings"]["object_order"] == "covering"
     for name in ("mult", "sum_mult"):
@@ -124,6 +126,11 @@ def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tm
     # their probe.json records the split: the 230 scenes of seed 1's probes are not scored
     assert summary["probe_scenes_unscored"] == 230 and "the 230 scenes the probes were fitted on" in by_run.stdout
     assert "description_length_bits" not in summary["approximators"]["additive"]
+    # the cpu budget's principal subspace: what it holds and how the probes read it, on the terminal too
+    kept = summary["fitted_in"]
+    assert kept["of"] == 24 and kept["dims"] < 24 and kept["variance_kept"] >= 0.999
+    assert kept["object_acc_embeddings"] - kept["object_acc"] <= 0.01
+    assert f"fitted in: the embeddings' leading {kept['dims']} of 24 principal components" in by_run.stdout
     additive = summary["approximators"]["additive"]
     assert additive["object_acc"]["0.5"]["n"] == 2 and additive["auc"]["n"] == 2  # two seeds
     by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
