@@ -20,7 +20,8 @@ Data: a 10 x 10 concept space, every 2-object scene (10,000), planted ``mult_wit
 embeddings (noise 0.05) of ``--widths`` dimensions, fitted at a table width equal to the embedding
 width. Model (fraction f, seed s) draws a share f of the objects (f = 0.1 .. 0.9); its scenes are
 those whose two objects are both drawn, a fifth of them (at most 256) held out for validation and
-the rest (at most 1,024, the ``cpu`` budget's cap) fitted on. Printed per family and width: seconds
+the rest (at most 1,024, the ``cpu`` budget's cap when
+this was measured; it is 512 now) fitted on. Printed per family and width: seconds
 ours, seconds baseline, and the ratio baseline / ours.
 
 Run it from the repository root::

@@ -299,8 +299,9 @@ def complexity(
     budget: Annotated[
         BudgetName,
         typer.Option(
-            help="cpu: the exact protocol, capped to finish in minutes on 2 cores (1,024 training scenes per fit, "
-            "4 starts of 5 ALS sweeps, 300 MLP epochs, L-BFGS probes; see README). full: the exact protocol on "
+            help="cpu: the exact protocol, capped to finish in minutes on 2 cores (512 training scenes per fit, "
+            "the embeddings' leading principal subspace, 4 starts of 5 ALS sweeps, 600 MLP epochs, L-BFGS probes; "
+            "see README). full: the exact protocol on "
             "every scene. paper: the paper's Adam, 4,000 epochs on every scene (docs/method.md §6; for a GPU). "
             "auto: full on CUDA, cpu otherwise; the output says which and why."
         ),

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from bindscope.analyses.complexity.approxfit import CONVERGED_BELOW, SceneIndex, StackFit, require_scenes
-from bindscope.analyses.complexity.approximators import Family, Layout, Params, init_params
+from bindscope.analyses.complexity.approximators import Family, Layout, Params, gather_rows, init_params
 from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_STEPS
@@ -172,14 +172,6 @@ def one_hot_rows(rows: torch.Tensor, num_rows: int) -> torch.Tensor:
     """Scenes x table rows, the count of each row among a scene's slots (float64): ``[..., S]`` -> ``[..., R]``."""
     out = torch.zeros(*rows.shape[:-1], num_rows, dtype=DTYPE, device=rows.device)
     return out.scatter_add_(-1, rows, torch.ones_like(rows, dtype=DTYPE))
-
-
-def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``x[i, index[i]]`` for every model i: ``[M, n, ...]`` at ``[M, ...]`` -> ``[M, ..., ...]``."""
-    m, n = x.shape[:2]
-    offsets = torch.arange(m, device=x.device).view(m, *[1] * (index.dim() - 1)) * n
-    rows = torch.index_select(x.flatten(0, 1), 0, (index + offsets).flatten())  # faster than x[index] on CPUs
-    return rows.view(*index.shape, *x.shape[2:])
 
 
 def _slot_rows(layout: Layout) -> list[tuple[int, int]]:
@@ -348,7 +340,7 @@ class TableModels:
     def embed(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """Per slot, the table rows ``[M, n, d]`` of scenes with slot rows ``rows [M, n, S]`` (a tensor per
         slot: large tensors cost page faults on every allocation)."""
-        return [_gather(self.table, rows[:, :, s]) for s in range(rows.shape[2])]
+        return [gather_rows(self.table, rows[:, :, s]) for s in range(rows.shape[2])]
 
     def _features(self, e: list[torch.Tensor]) -> torch.Tensor:
         """The sum of the products ``[M, n, d]`` of the scenes' table rows ``e``."""
@@ -357,7 +349,9 @@ class TableModels:
     def _additive(self, rows: torch.Tensor) -> torch.Tensor | float:
         if self.folded_add is None:
             return 0.0
-        return functools.reduce(operator.add, [_gather(self.folded_add, rows[:, :, s]) for s in range(rows.shape[2])])
+        return functools.reduce(
+            operator.add, [gather_rows(self.folded_add, rows[:, :, s]) for s in range(rows.shape[2])]
+        )
 
     def predict(self, rows: torch.Tensor) -> torch.Tensor:
         """Predicted embeddings ``[M, n, D]`` of scenes with slot rows ``rows [M, n, S]``."""
@@ -423,7 +417,7 @@ class TableModels:
         m, _, d = e[slot].shape
         p = _product(e, [k for k in next(g for g in self.groups if slot in g) if k != slot])  # [M, n, d]
         by = design.by_value[slot]
-        held = _gather(torch.cat([p, p.new_zeros(m, 1, d)], 1), by.members)  # [M, V, m, d]: scene n is zeros
+        held = gather_rows(torch.cat([p, p.new_zeros(m, 1, d)], 1), by.members)  # [M, V, m, d]: scene n is zeros
         grams = (held.transpose(2, 3) @ held) * wtw[:, None]
         values = by.seen.shape[1]
         at = (by.value + torch.arange(m, device=p.device)[:, None] * (values + 1)).flatten()
@@ -432,7 +426,7 @@ class TableModels:
         solution = _solve_sym(_ridge(grams, ridge), rhs.view(m, values + 1, d, 1)[:, :values])[..., 0]
         first, end = self.slot_rows[slot]
         self.table[:, first:end] = torch.where(by.seen[..., None], solution, self.table[:, first:end])
-        e[slot] = _gather(self.table, design.scenes.rows[:, :, slot])
+        e[slot] = gather_rows(self.table, design.scenes.rows[:, :, slot])
 
     def sweep(self, design: Design, ridge: float) -> torch.Tensor:
         """One ALS sweep: every slot's table in turn, rebalance, the output layer (solved first as well

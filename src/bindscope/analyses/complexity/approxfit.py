@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,6 +32,9 @@ from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_STEPS
 from bindscope.space.concepts import SceneSet
+
+if TYPE_CHECKING:
+    from sklearn.decomposition import PCA
 
 #: ``exact``: ALS for the table families, Adam on standardised targets for the MLP; ``paper``: Adam for every family.
 PROTOCOLS = ("exact", "paper")
@@ -135,6 +139,14 @@ def pick_fits(first: StackFit, second: StackFit, take_second: np.ndarray) -> Sta
     )
 
 
+def principal_axes(y: np.ndarray) -> PCA | None:
+    """The principal axes of embeddings ``y [N, D]`` (float64), None where ``y`` is constant."""
+    from sklearn.decomposition import PCA
+
+    y = np.asarray(y, dtype=np.float64)
+    return PCA(svd_solver="full").fit(y) if y.var(axis=0).sum() > 0 else None
+
+
 @dataclass(frozen=True)
 class TargetBasis:
     """The embeddings' leading principal subspace, where a capped budget fits its models.
@@ -152,14 +164,15 @@ class TargetBasis:
     def of(cls, y: np.ndarray, variance: float, max_dims: int, min_dims: int = 1) -> TargetBasis | None:
         """The fewest leading components holding ``variance`` of the variance, at most ``max_dims`` and
         at least ``min_dims``; None where that is every dimension (nothing to gain) or ``y`` is constant."""
-        from sklearn.decomposition import PCA
+        pca = principal_axes(y)
+        return None if pca is None else cls.leading(pca, variance, max_dims, min_dims)
 
-        y = np.asarray(y, dtype=np.float64)
-        if not y.var(axis=0).sum() > 0:
-            return None
-        shares = np.cumsum((pca := PCA(svd_solver="full").fit(y)).explained_variance_ratio_)
+    @classmethod
+    def leading(cls, pca: PCA, variance: float, max_dims: int, min_dims: int = 1) -> TargetBasis | None:
+        """As :meth:`of`, from the embeddings' fitted principal axes (:func:`principal_axes`)."""
+        shares = np.cumsum(pca.explained_variance_ratio_)
         k = max(min(int(np.searchsorted(shares, variance * shares[-1])) + 1, max_dims), min_dims)
-        if k >= min(y.shape[1], len(shares)):
+        if k >= min(pca.n_features_in_, len(shares)):
             return None
         return cls(pca.mean_, pca.components_[:k], float(shares[k - 1] / shares[-1]))
 
@@ -168,8 +181,12 @@ class TargetBasis:
         return int(self.components.shape[0])
 
     @property
+    def embedding_dim(self) -> int:
+        return int(self.components.shape[1])
+
+    @property
     def scale(self) -> float:
-        return math.sqrt(self.dims / self.components.shape[1])
+        return math.sqrt(self.dims / self.embedding_dim)
 
     def project(self, y: np.ndarray) -> np.ndarray:
         """Scaled coordinates ``[N, k]`` of embeddings ``[N, D]`` (float32)."""
@@ -181,7 +198,7 @@ class TargetBasis:
 
     def describe(self) -> dict[str, float | int]:
         """What a result records of the reduction."""
-        return {"dims": self.dims, "of": int(self.components.shape[1]), "variance_kept": self.variance_kept}
+        return {"dims": self.dims, "of": self.embedding_dim, "variance_kept": self.variance_kept}
 
     def within(self, y: np.ndarray) -> np.ndarray:
         """``y``'s part inside the subspace, as embeddings (``restore(project(y))``)."""
@@ -461,5 +478,5 @@ def predict_stack(
             pred = predict(family, params, prep, data.rows[padded], data.objects[padded], layout).cpu().numpy()
             for i, p in enumerate(parts):
                 out[i].append(pred[i, : len(p)] if data.basis is None else data.basis.restore(pred[i, : len(p)]))
-    dim = data.y.shape[1] if data.basis is None else data.basis.components.shape[1]
+    dim = data.y.shape[1] if data.basis is None else data.basis.embedding_dim
     return [np.concatenate(o) if o else np.empty((0, dim), np.float32) for o in out]

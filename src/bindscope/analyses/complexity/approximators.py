@@ -177,7 +177,7 @@ def num_parameters(family: Family, layout: Layout, width: int, dim: int) -> int:
 
 
 # -- the forward pass ---------------------------------------------------------------------------------
-def _gather(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+def gather_rows(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``table[g, rows[g, ...]]``: ``[G, R, w]`` x ``[G, ...]`` -> ``[G, ..., w]``."""
     g, r, w = table.shape
     offsets = (torch.arange(g, device=rows.device) * r).view(g, *[1] * (rows.dim() - 1))
@@ -243,7 +243,7 @@ def _product(factors: list[torch.Tensor]) -> torch.Tensor:
 
 def _product_of(table: torch.Tensor, rows: torch.Tensor, columns: range) -> torch.Tensor:
     """``prod_j table[g, rows[g, i, j]]`` over the given columns of ``rows``: ``[G, n, w]``."""
-    return _product([_gather(table, rows[..., j]) for j in columns])
+    return _product([gather_rows(table, rows[..., j]) for j in columns])
 
 
 def _all_slots_product(params: Params, prep: Params, rows: torch.Tensor, objects: torch.Tensor) -> torch.Tensor:

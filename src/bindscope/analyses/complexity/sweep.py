@@ -38,6 +38,7 @@ from bindscope.analyses.complexity.approxfit import (
     fit_stack,
     pick_fits,
     predict_stack,
+    principal_axes,
 )
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, Params, num_parameters
 from bindscope.analyses.decomposition import r2_score
@@ -732,14 +733,13 @@ def complexity_sweep(
     check_probes(probes, sc, ys.shape[1])
     targets = soft_targets(sc)
     layout = Layout.of(sc)
-    unscored = None
+    probe_train, held_out = None, None  # the probes' training scenes (indices into sc) and the rest, where known
     if probe_fitted is not None:
-        unscored = np.flatnonzero(np.isin(keep, np.asarray(probe_fitted, dtype=np.int64)))
-    held_out = None if unscored is None else np.setdiff1d(np.arange(len(sc)), unscored)
+        probe_train = np.flatnonzero(np.isin(keep, np.asarray(probe_fitted, dtype=np.int64)))
+        held_out = np.setdiff1d(np.arange(len(sc)), probe_train)
+    unscored = probe_train if settings.probe_scenes == "exclude" else None
     basis, fitted_in = target_basis(ys, settings.budget, probes, targets["object"], held_out)
     width = settings.width or (ys.shape[1] if basis is None else basis.dims)
-    if settings.probe_scenes != "exclude":
-        unscored = None
     plans = plan_sweep(sc, settings, unscored)
     rows = reference_rows(plans, ys, targets, probes, sc.scenes)
     centre = ys.astype(np.float64).mean(axis=0) if settings.r2_centre == "scenes" else None
@@ -821,13 +821,15 @@ def target_basis(
         logits = probes.decision_function(z[on], ["object"])["object"]
         return float(set_separation_correct(logits, objects[on]).mean())
 
+    pca = principal_axes(y)  # fitted once, however often the subspace is widened
+    basis = None if pca is None else TargetBasis.leading(pca, budget.target_variance, budget.max_target_dims)
     full = read(y)
-    basis = TargetBasis.of(y, budget.target_variance, budget.max_target_dims)
     while basis is not None:
         inside = read(basis.within(y))
         if full - inside <= READ_WITHIN:
             return basis, {**basis.describe(), "object_acc": inside, "object_acc_embeddings": full}
-        basis = TargetBasis.of(y, budget.target_variance, budget.max_target_dims, min_dims=2 * basis.dims)
+        assert pca is not None  # a basis comes from the fitted axes
+        basis = TargetBasis.leading(pca, budget.target_variance, budget.max_target_dims, min_dims=2 * basis.dims)
     return None, None
 
 
