@@ -54,8 +54,8 @@ from bindscope.analyses.complexity.sweep import (
     resolve_budget,
     score,
 )
-from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.data.presets import get_preset
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import SceneSet
 from bindscope.space.planted import planted_embeddings
 

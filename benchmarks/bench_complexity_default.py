@@ -50,9 +50,9 @@ import queue
 import time
 from typing import Any
 
-from bindscope.analyses.base import AnalysisInputs
 from bindscope.analyses.complexity.analysis import ComplexityAnalysis
 from bindscope.analyses.complexity.sweep import BUDGETS, Budget, ComplexitySettings, resolve_budget
+from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

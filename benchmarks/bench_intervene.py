@@ -37,8 +37,8 @@ import torch
 
 from bindscope.analyses.intervene.edits import EditPlan, plan_edits
 from bindscope.analyses.intervene.score import Job, score_jobs
-from bindscope.analyses.object_banks import Bank, obj_avg_bank, pos_avg_bank, single_bank
 from bindscope.data.presets import get_preset
+from bindscope.estimators.object_banks import Bank, obj_avg_bank, pos_avg_bank, single_bank
 from bindscope.space.concepts import SceneSet
 
 DIM = 384

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from bindscope.analyses import ProbeSettings, load_inputs
-from bindscope.analyses.probe import probe_variant, used_scenes
+from bindscope.estimators.probe_runs import probe_variant, used_scenes
 
 
 def fit(y: np.ndarray, scenes, optimizer: str, seed: int, source: str) -> tuple[float, dict, dict]:

@@ -3,14 +3,14 @@
 What is timed
 -------------
 ours
-    One call of ``bindscope.analyses.decompose.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
+    One call of ``bindscope.analyses.decompose.analysis.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
     four additive models on each seed's 80/20 scene split (plus its permuted-label control),
     and the five subtraction probe runs (base, objects, objects_perm, concepts, concepts_perm)
     on each seed's 40/60 split with the default ``fast`` optimiser.
 baseline
     The paper's way, written out here: for each model and seed a dense one-hot design matrix
     and ``numpy.linalg.lstsq``; for each variant (residuals from
-    ``bindscope.analyses.decomposition.subtract``, as ours) and seed one probe fit at a time with
+    ``bindscope.estimators.additive.subtract``, as ours) and seed one probe fit at a time with
     autograd: ``nn.Linear``'s initialisation, ``torch.optim.Adam`` (lr 1e-2) with
     ``CosineAnnealingLR`` over 10,000 full-batch steps, scored by set separation on the test
     scenes.
@@ -46,11 +46,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bindscope.analyses.decompose import SUBTRACTION_VARIANTS, decompose_analysis
-from bindscope.analyses.decomposition import MODELS, design_columns, r2_score, subtract
-from bindscope.analyses.probe import ProbeSettings
-from bindscope.analyses.probes import OBJECT, _default_init, _loss, set_separation_correct, soft_targets, stack_targets
+from bindscope.analyses.decompose.analysis import SUBTRACTION_VARIANTS, decompose_analysis
 from bindscope.data.presets import get_preset
+from bindscope.estimators.additive import MODELS, design_columns, r2_score, subtract
+from bindscope.estimators.probe_runs import ProbeSettings
+from bindscope.estimators.probes import (
+    OBJECT,
+    _default_init,
+    _loss,
+    set_separation_correct,
+    soft_targets,
+    stack_targets,
+)
 from bindscope.space.concepts import PAD, SceneSet
 from bindscope.space.planted import planted_embeddings
 from bindscope.space.splits import scene_split

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, complexity_sweep
-from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.core.executors import RayExecutor, Resources, Unit, executing_on
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

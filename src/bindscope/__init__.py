@@ -1,11 +1,10 @@
 """bindscope: measure how embedding models bind concepts.
 
 The package is layered in the order of the data flow; a layer imports only the ones below it:
-``core`` <- ``space`` <- ``data`` <- ``embeddings`` <- ``analyses`` <- ``scratch`` <- ``pipeline``
-<- ``cli``. The most used names are re-exported here.
+``core`` <- ``space`` <- ``data`` <- ``embeddings`` <- ``estimators`` <- ``analyses`` <- ``scratch``
+<- ``pipeline`` <- ``cli``. The most used names are re-exported here.
 """
 
-from bindscope import _compat
 from bindscope.core.errors import BindscopeError
 from bindscope.core.version import __version__
 from bindscope.data.datasets import Dataset, build_dataset, load_dataset
@@ -21,8 +20,6 @@ from bindscope.space.splits import (
     save_split,
     scene_split,
 )
-
-_compat.install()
 
 __all__ = [
     "__version__",

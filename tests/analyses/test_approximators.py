@@ -8,13 +8,7 @@ import pytest
 import torch
 
 from approximator_formula import formula as _formula
-from bindscope.analyses.complexity.approxfit import (
-    SceneIndex,
-    Schedule,
-    TargetScale,
-    fit_stack,
-    predict_stack,
-)
+from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, TargetScale, fit_stack, predict_stack
 from bindscope.analyses.complexity.approximators import (
     FAMILIES,
     Family,

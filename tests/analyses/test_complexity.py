@@ -25,10 +25,10 @@ from bindscope.analyses.complexity.sweep import (
     stacks,
     verdict,
 )
-from bindscope.analyses.probes import ProbeSet, soft_targets
-from bindscope.analyses.results import KEY_COLUMNS, tidy
 from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import KEY_COLUMNS, tidy
 from bindscope.data.presets import get_preset
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 
@@ -313,7 +313,7 @@ def test_a_verdict_from_converged_fits_is_reliable() -> None:
 
 
 def test_the_scenes_loaded_probes_were_fitted_on_are_rebuilt_from_their_record(scenes: SceneSet) -> None:
-    from bindscope.analyses.probe import recorded_training_scenes, used_scenes
+    from bindscope.estimators.probe_runs import recorded_training_scenes, used_scenes
     from bindscope.space.splits import scene_split
 
     mixed = scenes.concat(SceneSet.singles(SPACE))  # pairs, then single objects
@@ -329,7 +329,7 @@ def test_the_scenes_loaded_probes_were_fitted_on_are_rebuilt_from_their_record(s
 
 def test_probes_fitted_by_complexity_record_the_split_they_were_fitted_on(scenes: SceneSet) -> None:
     from bindscope.analyses.complexity.analysis import fitting_settings
-    from bindscope.analyses.probe import probe_variant, recorded_training_scenes, split_record
+    from bindscope.estimators.probe_runs import probe_variant, recorded_training_scenes, split_record
 
     mixed = scenes.concat(SceneSet.singles(SPACE))  # like `text`: pairs, then single objects
     y = planted_embeddings(mixed, "concept_additive", dim=8, seed=0)

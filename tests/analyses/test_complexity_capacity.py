@@ -19,7 +19,7 @@ from bindscope.analyses.complexity.sweep import (
     undetermined_families,
     verdict,
 )
-from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 from bindscope.space.splits import scene_split

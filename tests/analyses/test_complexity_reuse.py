@@ -12,8 +12,8 @@ import pytest
 
 from bindscope.analyses.complexity import sweep as sweep_module
 from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_sweep, resolve_budget
-from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.core.executors import keeping_units
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -216,16 +215,3 @@ def test_settings_are_frozen() -> None:
     with pytest.raises(Exception, match="frozen"):
         settings.steps = 3  # type: ignore[misc]
     assert settings.replace(steps=3).steps == 3 and settings.steps == 10_000
-
-
-def test_old_module_names_still_import_with_a_deprecation_warning() -> None:
-    import importlib
-    import sys
-
-    for old, name in (("bindscope.suite", "decompose_analysis"), ("bindscope.complexity", "ComplexitySettings")):
-        sys.modules.pop(old, None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            module = importlib.import_module(old)
-        assert hasattr(module, name)
-        assert any(issubclass(w.category, DeprecationWarning) and old in str(w.message) for w in caught)

@@ -18,13 +18,7 @@ from bindscope.analyses.crossmodal.retrieval import (
     tie_credit,
     top_scores,
 )
-from bindscope.analyses.crossmodal.swaps import (
-    TIE_TOLERANCE,
-    pairwise_accuracy,
-    swap_accuracy,
-    swap_cases,
-    swap_scores,
-)
+from bindscope.analyses.crossmodal.swaps import TIE_TOLERANCE, pairwise_accuracy, swap_accuracy, swap_cases, swap_scores
 from bindscope.data.presets import get_preset
 from bindscope.space.planted import planted_embeddings
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.analyses.decomposition import MODELS, design_columns, fit_additive, permutations_for, r2_score, subtract
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
+from bindscope.estimators.additive import MODELS, design_columns, fit_additive, permutations_for, r2_score, subtract
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

@@ -85,9 +85,3 @@ def test_the_estimator_refuses_bad_input(scenes: SceneSet) -> None:
         Approximator("quadratic").fit(scenes, _additive(scenes))
     with pytest.raises(BindscopeError, match="unknown protocol 'adam'; choose exact or paper"):
         Approximator(protocol="adam").fit(scenes, _additive(scenes))
-
-
-def test_the_0_1_import_path_still_works_and_warns() -> None:
-    with pytest.warns(DeprecationWarning, match="bindscope.approxfit is deprecated"):
-        from bindscope.approxfit import Approximator as Old  # type: ignore[import-not-found]
-    assert Old is Approximator

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bindscope.analyses.floors import (
+from bindscope.estimators.floors import (
     BAG_LEVEL,
     BINDS,
     MARGIN,
@@ -18,7 +18,7 @@ from bindscope.analyses.floors import (
     clearance_text,
     object_floors,
 )
-from bindscope.analyses.probes import OBJECT, set_separation_correct, soft_targets
+from bindscope.estimators.probes import OBJECT, set_separation_correct, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 

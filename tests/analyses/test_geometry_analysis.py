@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.analyses.base import AnalysisInputs
 from bindscope.analyses.geometry.analysis import GeometrySettings
+from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.analyses.registry import get_analysis, run_analysis
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import ConceptSpace, SceneSet

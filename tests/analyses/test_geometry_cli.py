@@ -151,7 +151,8 @@ def test_bad_options(planted_folders: Path, tmp_path: Path, run_cli, args: tuple
     ],
 )
 def test_bad_settings_for_this_dataset(planted_folders: Path, tmp_path: Path, settings: dict, message: str) -> None:
-    from bindscope.analyses import GeometrySettings, run_geometry
+    from bindscope.analyses import GeometrySettings
+    from bindscope.pipeline.combine.geometry import run_geometry
 
     if not settings:  # a 3-concept space without --attribute: the picture is absent, with the reason
         run = run_geometry([planted_folders / "emb" / "half"], tmp_path / "g", GeometrySettings(seeds=(0,)))
@@ -163,7 +164,7 @@ def test_bad_settings_for_this_dataset(planted_folders: Path, tmp_path: Path, se
 
 
 def test_bad_folders(planted_folders: Path, tmp_path: Path, run_cli) -> None:
-    from bindscope.analyses import run_geometry
+    from bindscope.pipeline.combine.geometry import run_geometry
 
     emb = planted_folders / "emb"
     with pytest.raises(BindscopeError, match="--singles names the bank of one folder"):

@@ -12,12 +12,7 @@ from bindscope.analyses.geometry.factorization import (
     residual_norms,
     whitening,
 )
-from bindscope.analyses.geometry.structure import (
-    component_cosines,
-    effective_rank,
-    numerical_rank,
-    principal_angles,
-)
+from bindscope.analyses.geometry.structure import component_cosines, effective_rank, numerical_rank, principal_angles
 from bindscope.space.concepts import ConceptSpace
 
 DIM = 64

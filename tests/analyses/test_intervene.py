@@ -12,10 +12,10 @@ from bindscope.analyses import AnalysisInputs, InterveneSettings, run_analysis
 from bindscope.analyses.intervene.analysis import BAG, UNEDITED, at_k, intervene_analysis
 from bindscope.analyses.intervene.edits import draw_targets, plan_edits
 from bindscope.analyses.intervene.score import Job, score_jobs
-from bindscope.analyses.object_banks import group_means, obj_avg_bank, pos_avg_bank, single_bank
-from bindscope.analyses.probes import ProbeSet, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
+from bindscope.estimators.object_banks import group_means, obj_avg_bank, pos_avg_bank, single_bank
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 
@@ -376,7 +376,7 @@ def test_single_bank_found_beside_and_checked(clevr_dir, tmp_path) -> None:
 
 
 def test_latex_escapes_specials() -> None:
-    from bindscope.analyses.intervene.table import latex_escape
+    from bindscope.pipeline.combine.intervene import latex_escape
 
     assert latex_escape(r"hf:a_b\c {x} 5% 1.0 ± 0.2 –") == r"hf:a\_b\textbackslash{}c \{x\} 5\% 1.0 $\pm$ 0.2 --"
 

@@ -11,11 +11,12 @@ from approximator_formula import formula as _formula
 from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, fit_stack
 from bindscope.analyses.complexity.approximators import Family, Layout, init_params
 from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_sweep, plan_sweep, resolve_budget
-from bindscope.analyses.decompose import DecomposeSettings, decompose_analysis
-from bindscope.analyses.decomposition import permutations_for, subtract
-from bindscope.analyses.probe import ProbeSettings, probe_analysis, used_scenes
-from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.analyses.decompose.analysis import DecomposeSettings, decompose_analysis
+from bindscope.analyses.probe.analysis import probe_analysis
 from bindscope.core.errors import BindscopeError
+from bindscope.estimators.additive import permutations_for, subtract
+from bindscope.estimators.probe_runs import ProbeSettings, used_scenes
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

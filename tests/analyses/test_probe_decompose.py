@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.analyses.decompose import decompose_analysis, decompose_summary
-from bindscope.analyses.probe import ProbeSettings, probe_analysis, probe_summary, probe_variant
-from bindscope.analyses.results import KEY_COLUMNS
+from bindscope.analyses.decompose.analysis import decompose_analysis, decompose_summary
+from bindscope.analyses.probe.analysis import probe_analysis, probe_summary
+from bindscope.core.tidy import KEY_COLUMNS
 from bindscope.data.presets import get_preset
+from bindscope.estimators.probe_runs import ProbeSettings, probe_variant
 from bindscope.space.planted import planted_embeddings
 
 FAST = ProbeSettings(steps=500, max_iter=100)  # the reference schedule and L-BFGS, shortened: tests check verdicts

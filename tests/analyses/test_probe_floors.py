@@ -10,17 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.analyses.floors import BAG_LEVEL, BINDS, MARGIN, bag_embeddings, bag_of_concepts_accuracy
-from bindscope.analyses.probe import (
+from bindscope.analyses.probe.analysis import (
     ProbeAnalysis,
-    ProbeSettings,
     bag_settings,
     binding_reading,
     probe_analysis,
     probe_summary,
-    seed_splits,
     seed_values,
 )
+from bindscope.estimators.floors import BAG_LEVEL, BINDS, MARGIN, bag_embeddings, bag_of_concepts_accuracy
+from bindscope.estimators.probe_runs import ProbeSettings, seed_splits
 from bindscope.pipeline.report import card_row
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings

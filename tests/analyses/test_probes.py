@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bindscope.analyses.probes import (
+from bindscope.core.errors import BindscopeError
+from bindscope.data.presets import get_preset
+from bindscope.estimators.probes import (
     ProbeSet,
     _default_init,
     _loss,
@@ -21,8 +23,6 @@ from bindscope.analyses.probes import (
     stack_targets,
     threads_for,
 )
-from bindscope.core.errors import BindscopeError
-from bindscope.data.presets import get_preset
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 from bindscope.space.splits import scene_split
@@ -171,7 +171,7 @@ def test_separable_probes_over_budget_keep_lbfgs_and_say_so(clevr, caplog) -> No
     y = planted_embeddings(clevr, "bag_of_concepts", dim=64, noise=0.5, seed=1)
     names, blocks, t = stack_targets(soft_targets(clevr), len(y))
     x, tt = torch.from_numpy(y[:230])[None], torch.from_numpy(t[:230])[None]
-    with caplog.at_level("WARNING", logger="bindscope.analyses.probes"):
+    with caplog.at_level("WARNING", logger="bindscope.estimators.probes"):
         _, solver = fit_probe_weights(x, tt, blocks, [0], exact_budget_s=0.0)
     assert solver[0][names.index("object")] == "lbfgs-separable"
     assert "would take about" in caplog.text and "--optimizer reference" in caplog.text

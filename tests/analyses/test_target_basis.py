@@ -14,7 +14,7 @@ from bindscope.analyses.complexity.sweep import (
     resolve_budget,
     target_basis,
 )
-from bindscope.analyses.probes import ProbeSet, set_separation_correct, soft_targets
+from bindscope.estimators.probes import ProbeSet, set_separation_correct, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

@@ -19,13 +19,13 @@ import pandas as pd
 import pytest
 
 from bindscope.analyses import ComplexitySettings, load_result, run_analysis
-from bindscope.analyses.base import AnalysisInputs
 from bindscope.analyses.complexity.sweep import Budget
-from bindscope.analyses.probes import ProbeSet, soft_targets
+from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import ExecutorChoice, RayExecutor, executing_on
 from bindscope.core.faults import FAIL_DIR_ENV
 from bindscope.data.datasets import build_dataset
+from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.planted import planted_embeddings
 from cli_checks import assert_one_line_error
 from tiny_scratch import tiny_scratch_yaml

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bindscope.analyses.floors import BINDS, MARGIN
 from bindscope.analyses.results import load_result
+from bindscope.estimators.floors import BINDS, MARGIN
 from cli_checks import assert_one_line_error
 from tiny_scratch import tiny_scratch_yaml
 

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from bindscope.analyses.floors import BINDS, MARGIN
-from bindscope.analyses.probes import ProbeSet, load_probes, soft_targets
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
+from bindscope.estimators.floors import BINDS, MARGIN
+from bindscope.estimators.probes import ProbeSet, load_probes, soft_targets
 from bindscope.scratch import train as train_module
 from bindscope.scratch.config import load_config
 from bindscope.scratch.evaluate import (

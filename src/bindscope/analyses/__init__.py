@@ -12,18 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bindscope.analyses.base import INPUT_KINDS, Analysis, AnalysisInputs, Result
+from bindscope.analyses.base import Analysis, Result
 from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, resolve_budget
 from bindscope.analyses.crossmodal.analysis import CrossmodalSettings
-from bindscope.analyses.decompose import DecomposeSettings
+from bindscope.analyses.decompose.analysis import DecomposeSettings
 from bindscope.analyses.geometry.analysis import GeometrySettings
-from bindscope.analyses.geometry_runs import GeometryRun, geometry_inputs, run_geometry
-from bindscope.analyses.inputs import Inputs, load_frozen_probes, load_inputs
+from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, load_frozen_probes, load_inputs
 from bindscope.analyses.intervene.analysis import InterveneSettings
-from bindscope.analyses.probe import ProbeSettings
 from bindscope.analyses.registry import get_analysis, list_analyses, register, run_analysis
-from bindscope.analyses.results import KEY_COLUMNS, LoadedResult, load_result, spread, write_result
+from bindscope.analyses.results import LoadedResult, load_result, write_result
 from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import KEY_COLUMNS, spread
+from bindscope.estimators.probe_runs import ProbeSettings
 
 
 def run_probe(
@@ -178,7 +178,6 @@ __all__ = [
     "ComplexitySettings",
     "CrossmodalSettings",
     "DecomposeSettings",
-    "GeometryRun",
     "GeometrySettings",
     "Inputs",
     "InterveneSettings",
@@ -186,7 +185,6 @@ __all__ = [
     "ProbeSettings",
     "Result",
     "crossmodal_inputs",
-    "geometry_inputs",
     "get_analysis",
     "intervene_inputs",
     "list_analyses",
@@ -199,7 +197,6 @@ __all__ = [
     "run_complexity",
     "run_crossmodal",
     "run_decompose",
-    "run_geometry",
     "run_intervene",
     "run_probe",
     "spread",

@@ -18,54 +18,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-import numpy as np
 import pandas as pd
 
+from bindscope.analyses.inputs import AnalysisInputs, Inputs
 from bindscope.analyses.results import ResultFiles
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Settings
-from bindscope.space.concepts import SceneSet
 
-if TYPE_CHECKING:
-    from bindscope.analyses.inputs import Inputs
-    from bindscope.analyses.probes import ProbeSet
-
-#: What an analysis can take: scene embeddings (always), the ``+rand`` control's embeddings, frozen
-#: probes, the single-object bank (rows object-major: row ``o * S + s`` is object ``o`` alone at
-#: position ``s`` of ``S``), a second modality of the same model, and uni-modal probe results (the
-#: object and concept probe accuracy of ``bindscope probe`` per modality).
-INPUT_KINDS = ("embeddings", "control", "probes", "singles", "other", "unimodal")
 Progress = Callable[[int, int], object]
 Rows = list[tuple[str, ...]]  # a header row, then rows of cells
-
-
-@dataclass(frozen=True)
-class AnalysisInputs:
-    """The arrays an analysis computes on, aligned with ``scenes``."""
-
-    embeddings: np.ndarray
-    scenes: SceneSet
-    control: np.ndarray | None = None
-    probes: ProbeSet | None = None
-    singles: np.ndarray | None = None
-    other: np.ndarray | None = None
-    unimodal: dict[str, dict[str, Any]] | None = None  # per modality: probe accuracies (spreads)
-    noun: str | None = None  # the dataset's noun concept (its preset's), when known
-
-    def __post_init__(self) -> None:
-        y = np.asarray(self.embeddings)
-        if y.ndim != 2:
-            raise BindscopeError(f"embeddings must be 2-D [scenes, dim], got shape {y.shape}")
-        if len(y) != len(self.scenes):
-            raise BindscopeError(f"{len(y)} embeddings but {len(self.scenes)} scenes; rows must align with scenes")
-        if self.control is not None and np.shape(self.control)[0] != len(y):
-            raise BindscopeError(f"the control has {np.shape(self.control)[0]} rows, the embeddings {len(y)}")
-
-    def present(self) -> set[str]:
-        """The input kinds given."""
-        return {"embeddings"} | {k for k in INPUT_KINDS[1:] if getattr(self, k) is not None}
 
 
 @dataclass
@@ -126,3 +89,9 @@ class RunContext:
     inputs: Inputs | None
     arrays: AnalysisInputs
     title: str
+
+    def probe_source(self) -> dict[str, Any]:
+        """Where probes fitted in this run come from: the embedding folder and the dataset's hash (None in memory)."""
+        if self.inputs is None:
+            return {"embeddings": None, "dataset_hash": None}
+        return {"embeddings": self.inputs.embeddings.root, "dataset_hash": self.inputs.dataset.hash}

@@ -14,15 +14,47 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.analyses.base import AnalysisInputs
-from bindscope.analyses.probes import ProbeSet
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.data.datasets import Dataset, load_dataset
 from bindscope.embeddings.store import EmbeddingSet, find_rand_control, find_single_objects, load_embeddings
+from bindscope.estimators.probes import ProbeSet
 from bindscope.space.concepts import SceneSet
 
 log = logging.getLogger(__name__)
+
+#: What an analysis can take: scene embeddings (always), the ``+rand`` control's embeddings, frozen
+#: probes, the single-object bank (rows object-major: row ``o * S + s`` is object ``o`` alone at
+#: position ``s`` of ``S``), a second modality of the same model, and uni-modal probe results (the
+#: object and concept probe accuracy of ``bindscope probe`` per modality).
+INPUT_KINDS = ("embeddings", "control", "probes", "singles", "other", "unimodal")
+
+
+@dataclass(frozen=True)
+class AnalysisInputs:
+    """The arrays an analysis computes on, aligned with ``scenes``."""
+
+    embeddings: np.ndarray
+    scenes: SceneSet
+    control: np.ndarray | None = None
+    probes: ProbeSet | None = None
+    singles: np.ndarray | None = None
+    other: np.ndarray | None = None
+    unimodal: dict[str, dict[str, Any]] | None = None  # per modality: probe accuracies (spreads)
+    noun: str | None = None  # the dataset's noun concept (its preset's), when known
+
+    def __post_init__(self) -> None:
+        y = np.asarray(self.embeddings)
+        if y.ndim != 2:
+            raise BindscopeError(f"embeddings must be 2-D [scenes, dim], got shape {y.shape}")
+        if len(y) != len(self.scenes):
+            raise BindscopeError(f"{len(y)} embeddings but {len(self.scenes)} scenes; rows must align with scenes")
+        if self.control is not None and np.shape(self.control)[0] != len(y):
+            raise BindscopeError(f"the control has {np.shape(self.control)[0]} rows, the embeddings {len(y)}")
+
+    def present(self) -> set[str]:
+        """The input kinds given."""
+        return {"embeddings"} | {k for k in INPUT_KINDS[1:] if getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def geometry(
     wait: WaitOpt = False,
 ) -> None:
     """What shape do object embeddings have? Factorization, orthogonality, rank, linear heads, rank axes, MDS."""
-    from bindscope.analyses import GeometrySettings, get_analysis, run_geometry
+    from bindscope.analyses import GeometrySettings, get_analysis
+    from bindscope.pipeline.combine.geometry import run_geometry
 
     settings = GeometrySettings(
         mds=mds,

@@ -555,7 +555,7 @@ def intervene(
 ) -> None:
     """Can one object in a scene embedding be edited? Vector-arithmetic edits, scored by retrieval and probes."""
     if table:
-        from bindscope.analyses.intervene.table import write_tables
+        from bindscope.pipeline.combine.intervene import write_tables
 
         written = write_tables(paths, out, overwrite=overwrite)
         for path in written:

@@ -85,6 +85,6 @@ def compare(
     wait: WaitOpt = False,
 ) -> None:
     """Several runs side by side: merged tables, the report cards as one table, a figure per headline metric."""
-    from bindscope.pipeline.compare import compare_runs
+    from bindscope.pipeline.combine.runs import compare_runs
 
     typer.echo(f"wrote {compare_runs(run_dirs, out, overwrite=overwrite) / 'compare.html'}")

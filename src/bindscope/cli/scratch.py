@@ -246,7 +246,7 @@ def accuracy_rows(selected: dict[str, float], floors: dict[str, dict[str, float]
 
 def binding_reading(verdict: dict[str, Any]) -> str:
     """The binding verdict in words: the reading and how far the model cleared the bag."""
-    from bindscope.analyses.floors import clearance_text
+    from bindscope.estimators.floors import clearance_text
 
     if verdict.get("clearance_min") is None:
         return str(verdict["reading"])
@@ -318,7 +318,7 @@ def scratch_sweep(
 def sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
     """The sweep table: per fraction, held-out object accuracy over seeds beside its floors, the binding
     verdict, and the other metrics (batch-query with its bag floor where reported)."""
-    from bindscope.analyses.floors import SHORT_READINGS
+    from bindscope.estimators.floors import SHORT_READINGS
 
     batch = any("test_batch_object_acc" in entry for entry in per_fraction.values())
     header = ["fraction", "held-out object acc %", "std", "min", "max", "bag %", "binds", "needing binding %"]

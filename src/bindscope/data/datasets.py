@@ -30,15 +30,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import (
-    atomic_file,
-    check_inside,
-    read_json,
-    read_manifest,
-    read_parquet,
-    staged_dir,
-    write_json,
-)
+from bindscope.core.io import atomic_file, check_inside, read_json, read_manifest, read_parquet, staged_dir, write_json
 from bindscope.core.locks import writes
 from bindscope.core.validation import MAX_WORKERS, check_size
 from bindscope.core.version import stamp

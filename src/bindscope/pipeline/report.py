@@ -18,19 +18,14 @@ from typing import Any
 import numpy as np
 
 from bindscope.analyses import get_analysis
-from bindscope.analyses.floors import SHORT_READINGS
-from bindscope.analyses.probe import (
-    binding_reading,
-    object_numbers,
-    percent,
-    recoverable_reading,
-    spread_mean,
-)
+from bindscope.analyses.probe.analysis import binding_reading, object_numbers, recoverable_reading
 from bindscope.analyses.results import read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json
 from bindscope.core.locks import writes
+from bindscope.estimators.floors import SHORT_READINGS
+from bindscope.estimators.probe_runs import percent, spread_mean
 
 REPORT = "report.html"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")

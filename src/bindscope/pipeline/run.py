@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from bindscope.analyses import crossmodal_inputs, geometry_inputs, load_inputs
+from bindscope.analyses import crossmodal_inputs, load_inputs
 from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.results import content_key
 from bindscope.core.errors import BindscopeError
@@ -40,6 +40,7 @@ from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
+from bindscope.pipeline.combine.geometry import geometry_inputs
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, step
 

@@ -33,21 +33,12 @@ import pandas as pd
 from bindscope.analyses.complexity.sweep import ComplexitySettings
 from bindscope.analyses.inputs import load_inputs
 from bindscope.analyses.registry import run_analysis
-from bindscope.analyses.results import (
-    NO_CONTROL,
-    ResultFiles,
-    content_key,
-    header,
-    load_result,
-    read_header,
-    spread,
-    tidy,
-    write_result,
-)
+from bindscope.analyses.results import ResultFiles, content_key, header, load_result, read_header, write_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
+from bindscope.core.tidy import NO_CONTROL, spread, tidy
 from bindscope.scratch.export import export_model
 from bindscope.scratch.sweep import ANALYSIS as SWEEP_ANALYSIS
 from bindscope.scratch.sweep import run_name

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.analyses.floors import bag_embeddings, bag_query_embeddings, object_floors
-from bindscope.analyses.probes import OBJECT, chance_per_scene, set_separation_correct, soft_targets
 from bindscope.core.errors import BindscopeError
+from bindscope.estimators.floors import bag_embeddings, bag_query_embeddings, object_floors
+from bindscope.estimators.probes import OBJECT, chance_per_scene, set_separation_correct, soft_targets
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import Batch, SceneSampler, fixed_scenes
 from bindscope.scratch.model import DualEncoder

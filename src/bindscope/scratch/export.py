@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bindscope.analyses.probes import save_probes
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import mark_output, read_json, write_json
 from bindscope.core.locks import writes
+from bindscope.estimators.probes import save_probes
 
 
 @dataclass(frozen=True)

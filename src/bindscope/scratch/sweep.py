@@ -32,23 +32,15 @@ import numpy as np
 import pandas as pd
 from pydantic import field_validator
 
-from bindscope.analyses.floors import MARGIN, binding_verdict
-from bindscope.analyses.results import (
-    ResultFiles,
-    content_key,
-    header,
-    read_header,
-    result_row,
-    spread,
-    tidy,
-    write_result,
-)
+from bindscope.analyses.results import ResultFiles, content_key, header, read_header, write_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
+from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import MAX_ITEMS, MAX_SEED, MAX_WORKERS, Settings, WholeSeed
+from bindscope.estimators.floors import MARGIN, binding_verdict
 from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.plot import BAG_OF_CONCEPTS, coverage_plot
 from bindscope.scratch.train import train_model

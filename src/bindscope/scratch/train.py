@@ -28,7 +28,6 @@ import torch
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from bindscope.analyses.floors import MARGIN, binding_verdict
 from bindscope.analyses.results import versions
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
@@ -38,6 +37,7 @@ from bindscope.core.locks import writes
 from bindscope.core.validation import check_fields, one_line
 from bindscope.core.version import utc_now
 from bindscope.embeddings.encoders.base import count_parameters, seeded_init
+from bindscope.estimators.floors import MARGIN, binding_verdict
 from bindscope.scratch.checkpoint import (
     CONFIG,
     MODEL_FORMAT,

@@ -46,9 +46,9 @@ import torch
 
 from bindscope.analyses.complexity.approxfit import CONVERGED_BELOW, SceneIndex, StackFit, require_scenes
 from bindscope.analyses.complexity.approximators import Family, Layout, Params, gather_rows, init_params
-from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_STEPS
+from bindscope.estimators.probes import threads_for
 
 DTYPE = torch.float64
 #: The projected R² gain below which a fit stops before its budget (it converges below

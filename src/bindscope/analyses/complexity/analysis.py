@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.base import Analysis, Progress, Result, Rows, RunContext
 from bindscope.analyses.complexity.plot import complexity_plot
 from bindscope.analyses.complexity.sweep import (
     EXTRA_COLUMNS,
@@ -19,8 +19,11 @@ from bindscope.analyses.complexity.sweep import (
     describe_fits,
     unconverged_fits,
 )
-from bindscope.analyses.metrics import format_spread
-from bindscope.analyses.probe import (
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.results import ResultFiles
+from bindscope.core.executors import UnitStore
+from bindscope.estimators.metrics import format_spread
+from bindscope.estimators.probe_runs import (
     ProbeRun,
     ProbeSettings,
     approximate_warnings,
@@ -28,9 +31,7 @@ from bindscope.analyses.probe import (
     recorded_training_scenes,
     save_fitted_probes,
 )
-from bindscope.analyses.probes import ProbeSet
-from bindscope.analyses.results import ResultFiles
-from bindscope.core.executors import UnitStore
+from bindscope.estimators.probes import ProbeSet
 from bindscope.space.concepts import SceneSet
 
 
@@ -176,6 +177,8 @@ class ComplexityAnalysis(Analysis):
             for key, part in sweep.fits.items():
                 kept.put(key, part)
             if fitted is not None:
-                save_fitted_probes(stage, fitted, context.arrays.scenes, fitting_settings(settings), context)
+                save_fitted_probes(
+                    stage, fitted, context.arrays.scenes, fitting_settings(settings), **context.probe_source()
+                )
 
         return ResultFiles(result.table, dict(result.tables), extra)

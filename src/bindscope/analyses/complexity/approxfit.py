@@ -28,9 +28,9 @@ from bindscope.analyses.complexity.approximators import (
     scene_objects,
     scene_rows,
 )
-from bindscope.analyses.probes import threads_for
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_STEPS
+from bindscope.estimators.probes import threads_for
 from bindscope.space.concepts import SceneSet
 
 if TYPE_CHECKING:

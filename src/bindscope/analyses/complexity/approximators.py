@@ -32,9 +32,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bindscope.analyses.decomposition import design_columns
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_WIDTH
+from bindscope.estimators.additive import design_columns
 from bindscope.space.concepts import SceneSet
 
 FAMILIES = ("additive", "mult", "mult_within_object", "sum_mult", "mlp")

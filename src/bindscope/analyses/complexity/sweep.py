@@ -41,14 +41,10 @@ from bindscope.analyses.complexity.approxfit import (
     principal_axes,
 )
 from bindscope.analyses.complexity.approximators import DEFAULT_HIDDEN, Family, Layout, Params, num_parameters
-from bindscope.analyses.decomposition import r2_score
 from bindscope.analyses.inputs import array_key, probes_key
-from bindscope.analyses.metrics import accuracy_metrics
-from bindscope.analyses.probe import row
-from bindscope.analyses.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
-from bindscope.analyses.results import NO_CONTROL, spread, tidy
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, UnitStore, current_executor, current_store
+from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import (
     MAX_ITEMS,
     MAX_SCENE_COUNT,
@@ -62,6 +58,9 @@ from bindscope.core.validation import (
     short_repr,
 )
 from bindscope.core.version import __version__
+from bindscope.estimators.additive import r2_score
+from bindscope.estimators.metrics import accuracy_metrics
+from bindscope.estimators.probes import ProbeSet, chance_accuracy, set_separation_correct, soft_targets
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import (
     DEFAULT_FRACTIONS,
@@ -544,7 +543,7 @@ def score(
 def _rows(approximator: str, plan: Plan, group: str, checkpoint: str, metrics: dict[str, float]) -> Iterator[dict]:
     for metric, value in metrics.items():
         yield {
-            **row("complexity", approximator, NO_CONTROL, group, metric, plan.seed, value),
+            **result_row("complexity", approximator, group, metric, plan.seed, value),
             "fraction": plan.fraction,
             "checkpoint": checkpoint,
         }

@@ -17,22 +17,19 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.base import Analysis, Progress, Result, Rows, RunContext
 from bindscope.analyses.crossmodal.bridge import Bridge, fit_bridge, fit_contrastive_bridge
 from bindscope.analyses.crossmodal.halftruth import half_truth_rates
 from bindscope.analyses.crossmodal.plot import bridge_plot, half_truth_plot, swap_plot
-from bindscope.analyses.crossmodal.retrieval import (
-    bag_strict_ceiling,
-    chunks,
-    retrieval_chance,
-    retrieve,
-)
+from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling, chunks, retrieval_chance, retrieve
 from bindscope.analyses.crossmodal.swaps import SwapCases, mean_and_count, swap_cases, swap_scores, swap_wins
-from bindscope.analyses.metrics import format_spread, nested
-from bindscope.analyses.results import ResultFiles, result_row, spread, tidy
-from bindscope.analyses.scene_index import concept_roles
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.results import ResultFiles
 from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import MAX_SCENE_COUNT, MAX_STEPS, Device, Seed, Seeds, Settings
+from bindscope.estimators.metrics import format_spread, nested
+from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, ObjectSplit, check_fractions, object_splits
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.analyses.crossmodal.swaps import mean_and_count, pairwise_accuracy, row_cosines
-from bindscope.analyses.scene_index import find_scenes, scene_lookup
+from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
 
 KINDS = ("wrong_attribute", "wrong_noun", "wrong_object")

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from bindscope.analyses.crossmodal.swaps import TIE_TOLERANCE, beats
-from bindscope.analyses.scene_index import find_scenes, scene_lookup
+from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import reverse_order
 from bindscope.space.concepts import SceneSet
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.analyses.scene_index import find_scenes, scene_lookup
+from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import attribute_swap, object_swap, reverse_order
 from bindscope.space.concepts import SceneSet
 

@@ -15,24 +15,20 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
-from bindscope.analyses.geometry.compute import (
-    SweepSettings,
-    composite_means,
-    scene_parts,
-    simple_grid,
-    slot_geometry,
-)
+from bindscope.analyses.base import Analysis, Progress, Result, Rows, RunContext
+from bindscope.analyses.geometry.compute import SweepSettings, composite_means, scene_parts, simple_grid, slot_geometry
 from bindscope.analyses.geometry.heads import chance
 from bindscope.analyses.geometry.mds import Picture, composite_keys, quad_picture
 from bindscope.analyses.geometry.structure import RANK_TOLERANCE
 from bindscope.analyses.geometry.sweeps import row
 from bindscope.analyses.geometry.vectors import object_vectors
-from bindscope.analyses.metrics import format_spread
-from bindscope.analyses.results import ResultFiles, spread, tidy
-from bindscope.analyses.scene_index import concept_roles
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.results import ResultFiles
 from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import spread, tidy
 from bindscope.core.validation import MAX_ITEMS, MAX_SCENE_COUNT, Seeds, Settings, short_repr
+from bindscope.estimators.metrics import format_spread
+from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, check_fractions, fraction_count
 

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.decomposition import r2_score
 from bindscope.analyses.geometry.factorization import concept_shares, factorize, residual_norms, whitening
 from bindscope.analyses.geometry.mds import Quad
 from bindscope.analyses.geometry.structure import (
@@ -25,7 +24,8 @@ from bindscope.analyses.geometry.structure import (
     singular_values,
 )
 from bindscope.analyses.geometry.sweeps import held_out_rows, rank_axis_rows, row
-from bindscope.analyses.object_banks import group_means
+from bindscope.estimators.additive import r2_score
+from bindscope.estimators.object_banks import group_means
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.analyses.decomposition import design_columns, fit_additive, r2_score
+from bindscope.estimators.additive import design_columns, fit_additive, r2_score
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from bindscope.analyses.geometry.factorization import factorization_scores, object_scenes, whitening
 from bindscope.analyses.geometry.heads import head_accuracy
 from bindscope.analyses.geometry.rank_axes import extremes_axis, labelled_sample, least_squares_axis, rankability
-from bindscope.analyses.results import result_row
+from bindscope.core.tidy import result_row
 from bindscope.space.concepts import ConceptSpace
 from bindscope.space.splits import object_splits
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bindscope.analyses.object_banks import pos_avg_bank, single_bank
 from bindscope.core.errors import BindscopeError
+from bindscope.estimators.object_banks import pos_avg_bank, single_bank
 from bindscope.space.concepts import SceneSet
 
 

@@ -18,12 +18,17 @@ import numpy as np
 import pandas as pd
 from pydantic import field_validator
 
-from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows, RunContext
+from bindscope.analyses.base import Analysis, Progress, Result, Rows, RunContext
+from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.analyses.intervene.edits import SIDES, EditPlan, check_two_object_scenes, plan_edits
 from bindscope.analyses.intervene.plot import k_curve_plot
 from bindscope.analyses.intervene.score import Job, Scores, job_ks, score_jobs
-from bindscope.analyses.metrics import format_spread
-from bindscope.analyses.object_banks import (
+from bindscope.analyses.results import ResultFiles
+from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import NO_CONTROL, spread, tidy
+from bindscope.core.validation import MAX_ITEMS, Device, Seed, Seeds, Settings
+from bindscope.estimators.metrics import format_spread
+from bindscope.estimators.object_banks import (
     BANKS,
     Bank,
     BankName,
@@ -32,12 +37,9 @@ from bindscope.analyses.object_banks import (
     pos_avg_bank,
     single_bank,
 )
-from bindscope.analyses.probe import ProbeSettings, approximate_warnings, fit_probe_set, save_fitted_probes
-from bindscope.analyses.probes import ProbeSet, set_separation_correct
-from bindscope.analyses.results import NO_CONTROL, ResultFiles, spread, tidy
-from bindscope.analyses.scene_index import concept_roles
-from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import MAX_ITEMS, Device, Seed, Seeds, Settings
+from bindscope.estimators.probe_runs import ProbeSettings, approximate_warnings, fit_probe_set, save_fitted_probes
+from bindscope.estimators.probes import ProbeSet, set_separation_correct
+from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import SceneSet
 
 UNEDITED = "unedited"
@@ -414,7 +416,7 @@ class InterveneAnalysis(Analysis):
                     fitted,
                     context.arrays.scenes.subset(full_rows(context.arrays.scenes)),
                     probe_settings,
-                    context,
+                    **context.probe_source(),
                 )
 
         return ResultFiles(result.table, dict(result.tables), extra, parquet_only=frozenset({"cases"}))

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bindscope.analyses.scene_index import find_scenes, scene_lookup
 from bindscope.core.errors import BindscopeError
+from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
 
 EDITS = ("attribute", "noun")

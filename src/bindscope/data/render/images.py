@@ -14,19 +14,32 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
 from bindscope.core.io import atomic_file
+from bindscope.data.presets import Preset
 from bindscope.data.render import RENDERERS, get_renderer
 from bindscope.data.render.base import PALETTE, SceneBatch
-from bindscope.space.concepts import PAD, SceneSet
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 
-if TYPE_CHECKING:  # a dataset folder is what is rendered; datasets calls this module
-    from bindscope.data.datasets import Dataset
+
+class Dataset(Protocol):
+    """What rendering reads of a dataset folder (:class:`bindscope.data.datasets.Dataset` has it; datasets
+    calls this module, so the dataset is described here rather than imported)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def preset(self) -> Preset: ...
+    @property
+    def scenes(self) -> SceneSet: ...
+    @property
+    def space(self) -> ConceptSpace: ...
+
 
 MATERIALS = {"rubber": 0, "matte": 0, "metal": 1, "shiny": 1}
 SIZES = {"tiny": 0.55, "small": 0.7, "medium": 0.85, "large": 1.0}
@@ -100,7 +113,7 @@ def _optional(scenes: SceneSet, concept: str, table: Mapping[str, float], presen
 
 def image_jobs(ds: Dataset, shapes: tuple[str, ...], single_objects: bool = True) -> tuple[ImageJob, ImageJob | None]:
     """The scene images and the single-object images (each object alone at each slot position)."""
-    n, k = len(ds), ds.scenes.max_objects
+    n, k = len(ds.scenes), ds.scenes.max_objects
     scenes = ImageJob(scene_batch(ds.scenes, shapes, np.arange(n)), [f"images/{i:06d}.png" for i in range(n)])
     if not single_objects:
         return scenes, None

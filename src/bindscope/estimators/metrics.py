@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.probes import OBJECT
-from bindscope.analyses.results import spread
+from bindscope.core.tidy import spread
+from bindscope.estimators.probes import OBJECT
 
 
 def accuracy_metrics(acc: Mapping[str, float]) -> dict[str, float]:

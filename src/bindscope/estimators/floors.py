@@ -9,7 +9,7 @@ sphere") ties with the scene's objects. Set separation counts a tie as wrong (fo
 the bag is right exactly on the scenes that need no binding. That share is its floor under the strict
 object accuracy; under the needing-binding accuracy its floor is 0, and under the concept accuracy 1.
 
-*Chance* is the expected accuracy of random scores (:func:`bindscope.analyses.probes.chance_accuracy`).
+*Chance* is the expected accuracy of random scores (:func:`bindscope.estimators.probes.chance_accuracy`).
 
 A number "binds beyond a bag of concepts" only when it clears the bag's floor by :data:`MARGIN` on
 every seed (:func:`binding_verdict`).
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.analyses.probes import chance_per_scene
+from bindscope.estimators.probes import chance_per_scene
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 #: How far above the bag-of-concepts floor an accuracy must be, on every seed, to read "binds".

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from bindscope.analyses.intervene.analysis import ALL, GROUPS, TABLE_K, at_k
-from bindscope.analyses.object_banks import BANKS
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, staged_dir
 from bindscope.core.locks import writes
+from bindscope.estimators.object_banks import BANKS
 
 TABLE_METRICS = ("probe", "retrieval")
 MISSING = "–"

@@ -12,10 +12,12 @@ import numpy as np
 import pandas as pd
 from pydantic import field_validator
 
-from bindscope.analyses.base import Analysis, AnalysisInputs, Progress, Result, Rows
-from bindscope.analyses.decomposition import MODELS, design_columns, fit_additive, r2_score, subtract
-from bindscope.analyses.metrics import format_spread, nested
-from bindscope.analyses.probe import (
+from bindscope.analyses.base import Analysis, Progress, Result, Rows
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.core.tidy import NO_CONTROL, result_row, tidy
+from bindscope.estimators.additive import MODELS, design_columns, fit_additive, r2_score, subtract
+from bindscope.estimators.metrics import format_spread, nested
+from bindscope.estimators.probe_runs import (
     ProbeSettings,
     accuracy_summary,
     approximate_warnings,
@@ -23,10 +25,8 @@ from bindscope.analyses.probe import (
     pct,
     permuted_labels,
     probe_variant,
-    row,
     select_scenes,
 )
-from bindscope.analyses.results import NO_CONTROL, tidy
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import check_fraction, scene_split
 
@@ -72,7 +72,7 @@ def r2_rows(
             fit = fit_additive(cols[sp.train], width, y[sp.train], model)
             for group, idx in (("train", sp.train), ("test", sp.test)):
                 r2 = r2_score(y[idx], fit.predict(cols[idx]))
-                rows.append({**row("decompose", model, control, group, "r2", seed, r2), "part": "additive"})
+                rows.append(result_row("decompose", model, group, "r2", seed, r2, control=control, part="additive"))
     return rows
 
 

@@ -1,0 +1,320 @@
+"""Linear probes over seeds (docs/method.md §3): their settings, one variant's fit and score on each
+seed's scene split, and the saved probe folders. Shared by every analysis that fits probes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from pydantic import Field, field_validator
+
+from bindscope.core.errors import BindscopeError
+from bindscope.core.executors import Resources, Unit, current_executor
+from bindscope.core.tidy import NO_CONTROL, result_row
+from bindscope.core.validation import MAX_STEPS, Device, ParitySettings, Seeds
+from bindscope.estimators.metrics import accuracy_metrics, format_spread, mean, nested
+from bindscope.estimators.probes import (
+    Preprocessing,
+    ProbeSet,
+    chance_accuracy,
+    fit_probe_weights,
+    save_probes,
+    set_separation_correct,
+    soft_targets,
+    stack_targets,
+)
+from bindscope.space.concepts import SceneSet
+from bindscope.space.splits import DEFAULT_SEEDS, SceneSplit, check_fraction, scene_split
+
+#: The seed of the permuted-label control's shuffle.
+PERMUTATION_SEED = 12345
+
+
+class ProbeSettings(ParitySettings):
+    """How probes are fitted and scored (docs/method.md §3 defaults).
+
+    ``scenes``: ``full`` uses the scenes that hold all K objects (the research code: its
+    2-object scenes; `text` drops its single-object captions), ``all`` every scene.
+    ``split_source``: where the scene split's permutation comes from (numpy, or ``paper``:
+    ``torch.randperm`` as the research code draws it; see :func:`~bindscope.space.splits.scene_split`).
+    ``parity="paper"``: the research code's choices for the fields not given (:attr:`PAPER`).
+    """
+
+    PAPER: ClassVar[dict[str, Any]] = {"split_source": "paper", "scenes": "full"}
+
+    optimizer: Literal["fast", "reference", "lbfgs"] = "fast"
+    scenes: Literal["full", "all"] = "full"
+    split_source: Literal["bindscope", "paper"] = "bindscope"
+    seeds: Seeds = DEFAULT_SEEDS
+    train_fraction: float = 0.4
+    center: bool = False
+    normalize: bool = False
+    steps: int = Field(10_000, ge=1, le=MAX_STEPS)
+    lr: float = Field(1e-2, gt=0)
+    max_iter: int = Field(500, ge=1, le=MAX_STEPS)
+    exact_budget_s: float = Field(900.0, ge=0)
+    device: Device = "cpu"
+
+    @field_validator("train_fraction")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        return check_fraction(v, "train fraction")
+
+
+@dataclass
+class ProbeRun:
+    """What fitting one variant's probes produced."""
+
+    rows: list[dict] = field(default_factory=list)
+    weights: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # seed -> name -> [L, D]
+    means: dict[int, np.ndarray | None] = field(default_factory=dict)
+    solver: dict[int, dict[str, str]] = field(default_factory=dict)
+    per_scene: list[pd.DataFrame] = field(default_factory=list)
+    train_scenes: dict[int, np.ndarray] = field(default_factory=dict)  # seed -> scene indices fitted on
+
+
+def _accuracy_rows(
+    analysis: str, variant: str, control: str, group: str, seed: int, acc: Mapping[str, float]
+) -> Iterator[dict]:
+    for metric, value in accuracy_metrics(acc).items():
+        yield result_row(analysis, variant, group, metric, seed, value, control=control)
+
+
+def probe_variant(
+    y: np.ndarray,
+    scenes: SceneSet,
+    settings: ProbeSettings,
+    *,
+    analysis: str = "probe",
+    variant: str = "base",
+    control: str = NO_CONTROL,
+    chance: bool = False,
+    per_scene: bool = False,
+) -> ProbeRun:
+    """Fit and score probes on one embedding array for every seed's scene-level split (on a cluster,
+    ``--executor ray``, each seed is a unit of work; locally all seeds are fitted at once)."""
+    if len(y) != len(scenes):
+        raise BindscopeError(f"{len(y)} embeddings but {len(scenes)} scenes")
+    options = {"analysis": analysis, "variant": variant, "control": control, "chance": chance, "per_scene": per_scene}
+    executor = current_executor()
+    if executor.distributed and len(settings.seeds) > 1:
+        need = Resources.for_device(settings.device)
+        units = [
+            Unit(f"{variant}-{control}-{seed}", f"{variant} probes, seed {seed}", _seed_unit, (seed, options), need)
+            for seed in settings.seeds
+        ]
+        runs = {done.unit.args[0]: done.result for done in executor.map(units, (y, scenes, settings))}
+        return merge_runs([runs[seed] for seed in settings.seeds])
+    targets = soft_targets(scenes)
+    names, blocks, t_all = stack_targets(targets, len(y))
+    prep = Preprocessing(settings.center, settings.normalize)
+    splits = seed_splits(len(y), settings)
+    means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
+    x = torch.stack(
+        [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
+    )
+    t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
+    w, solver = fit_probe_weights(
+        x.to(settings.device),
+        t.to(settings.device),
+        blocks,
+        list(settings.seeds),
+        optimizer=settings.optimizer,
+        steps=settings.steps,
+        lr=settings.lr,
+        max_iter=settings.max_iter,
+        exact_budget_s=settings.exact_budget_s,
+    )
+    run = ProbeRun()
+    for i, (seed, sp) in enumerate(splits.items()):
+        coef = w[i].cpu().numpy()
+        run.weights[seed] = {n: coef[b] for n, b in zip(names, blocks)}
+        run.means[seed] = means[seed]
+        run.train_scenes[seed] = sp.train
+        run.solver[seed] = {n: str(e) for n, e in zip(names, solver[i])}
+        for group, idx in (("train", sp.train), ("test", sp.test)):
+            xs = prep.apply(y[idx], means[seed]).astype(np.float32)
+            correct = {n: set_separation_correct(xs @ run.weights[seed][n].T, targets[n][idx]) for n in names}
+            acc = {n: c.mean() for n, c in correct.items()}
+            run.rows += _accuracy_rows(analysis, variant, control, group, seed, acc)
+            if chance:
+                chance_acc = {n: chance_accuracy(targets[n][idx]) for n in names}
+                run.rows += _accuracy_rows(analysis, "chance", NO_CONTROL, group, seed, chance_acc)
+            if per_scene:
+                run.per_scene += [
+                    pd.DataFrame({"scene": idx, "seed": seed, "group": group, "probe": n, "correct": c})
+                    for n, c in correct.items()
+                ]
+    return run
+
+
+def seed_splits(n: int, settings: ProbeSettings) -> dict[int, SceneSplit]:
+    """Each seed's scene-level split of ``n`` scenes."""
+    return {s: scene_split(n, settings.train_fraction, s, source=settings.split_source) for s in settings.seeds}
+
+
+def _seed_unit(shared: tuple[np.ndarray, SceneSet, ProbeSettings], seed: int, options: dict[str, Any]) -> ProbeRun:
+    y, scenes, settings = shared
+    return probe_variant(y, scenes, settings.model_copy(update={"seeds": (seed,)}), **options)
+
+
+def merge_runs(runs: list[ProbeRun]) -> ProbeRun:
+    """One run from runs of single seeds, in their order (what fitting the seeds together gives)."""
+    out = ProbeRun()
+    for run in runs:
+        out.rows += run.rows
+        out.per_scene += run.per_scene
+        for part in ("weights", "means", "solver", "train_scenes"):
+            getattr(out, part).update(getattr(run, part))
+    return out
+
+
+def fit_probe_set(y: np.ndarray, scenes: SceneSet, settings: ProbeSettings) -> tuple[ProbeSet, ProbeRun]:
+    """Probes fitted on the scene split of the first of ``settings.seeds``, as a :class:`ProbeSet`, and
+    their run (for saving them with :func:`save_fitted_probes`)."""
+    run = probe_variant(y, scenes, settings)
+    seed = settings.seeds[0]
+    probes = ProbeSet.from_weights(
+        run.weights[seed], run.means[seed], center=settings.center, normalize=settings.normalize
+    )
+    return probes, run
+
+
+def used_scenes(scenes: SceneSet, which: str) -> np.ndarray:
+    """Indices of the scenes an analysis uses: ``full`` (all K objects) or ``all``."""
+    if which == "all":
+        return np.arange(len(scenes))
+    keep = scenes.full()
+    if len(keep) == 0:
+        raise BindscopeError(f"no scene holds all {scenes.max_objects} objects; use every scene with --scenes all")
+    return keep
+
+
+def select_scenes(
+    y: np.ndarray, scenes: SceneSet, which: str, control: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, SceneSet, np.ndarray | None]:
+    """The used scenes' indices, embeddings, labels and control embeddings."""
+    used = used_scenes(scenes, which)
+    if len(used) == len(scenes):
+        return used, y, scenes, control
+    return used, y[used], scenes.subset(used), None if control is None else control[used]
+
+
+def permuted_labels(scenes: SceneSet, seed: int = PERMUTATION_SEED) -> SceneSet:
+    """The control: the same labels, shuffled across scenes with a fixed seed."""
+    return scenes.subset(np.random.default_rng(seed).permutation(len(scenes)))
+
+
+def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]]) -> list[str]:
+    """Warnings for probes that separate their training set but did not follow the reference."""
+    out = []
+    for variant, per_seed in solvers.items():
+        names = sorted({n for per in per_seed.values() for n, v in per.items() if v == "lbfgs-separable"})
+        if names:
+            out.append(
+                f"{variant}: probe(s) {', '.join(names)} separate their training sets and were not refitted "
+                "along the reference trajectory (over --exact-budget, or --optimizer lbfgs); their test "
+                "accuracy may differ from the paper optimiser's"
+            )
+    return out
+
+
+def accuracy_summary(table: pd.DataFrame, variant: str, control: str = NO_CONTROL) -> dict[str, Any]:
+    """``{group: {metric: {mean, std, n}}}`` of one variant and control."""
+    sel = table[(table.variant == variant) & (table.control == control)]
+    return nested(sel, ["group", "metric"])
+
+
+def chance_summary(table: pd.DataFrame) -> dict[str, float]:
+    """Chance accuracies on the test scenes, ``{metric: mean over seeds}``."""
+    sel = table[(table.variant == "chance") & (table.group == "test")]
+    return nested(sel, ["metric"], mean)
+
+
+def pct(part: Mapping[str, Any] | None, metric: str) -> str:
+    """``mean ± std`` of a spread in percent, ``-`` where missing."""
+    return format_spread((part or {}).get(metric), digits=1, scale=100)
+
+
+def percent(value: float | None) -> str:
+    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
+    if value is None:
+        return "-"
+    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
+    return f"{100 * value:.{digits}f}%"
+
+
+def spread_mean(node: Any) -> float | None:
+    """The mean of a summary's spread (``{mean, std, n}``), None where missing."""
+    return node.get("mean") if isinstance(node, dict) else None
+
+
+def probe_labels(scenes: SceneSet) -> dict[str, Any]:
+    """What the rows of each probe's weights stand for."""
+    return {"object": "object ids (mixed radix)", **scenes.space.to_dict()}
+
+
+def recorded_training_scenes(meta: dict[str, Any], scenes: SceneSet) -> np.ndarray | None:
+    """Indices into ``scenes`` of the scenes loaded probes were fitted on, rebuilt from the scene
+    split their ``probe.json`` records (see :func:`save_fitted_probes`); None when it records none
+    or no dataset to tie it to."""
+    split = meta.get("split") or {}
+    if not isinstance(split, dict) or split.get("kind") != "scene" or meta.get("dataset_hash") is None:
+        return None
+    try:
+        used = used_scenes(scenes, str(split.get("scenes", "all")))
+        part = scene_split(
+            len(used), float(split["train_fraction"]), int(split["seed"]), source=str(split.get("source", "bindscope"))
+        )
+    except (KeyError, TypeError, ValueError, BindscopeError):
+        return None
+    return used[part.train]
+
+
+def split_record(settings: ProbeSettings, seed: int) -> dict[str, Any]:
+    """The scene split one seed's probes were fitted on, as ``probe.json`` records it (read back
+    by :func:`recorded_training_scenes`)."""
+    return {
+        "kind": "scene",
+        "train_fraction": settings.train_fraction,
+        "seed": seed,
+        "scenes": settings.scenes,
+        "source": settings.split_source,
+    }
+
+
+def save_fitted_probes(
+    stage: Path,
+    run: ProbeRun,
+    scenes: SceneSet,
+    settings: ProbeSettings,
+    *,
+    embeddings: Path | None = None,
+    dataset_hash: str | None = None,
+) -> None:
+    """Per seed, a probe folder ``probes/seed{s}/`` (see :func:`bindscope.estimators.probes.save_probes`),
+    recording the embedding folder and dataset they were fitted on when known."""
+    for seed, weights in run.weights.items():
+        meta = {
+            "labels": probe_labels(scenes),
+            "seed": seed,
+            "split": split_record(settings, seed),
+            "optimizer": settings.optimizer,
+            "solver": run.solver[seed],
+            "embeddings": str(embeddings.resolve()) if embeddings is not None else None,
+            "dataset_hash": dataset_hash,
+        }
+        save_probes(
+            stage / "probes" / f"seed{seed}",
+            weights,
+            run.means[seed],
+            center=settings.center,
+            normalize=settings.normalize,
+            meta=meta,
+        )
