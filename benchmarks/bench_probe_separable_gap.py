@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split-source", default="paper")
     args = parser.parse_args()
-    arrays = load_inputs(args.emb, find_control=False).arrays()
+    arrays = load_inputs("probe", args.emb, find_siblings=False).arrays()
     full = used_scenes(arrays.scenes, "full")
     print(f"{args.emb}: {len(full):,} scenes with all K objects, {arrays.embeddings.shape[1]} dimensions")
     for size in (int(s) for s in args.sizes.split(",")):

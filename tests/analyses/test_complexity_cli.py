@@ -42,10 +42,12 @@ def emb(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def probe_run(tmp_path_factory: pytest.TempPathFactory, emb: Path) -> Path:
-    from bindscope.analyses import ProbeSettings, run_probe
+    from bindscope.analyses import ProbeSettings, load_inputs, run_analysis
 
     out = tmp_path_factory.mktemp("probe") / "p"
-    run_probe(emb, out, ProbeSettings(optimizer="lbfgs", seeds=(0, 1), max_iter=100))  # the tests read files, splits
+    run_analysis(
+        "probe", load_inputs("probe", emb), out, ProbeSettings(optimizer="lbfgs", seeds=(0, 1), max_iter=100)
+    )  # the tests read files, splits
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.analyses import ProbeSettings, run_probe
+from bindscope.analyses import ProbeSettings, load_inputs, run_analysis
 from bindscope.embeddings.store import import_embeddings
 from cli_checks import assert_one_line_error
 from tiny_models import save_tiny_clip
@@ -39,7 +39,8 @@ def clip_embeddings(tmp_path_factory: pytest.TempPathFactory, clevr_images_dir: 
         model_spec="hf:another/model",
     )  # fmt: skip
     for modality in ("image", "text"):
-        run_probe(root / "emb" / modality, root / f"probe-{modality}", ProbeSettings(seeds=(0,), optimizer="lbfgs"))
+        settings = ProbeSettings(seeds=(0,), optimizer="lbfgs")
+        run_analysis("probe", load_inputs("probe", root / "emb" / modality), root / f"probe-{modality}", settings)
     return root
 
 

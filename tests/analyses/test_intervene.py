@@ -353,26 +353,26 @@ def single_folder(out, ds, spec: str, width: int = 8):
 
 
 def test_single_bank_found_beside_and_checked(clevr_dir, tmp_path) -> None:
-    from bindscope.analyses import load_inputs
+    from bindscope.analyses import read_inputs
     from bindscope.data.datasets import load_dataset
     from bindscope.embeddings.store import import_embeddings
 
     ds = load_dataset(clevr_dir)
     np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(len(ds), 8)).astype(np.float32))
     import_embeddings(ds, tmp_path / "x.npy", name="m", modality="text", out=tmp_path / "emb" / "m", model_spec="st:m")
-    assert load_inputs(tmp_path / "emb" / "m", find_singles=True).singles is None
+    assert read_inputs(tmp_path / "emb" / "m", find_singles=True).singles is None
     single_folder(tmp_path / "emb" / "m-single", ds, "st:m")
-    inputs = load_inputs(tmp_path / "emb" / "m", find_singles=True)
+    inputs = read_inputs(tmp_path / "emb" / "m", find_singles=True)
     assert inputs.singles is not None and inputs.singles.root.name == "m-single"
     described = inputs.describe()["singles"]
     assert described["captions"] == "bare" and described["positions"] == 1
     assert inputs.arrays().noun == "shape" and inputs.arrays().singles.shape == (24, 8)
     single_folder(tmp_path / "other", ds, "st:other")
     with pytest.raises(BindscopeError, match="are of model 'st:other', the scene embeddings of 'st:m'"):
-        load_inputs(tmp_path / "emb" / "m", singles=tmp_path / "other")
+        read_inputs(tmp_path / "emb" / "m", singles=tmp_path / "other")
     single_folder(tmp_path / "wide", ds, "st:m", width=6)
     with pytest.raises(BindscopeError, match="have width 6, the scenes 8"):
-        load_inputs(tmp_path / "emb" / "m", singles=tmp_path / "wide")
+        read_inputs(tmp_path / "emb" / "m", singles=tmp_path / "wide")
 
 
 def test_latex_escapes_specials() -> None:

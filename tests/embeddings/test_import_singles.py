@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.analyses.inputs import load_inputs
+from bindscope.analyses.inputs import read_inputs
 from bindscope.core.errors import BindscopeError
 from bindscope.data.datasets import load_dataset
 from bindscope.embeddings.store import find_single_objects, import_embeddings, load_embeddings
@@ -49,7 +49,7 @@ def test_singles_are_written_beside_the_scenes_and_found(
     assert manifest["name"] == "model" and manifest["modality"] == "text" and manifest["model_spec"] is None
     assert manifest["source"]["path"] == str(singles.resolve()) and manifest["source"]["dtype"] == "float64"
     assert find_single_objects(load_embeddings(out)) == bank_dir  # no spec: the same name, imported
-    inputs = load_inputs(out, find_control=False, find_singles=True)
+    inputs = read_inputs(out, find_control=False, find_singles=True)
     assert inputs.singles is not None and inputs.singles.root == bank_dir
 
 
@@ -167,7 +167,7 @@ def test_imported_text_singles_give_crossmodal_half_truths(
 ) -> None:
     """Image and text imported without a model spec (one name), the text with its single objects:
     crossmodal finds them beside the text folder and scores half-truths."""
-    from bindscope.analyses import CrossmodalSettings, run_crossmodal
+    from bindscope.analyses import CrossmodalSettings, load_inputs, run_analysis
 
     scenes, singles = arrays
     image = save(tmp_path, np.random.default_rng(2).normal(size=(SCENES, DIM)), "image.npy")
@@ -175,6 +175,7 @@ def test_imported_text_singles_give_crossmodal_half_truths(
     import_embeddings(clevr_dir, image, name="joint", modality="image", out=emb / "image")
     import_embeddings(clevr_dir, scenes, name="joint", modality="text", out=emb / "text", singles=singles)
     settings = CrossmodalSettings(bridge="none", cases=False)
-    summary = run_crossmodal(emb / "image", emb / "text", tmp_path / "cm", settings)
+    inputs = load_inputs("crossmodal", emb / "image", other=emb / "text")
+    summary = run_analysis("crossmodal", inputs, tmp_path / "cm", settings).summary
     assert summary["half_truths_absent"] is None and set(summary["half_truths"]) >= {"wrong_noun", "full_beats_short"}
     assert summary["inputs"]["singles"]["path"].endswith("text-singles")

@@ -143,7 +143,7 @@ def test_the_python_api_refuses_the_same(world: Path) -> None:
     from bindscope.analyses import load_inputs, run_analysis
     from bindscope.embeddings.store import import_embeddings
 
-    inputs = load_inputs(world / "emb" / "m")
+    inputs = load_inputs("probe", world / "emb" / "m")
     for out in (world / "emb" / "m", world / "emb", world / "data"):
         with pytest.raises(BindscopeError, match=NEVER):
             same_after(world, lambda out=out: run_analysis("probe", inputs, out, overwrite=True))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.analyses import ProbeSettings, load_inputs
+from bindscope.analyses import ProbeSettings, read_inputs
 from bindscope.core.errors import BindscopeError
 from bindscope.pipeline.steps import step
 
@@ -24,7 +24,7 @@ def inputs(tmp_path: Path, clevr_dir: Path):
     y = planted_embeddings(load_dataset(clevr_dir).scenes, "object_additive", dim=8, noise=0.2, seed=0)
     np.save(tmp_path / "y.npy", y)
     import_embeddings(clevr_dir, tmp_path / "y.npy", name="planted", modality="text", out=tmp_path / "emb")
-    return load_inputs(tmp_path / "emb")
+    return read_inputs(tmp_path / "emb")
 
 
 def test_a_step_is_reused_only_for_the_same_content_key(inputs, tmp_path: Path) -> None:

@@ -50,6 +50,8 @@ class Analysis(ABC):
     needs: ClassVar[frozenset[str]] = frozenset({"embeddings"})
     uses: ClassVar[frozenset[str]] = frozenset()
     extra_columns: ClassVar[tuple[str, ...]] = ()
+    #: Whether the embedding folder may itself be a single-object bank (``embed --single-objects``).
+    reads_single_objects: ClassVar[bool] = False
 
     @abstractmethod
     def compute(self, inputs: AnalysisInputs, settings: Any, progress: Progress | None = None) -> Result:
@@ -74,6 +76,10 @@ class Analysis(ABC):
     def seeds(self, settings: Any) -> list[int]:
         """The seeds a run used (recorded in the header)."""
         return list(getattr(settings, "seeds", ()))
+
+    def check_folders(self, inputs: Inputs) -> None:
+        """Refuse folder-backed inputs that cannot be right for this analysis (default: accept)."""
+        return None
 
     def check_inputs(self, inputs: AnalysisInputs) -> None:
         """Refuse inputs that lack what the analysis needs."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ class Inputs:
     singles: EmbeddingSet | None = None
     other: EmbeddingSet | None = None
     unimodal: dict[str, LoadedResult] | None = None
+    _described: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def arrays(self) -> AnalysisInputs:
         """The arrays the analyses compute on (a single-object folder's rows are 1-object scenes)."""
@@ -99,7 +100,15 @@ class Inputs:
         return self.embeddings.rows == "single_objects"
 
     def describe(self) -> dict[str, Any]:
-        """Provenance for the result header; each input carries a ``key`` (what its content is)."""
+        """Provenance for the result header; each input carries a ``key`` (what its content is).
+
+        Computed once per :class:`Inputs` (an embedding folder without a content key in its manifest
+        is hashed whole), however often a step asks for it."""
+        if not self._described:
+            self._described.update(self._describe())
+        return self._described
+
+    def _describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "embeddings": describe_embeddings(self.embeddings),
             "dataset": {
@@ -198,7 +207,7 @@ def describe_arrays(arrays: AnalysisInputs) -> dict[str, Any]:
     return out
 
 
-def load_inputs(
+def read_inputs(
     emb_dir: str | Path,
     dataset: str | Path | None = None,
     control: str | Path | None = None,
@@ -213,8 +222,9 @@ def load_inputs(
     unimodal: dict[str, str | Path] | None = None,
     single_objects: bool = False,
 ) -> Inputs:
-    """Load an embedding folder with its dataset (from the manifest unless given), control, probes
-    and single-object bank.
+    """Read an embedding folder with its dataset (from the manifest unless given), control, probes
+    and single-object bank: the reader under :func:`bindscope.analyses.load_inputs`, which decides
+    from an analysis what to look for.
 
     Without ``control``, a sibling ``+rand`` folder is used when ``find_control`` is set.
     ``probes`` is a probe folder (``probe.json``) or a ``bindscope probe`` output folder, whose

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,10 @@ from bindscope.analyses.complexity.analysis import ComplexityAnalysis
 from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis
 from bindscope.analyses.decompose.analysis import DecomposeAnalysis
 from bindscope.analyses.geometry.analysis import GeometryAnalysis
-from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, describe_arrays
+from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, describe_arrays, read_inputs
 from bindscope.analyses.intervene.analysis import InterveneAnalysis
 from bindscope.analyses.probe.analysis import ProbeAnalysis
-from bindscope.analyses.results import LoadedResult, content_key, header, load_result, write_result
+from bindscope.analyses.results import SUMMARIES, LoadedResult, Summary, content_key, header, load_result, write_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import keeping_units
 from bindscope.core.io import check_output_dir
@@ -37,6 +38,9 @@ def register(cls: type[Analysis]) -> type[Analysis]:
     if unknown:
         raise BindscopeError(f"{cls.name} names unknown input kinds {sorted(unknown)}; use {', '.join(INPUT_KINDS)}")
     _REGISTRY[cls.name] = cls()
+    summary = getattr(cls, "Summary", None)
+    if isinstance(summary, type) and issubclass(summary, Summary):
+        SUMMARIES[cls.name] = summary
     return cls
 
 
@@ -61,6 +65,67 @@ def get_analysis(name: str) -> Analysis:
     if name not in _REGISTRY:
         raise BindscopeError(f"unknown analysis {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name]
+
+
+def load_inputs(
+    analysis: str,
+    embeddings: str | Path,
+    *,
+    dataset: str | Path | None = None,
+    control: str | Path | None = None,
+    probes: str | Path | None = None,
+    singles: str | Path | None = None,
+    other: str | Path | None = None,
+    unimodal: Mapping[str, str | Path] | None = None,
+    settings: Any = None,
+    find_siblings: bool = True,
+    allow_different_models: bool = False,
+) -> Inputs:
+    """The one way to read an analysis's inputs from folders: what it needs, and what it uses when given.
+
+    Parameters
+    ----------
+    analysis
+        A registered analysis (:func:`list_analyses`); its ``needs`` and ``uses`` decide what is read.
+    embeddings
+        The embedding folder (for ``crossmodal``: the image one; ``other`` is the text one).
+    dataset
+        The dataset folder, if not where the embedding manifest says.
+    control, probes, singles, other, unimodal
+        Folders of the inputs the analysis takes (:data:`INPUT_KINDS`); giving one it does not take is an
+        error. ``probes``: a probe folder or a ``bindscope probe`` output (``settings.probe_seed``'s probes).
+    find_siblings
+        Without ``control`` / ``singles``, use a sibling folder of the same model holding one, when the
+        analysis uses it.
+    """
+    kind = get_analysis(analysis)
+    takes = kind.needs | kind.uses
+    given = {"control": control, "probes": probes, "singles": singles, "other": other, "unimodal": unimodal}
+    refused = [k for k, v in given.items() if v and k not in takes]
+    if refused:
+        taken = sorted(takes - {"embeddings"})
+        raise BindscopeError(
+            f"{analysis} does not take {', '.join(refused)}; it takes {', '.join(taken) or 'the embeddings only'}"
+        )
+    missing = [k for k in ("other",) if k in kind.needs and given[k] is None]
+    if missing:
+        raise BindscopeError(f"{analysis} needs {', '.join(missing)}, which was not given")
+    inputs = read_inputs(
+        embeddings,
+        dataset,
+        control,
+        find_control=find_siblings and "control" in takes,
+        probes=probes,
+        probe_seed=int(getattr(settings, "probe_seed", 0)),
+        singles=singles,
+        find_singles=find_siblings and "singles" in takes,
+        other=other,
+        allow_different_models=allow_different_models,
+        unimodal=dict(unimodal) if unimodal else None,
+        single_objects=kind.reads_single_objects,
+    )
+    kind.check_folders(inputs)
+    return inputs
 
 
 def input_record(analysis: Analysis, inputs: Inputs | AnalysisInputs) -> dict[str, Any]:
@@ -109,7 +174,8 @@ def run_analysis(
     units = units_folder(out, content_key(name, record, settings.to_dict()))
     with keeping_units(units):
         result = analysis.compute(arrays, settings, progress)
-    numbers = analysis.summarize(result, settings)
+    summary = analysis.summarize(result, settings)
+    numbers = summary.numbers() if isinstance(summary, Summary) else summary
     head = header(
         name,
         inputs=record,

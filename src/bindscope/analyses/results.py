@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json
 from bindscope.core.tidy import KEY_COLUMNS
-from bindscope.core.validation import format_validation, one_line
+from bindscope.core.validation import Schema, format_validation, one_line
 from bindscope.core.version import __version__, stamp
 
 FORMAT_NAME = "bindscope-result"
@@ -68,6 +68,22 @@ class ResultHeader(BaseModel):
 HEADER_KEYS = tuple(ResultHeader.model_fields)
 
 
+class Summary(Schema):
+    """The base of an analysis's main numbers (the part of ``summary.json`` after the header).
+
+    Each analysis declares a subclass beside its settings; :func:`write_result` writes it and
+    :func:`load_result` validates it back (a folder whose numbers do not fit is damaged or older).
+    """
+
+    def numbers(self) -> dict[str, Any]:
+        """The numbers as ``summary.json`` holds them."""
+        return self.model_dump(mode="json")
+
+
+#: The summary model of each registered analysis (the registry fills it; results never import analyses).
+SUMMARIES: dict[str, type[Summary]] = {}
+
+
 @dataclass(frozen=True)
 class LoadedResult:
     """An analysis folder read back: its header, the whole summary, the tidy results table."""
@@ -76,6 +92,7 @@ class LoadedResult:
     header: ResultHeader
     summary: dict[str, Any]
     table: pd.DataFrame
+    typed: Summary | None = None  # the numbers validated by the analysis's Summary (None: not registered)
 
     @property
     def analysis(self) -> str:
@@ -256,7 +273,23 @@ def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult
     if missing:
         raise BindscopeError(f"{results} lacks the key columns {missing}; run the analysis again")
     check_key_columns(arrow.schema, arrow.num_rows, results)
-    return LoadedResult(folder, head, summary, to_frame(arrow, results, "results table", RERUN))
+    typed = typed_numbers(folder, head.analysis, summary)
+    return LoadedResult(folder, head, summary, to_frame(arrow, results, "results table", RERUN), typed)
+
+
+def typed_numbers(folder: Path, analysis: str, summary: Mapping[str, Any]) -> Summary | None:
+    """The numbers of a summary validated by the analysis's :class:`Summary` (None for an unregistered one)."""
+    schema = SUMMARIES.get(analysis)
+    if schema is None:
+        return None
+    numbers = {k: v for k, v in summary.items() if k not in HEADER_KEYS}
+    try:
+        return schema.model_validate(numbers)
+    except ValidationError as exc:
+        raise BindscopeError(
+            f"{folder / SUMMARY} does not hold {analysis} numbers ({one_line(format_validation(exc), 160)}); "
+            f"the folder is damaged or was written by another bindscope version; {RERUN}"
+        ) from None
 
 
 def check_key_columns(schema: Any, num_rows: int, path: Path) -> None:

@@ -110,7 +110,7 @@ def crossmodal(
     wait: WaitOpt = False,
 ) -> None:
     """Does image-text similarity see the binding? Swap tests, retrieval, a linear bridge, half-truths."""
-    from bindscope.analyses import CrossmodalSettings, crossmodal_inputs
+    from bindscope.analyses import CrossmodalSettings, load_inputs
 
     settings = CrossmodalSettings(
         cases=cases,
@@ -127,12 +127,13 @@ def crossmodal(
             noun=noun,
         ),
     )
-    inputs = crossmodal_inputs(
+    unimodal = {m: p for m, p in (("image", probes_image), ("text", probes_text)) if p is not None}
+    inputs = load_inputs(
+        "crossmodal",
         image_dir,
-        text_dir,
+        other=text_dir,
         singles=singles,
-        probes_image=probes_image,
-        probes_text=probes_text,
+        unimodal=unimodal or None,
         dataset=dataset,
         allow_different_models=allow_different_models,
     )

@@ -213,7 +213,7 @@ def probe(
             exact_budget=exact_budget,
         ),
     )
-    report("probe", load_inputs(emb_dir, dataset, control), out, settings, overwrite, quiet)
+    report("probe", load_inputs("probe", emb_dir, dataset=dataset, control=control), out, settings, overwrite, quiet)
 
 
 @app.command()
@@ -268,7 +268,14 @@ def decompose(
             exact_budget=exact_budget,
         ),
     )
-    report("decompose", load_inputs(emb_dir, dataset, control), out, settings, overwrite, quiet)
+    report(
+        "decompose",
+        load_inputs("decompose", emb_dir, dataset=dataset, control=control),
+        out,
+        settings,
+        overwrite,
+        quiet,
+    )
 
 
 @app.command()
@@ -465,7 +472,7 @@ def complexity(
             probe_seed=probe_seed,
         ),
     )
-    inputs = load_inputs(emb_dir, dataset, find_control=False, probes=probes, probe_seed=settings.probe_seed)
+    inputs = load_inputs("complexity", emb_dir, dataset=dataset, probes=probes, settings=settings)
     report("complexity", inputs, out, settings, overwrite, quiet)
 
 
@@ -561,7 +568,7 @@ def intervene(
         for path in written:
             typer.echo(f"wrote {path}")
         return
-    from bindscope.analyses import InterveneSettings, intervene_inputs
+    from bindscope.analyses import InterveneSettings, load_inputs
     from bindscope.core.errors import BindscopeError
 
     if len(paths) != 1:
@@ -581,5 +588,5 @@ def intervene(
             probe_seed=probe_seed,
         ),
     )
-    inputs = intervene_inputs(paths[0], settings, probes=probes, singles=singles, dataset=dataset)
+    inputs = load_inputs("intervene", paths[0], probes=probes, singles=singles, dataset=dataset, settings=settings)
     report("intervene", inputs, out, settings, overwrite, quiet)

@@ -119,14 +119,24 @@ def validate_settings(schema: type[BaseModel], data: Any, origin: str) -> Any:
         raise BindscopeError(f"invalid {origin}: {format_validation(exc)}") from None
 
 
-class Settings(BaseModel):
+class Schema(BaseModel):
+    """The one pydantic base of bindscope's schemas (settings, presets, run and scratch configs, result
+    summaries): frozen, unknown keys refused, and one error wording (:meth:`parse`, :func:`format_validation`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def parse(cls, data: Any, origin: str) -> Self:
+        """Validate ``data`` (a mapping); a bad value is one :class:`BindscopeError` line naming ``origin``."""
+        return validate_settings(cls, data, origin)
+
+
+class Settings(Schema):
     """Frozen settings, validated when made; a bad value is a :class:`BindscopeError` naming the field.
 
     Every range check lives in the settings class itself, so the CLI, the Python API and YAML
     files are refused the same way.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from bindscope.analyses import crossmodal_inputs, load_inputs
+from bindscope.analyses import load_inputs
 from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.results import content_key
 from bindscope.core.errors import BindscopeError
@@ -40,7 +40,6 @@ from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
-from bindscope.pipeline.combine.geometry import geometry_inputs
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, step
 
@@ -326,14 +325,8 @@ def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
     probes = state.result_folder(spec, "probe")
     has_probes = "probe" in state.config.enabled_analyses()
     if name in ("probe", "decompose"):
-        return load_inputs(folder, find_control=spec.model.control)
-    if name == "complexity":
-        return load_inputs(folder, find_control=False, probes=probes if has_probes else None)
-    if name == "intervene":
-        return load_inputs(folder, find_control=False, probes=probes if has_probes else None, find_singles=True)
-    if name == "geometry":
-        return geometry_inputs(folder)
-    raise BindscopeError(f"internal: no inputs for {name}")
+        return load_inputs(name, folder, find_siblings=spec.model.control)
+    return load_inputs(name, folder, probes=probes if has_probes and name in ("complexity", "intervene") else None)
 
 
 def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
@@ -412,12 +405,13 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
             continue
         folder = state.root / "results" / dataset / stem / "crossmodal"
         has_probes = "probe" in state.config.enabled_analyses()
+        unimodal = {m: state.result_folder(pair[m], "probe") for m in ("image", "text")} if has_probes else None
         inputs = partial(
-            crossmodal_inputs,
+            load_inputs,
+            "crossmodal",
             state.embedding_folder(pair["image"]),
-            state.embedding_folder(pair["text"]),
-            probes_image=state.result_folder(pair["image"], "probe") if has_probes else None,
-            probes_text=state.result_folder(pair["text"], "probe") if has_probes else None,
+            other=state.embedding_folder(pair["text"]),
+            unimodal=unimodal,
         )
         with state.log.timed("analysis", key, folder) as outcome:
             settings = state.config.analysis_settings("crossmodal")

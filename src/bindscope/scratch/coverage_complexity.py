@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bindscope.analyses import load_inputs
 from bindscope.analyses.complexity.sweep import ComplexitySettings
-from bindscope.analyses.inputs import load_inputs
 from bindscope.analyses.registry import run_analysis
 from bindscope.analyses.results import ResultFiles, content_key, header, load_result, read_header, write_result
 from bindscope.core.errors import BindscopeError
@@ -142,9 +142,7 @@ def run_complexity(model_dir: Path, folder: Path, settings: ComplexitySettings, 
     if previous is not None and previous.get("settings") == settings.to_dict():
         return load_result(result_dir, "complexity").numbers
     exported = export_model(model_dir, folder / "export", control=False, device=device)
-    inputs = load_inputs(
-        exported.embeddings, find_control=False, probes=exported.probes, probe_seed=settings.probe_seed
-    )
+    inputs = load_inputs("complexity", exported.embeddings, probes=exported.probes, settings=settings)
     return run_analysis("complexity", inputs, result_dir, settings, overwrite=True).numbers
 
 

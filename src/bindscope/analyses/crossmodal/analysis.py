@@ -23,7 +23,7 @@ from bindscope.analyses.crossmodal.halftruth import half_truth_rates
 from bindscope.analyses.crossmodal.plot import bridge_plot, half_truth_plot, swap_plot
 from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling, chunks, retrieval_chance, retrieve
 from bindscope.analyses.crossmodal.swaps import SwapCases, mean_and_count, swap_cases, swap_scores, swap_wins
-from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.inputs import AnalysisInputs, Inputs
 from bindscope.analyses.results import ResultFiles
 from bindscope.core.errors import BindscopeError
 from bindscope.core.tidy import result_row, spread, tidy
@@ -395,6 +395,15 @@ class CrossmodalAnalysis(Analysis):
     Settings = CrossmodalSettings
     needs = frozenset({"embeddings", "other"})
     uses = frozenset({"singles", "unimodal"})
+
+    def check_folders(self, inputs: Inputs) -> None:
+        """The image folder comes first, the text one second (``other``)."""
+        if inputs.embeddings.modality != "image":
+            raise BindscopeError(
+                f"{inputs.embeddings.root} holds {inputs.embeddings.modality} embeddings; give the image folder "
+                "first, then the text one"
+            )
+
     extra_columns = EXTRA_COLUMNS
 
     def compute(self, inputs: AnalysisInputs, settings: CrossmodalSettings, progress: Progress | None = None) -> Result:

@@ -384,6 +384,7 @@ class GeometryAnalysis(Analysis):
     title = "What shape do object embeddings have? Factorization, orthogonality, rank, linear heads, rank axes, MDS."
     Settings = GeometrySettings
     uses = frozenset({"singles"})
+    reads_single_objects = True
     extra_columns = EXTRA_COLUMNS
 
     def compute(self, inputs: AnalysisInputs, settings: GeometrySettings, progress: Progress | None = None) -> Result:

@@ -18,8 +18,8 @@ from typing import Any
 from bindscope.analyses.base import Progress
 from bindscope.analyses.geometry.analysis import GeometrySettings
 from bindscope.analyses.geometry.compare import comparison_table, correlation_plot, correlations
-from bindscope.analyses.inputs import Inputs, load_inputs
-from bindscope.analyses.registry import run_analysis
+from bindscope.analyses.inputs import Inputs
+from bindscope.analyses.registry import load_inputs, run_analysis
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, staged_dir, write_json
@@ -36,14 +36,6 @@ class GeometryRun:
     out: Path
     results: dict[str, LoadedResult]
     comparison: dict[str, Any] | None
-
-
-def geometry_inputs(
-    emb_dir: str | Path, *, singles: str | Path | None = None, dataset: str | Path | None = None
-) -> Inputs:
-    """The inputs of ``geometry``: scene embeddings with their single-object bank (given, else a sibling
-    folder holding one), or a single-object folder on its own."""
-    return load_inputs(emb_dir, dataset, find_control=False, singles=singles, find_singles=True, single_objects=True)
 
 
 def folder_labels(inputs: Sequence[Inputs], labels: Sequence[str] | None) -> list[str]:
@@ -97,7 +89,7 @@ def run_geometry(
         raise BindscopeError("--singles names the bank of one folder; with several, keep each bank beside its folder")
     out = Path(out)
     check_output_dir(out, kind="result", overwrite=overwrite)
-    loaded = [geometry_inputs(d, singles=singles, dataset=dataset) for d in emb_dirs]  # all checked before work
+    loaded = [load_inputs("geometry", d, dataset=dataset, singles=singles) for d in emb_dirs]  # all checked before work
     names = folder_labels(loaded, labels)
     settings = settings or GeometrySettings()
     if len(loaded) == 1:
