@@ -45,15 +45,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
 from bindscope.analyses.complexity.approximators import Family, Layout, init_params
-from bindscope.analyses.complexity.sweep import (
-    ComplexitySettings,
-    complexity_summary,
-    complexity_sweep,
-    plan_sweep,
-    resolve_budget,
-    score,
-)
+from bindscope.analyses.complexity.sweep import complexity_summary, plan_sweep, score
 from bindscope.data.presets import get_preset
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import SceneSet

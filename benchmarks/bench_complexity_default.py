@@ -50,8 +50,8 @@ import queue
 import time
 from typing import Any
 
-from bindscope.analyses.complexity.analysis import ComplexityAnalysis
-from bindscope.analyses.complexity.sweep import BUDGETS, Budget, ComplexitySettings, resolve_budget
+from bindscope.analyses.complexity import Budget, ComplexityAnalysis, ComplexitySettings, resolve_budget
+from bindscope.analyses.complexity.sweep import BUDGETS
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings

@@ -60,7 +60,8 @@ import pandas as pd
 import torch
 
 from bindscope.analyses import AnalysisInputs
-from bindscope.analyses.crossmodal.analysis import CrossmodalSettings, crossmodal_analysis
+from bindscope.analyses.crossmodal import CrossmodalSettings
+from bindscope.analyses.crossmodal.analysis import crossmodal_analysis
 from bindscope.data.presets import get_preset
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import ObjectSplit, object_splits

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, complexity_sweep
+from bindscope.analyses.complexity import Budget, ComplexitySettings, complexity_sweep
 from bindscope.core.executors import RayExecutor, Resources, Unit, executing_on
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet

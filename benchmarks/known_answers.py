@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity.sweep import complexity_summary
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings

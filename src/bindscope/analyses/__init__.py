@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 from bindscope.analyses.base import Analysis, Result
-from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, resolve_budget
-from bindscope.analyses.crossmodal.analysis import CrossmodalSettings
-from bindscope.analyses.decompose.analysis import DecomposeSettings
-from bindscope.analyses.geometry.analysis import GeometrySettings
+from bindscope.analyses.complexity import Budget, ComplexitySettings, resolve_budget
+from bindscope.analyses.crossmodal import CrossmodalSettings
+from bindscope.analyses.decompose import DecomposeSettings
+from bindscope.analyses.geometry import GeometrySettings
 from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, load_frozen_probes, read_inputs
-from bindscope.analyses.intervene.analysis import InterveneSettings
+from bindscope.analyses.intervene import InterveneSettings
 from bindscope.analyses.registry import get_analysis, list_analyses, load_inputs, register, run_analysis
 from bindscope.analyses.results import LoadedResult, load_result, write_result
 from bindscope.core.tidy import KEY_COLUMNS, spread

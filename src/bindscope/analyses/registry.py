@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from bindscope.analyses.base import Analysis, Progress, RunContext
-from bindscope.analyses.complexity.analysis import ComplexityAnalysis
-from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis
-from bindscope.analyses.decompose.analysis import DecomposeAnalysis
-from bindscope.analyses.geometry.analysis import GeometryAnalysis
+from bindscope.analyses.complexity import ComplexityAnalysis
+from bindscope.analyses.crossmodal import CrossmodalAnalysis
+from bindscope.analyses.decompose import DecomposeAnalysis
+from bindscope.analyses.geometry import GeometryAnalysis
 from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, describe_arrays, read_inputs
-from bindscope.analyses.intervene.analysis import InterveneAnalysis
-from bindscope.analyses.probe.analysis import ProbeAnalysis
+from bindscope.analyses.intervene import InterveneAnalysis
+from bindscope.analyses.probe import ProbeAnalysis
 from bindscope.analyses.results import SUMMARIES, LoadedResult, Summary, content_key, header, load_result, write_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import keeping_units

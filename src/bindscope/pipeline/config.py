@@ -322,7 +322,7 @@ def inner_model(annotation: Any) -> Any:
 
 def named_budget(budget: Any, device: str) -> Any:
     """``budget: paper`` or ``budget: {name: cpu, epochs: 500}`` as a complexity :class:`Budget`."""
-    from bindscope.analyses.complexity.sweep import resolve_budget
+    from bindscope.analyses.complexity import resolve_budget
 
     if isinstance(budget, str):
         return resolve_budget(budget, device)

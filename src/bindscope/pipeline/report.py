@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from bindscope.analyses import get_analysis
-from bindscope.analyses.probe.analysis import binding_reading, object_numbers, recoverable_reading
+from bindscope.analyses.probe import binding_reading, object_numbers, recoverable_reading
 from bindscope.analyses.results import read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure

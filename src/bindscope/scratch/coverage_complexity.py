@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from bindscope.analyses import load_inputs
-from bindscope.analyses.complexity.sweep import ComplexitySettings
+from bindscope.analyses.complexity import ComplexitySettings
 from bindscope.analyses.registry import run_analysis
 from bindscope.analyses.results import ResultFiles, content_key, header, load_result, read_header, write_result
 from bindscope.core.errors import BindscopeError

@@ -1,1 +1,5 @@
-"""Cross-modal binding (docs/method.md §7): swap tests, retrieval, the linear bridge and half-truths."""
+"""``crossmodal`` (docs/method.md §7): does image-text similarity see the binding?"""
+
+from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis, CrossmodalSettings
+
+__all__ = ["CrossmodalAnalysis", "CrossmodalSettings"]

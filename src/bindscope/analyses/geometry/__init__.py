@@ -1,1 +1,6 @@
-"""Concept geometry (docs/method.md §8): factorization, orthogonality, rank, linear heads, rank axes, MDS."""
+"""``geometry`` (docs/method.md §8): how are concepts laid out in the embedding space?"""
+
+from bindscope.analyses.geometry.analysis import GeometryAnalysis, GeometrySettings
+from bindscope.analyses.geometry.compare import comparison_table, correlation_plot, correlations
+
+__all__ = ["GeometryAnalysis", "GeometrySettings", "comparison_table", "correlation_plot", "correlations"]

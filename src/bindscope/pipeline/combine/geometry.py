@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bindscope.analyses.base import Progress
-from bindscope.analyses.geometry.analysis import GeometrySettings
-from bindscope.analyses.geometry.compare import comparison_table, correlation_plot, correlations
+from bindscope.analyses.geometry import GeometrySettings, comparison_table, correlation_plot, correlations
 from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.registry import load_inputs, run_analysis
 from bindscope.analyses.results import LoadedResult, load_result

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bindscope.analyses.intervene.analysis import ALL, GROUPS, TABLE_K, at_k
+from bindscope.analyses.intervene import ALL, GROUPS, TABLE_K, at_k
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, staged_dir
