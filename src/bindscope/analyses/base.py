@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bindscope.analyses.inputs import AnalysisInputs, Inputs
-from bindscope.analyses.results import ResultFiles
+from bindscope.analyses.results import ResultFiles, Summary
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Settings
 
@@ -58,14 +58,14 @@ class Analysis(ABC):
         """The analysis over arrays (pure: no files, no models)."""
 
     @abstractmethod
-    def summarize(self, result: Result, settings: Any) -> dict[str, Any]:
-        """The main numbers of ``summary.json``."""
+    def summarize(self, result: Result, settings: Any) -> Summary | dict[str, Any]:
+        """The main numbers of ``summary.json`` (an instance of the analysis's ``Summary``)."""
 
     @abstractmethod
-    def headline(self, summary: dict[str, Any]) -> Rows:
-        """A table for the terminal: a header row, then rows of strings."""
+    def headline(self, summary: Any) -> Rows:
+        """A table for the terminal from the typed summary: a header row, then rows of strings."""
 
-    def notes(self, summary: dict[str, Any]) -> list[str]:
+    def notes(self, summary: Any) -> list[str]:
         """Lines the terminal shows after the headline table (e.g. a verdict); default none."""
         return []
 

@@ -99,6 +99,12 @@ class LoadedResult:
         return self.header.analysis
 
     @property
+    def view(self) -> Summary | dict[str, Any]:
+        """What the analysis's ``headline`` and ``notes`` read: its typed numbers (:class:`Summary`), or the
+        whole summary where the analysis declares none."""
+        return self.typed if self.typed is not None else self.summary
+
+    @property
     def numbers(self) -> dict[str, Any]:
         """The analysis's own part of the summary (everything after the header)."""
         return {k: v for k, v in self.summary.items() if k not in HEADER_KEYS}

@@ -121,8 +121,8 @@ def geometry(
     for label, result in run.results.items():
         if len(run.results) > 1:
             typer.echo(f"\n== {label}  ({result.path})")
-        print_table(analysis.headline(result.summary))
-        for line in analysis.notes(result.summary):
+        print_table(analysis.headline(result.view))
+        for line in analysis.notes(result.view):
             typer.echo(line)
         warn(result.header.warnings)
     if run.comparison is not None:

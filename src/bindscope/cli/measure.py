@@ -155,8 +155,8 @@ def report(name: str, inputs: Inputs, out: Path, settings: Any, overwrite: bool,
     analysis = get_analysis(name)
     with progress_bar(name, "step", quiet) as advance:
         result = run_analysis(name, inputs, out, settings, overwrite=overwrite, progress=advance)
-    print_table(analysis.headline(result.summary))
-    for line in analysis.notes(result.summary):
+    print_table(analysis.headline(result.view))
+    for line in analysis.notes(result.view):
         typer.echo(line)
     warn(result.header.warnings)
     typer.echo(f"\nseeds {', '.join(map(str, result.header.seeds))}; wrote {out}")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from bindscope.analyses import get_analysis
+from bindscope.analyses import get_analysis, load_result
 from bindscope.analyses.probe import binding_reading, object_numbers, recoverable_reading
 from bindscope.analyses.results import read_header
 from bindscope.core.errors import BindscopeError
@@ -212,12 +212,12 @@ def card_html(rows: list[CardRow]) -> str:
 
 
 def section_html(folder: Path, root: Path) -> str:
-    summary = summary_of(folder)
-    analysis = get_analysis(summary["analysis"])
+    loaded = load_result(folder)
+    analysis = get_analysis(loaded.analysis)
     parts = [f"<h3>{html.escape(analysis.name)}: {html.escape(str(folder.relative_to(root)))}</h3>"]
     parts.append(f"<p class='title'>{html.escape(analysis.title)}</p>")
-    parts.append(table_html(analysis.headline(summary)))
-    notes = analysis.notes(summary)
+    parts.append(table_html(analysis.headline(loaded.view)))
+    notes = analysis.notes(loaded.view)
     if notes:
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     for png in sorted((folder / "plots").glob("*.png")):
