@@ -138,6 +138,10 @@ class Settings(Schema):
     files are refused the same way.
     """
 
+    #: Command-line option names (without ``--``) of fields whose option is not the field's kebab-case name,
+    #: e.g. ``{"exact_budget_s": "exact-budget"}`` (the CLI is generated from the fields; see ``bindscope.cli``).
+    OPTION_NAMES: ClassVar[dict[str, str]] = {}
+
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
