@@ -77,7 +77,7 @@ def test_the_registry_lists_every_analysis_with_its_contract() -> None:
     assert get_analysis("geometry").needs == {"embeddings"} and get_analysis("geometry").uses == {"singles"}
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal", "geometry"])
+@pytest.mark.parametrize("name", list_analyses())
 def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name: str) -> None:
     summary = json.loads((folders[name] / "summary.json").read_text())
     assert list(summary)[: len(HEADER_KEYS)] == list(HEADER_KEYS)  # the header comes first
@@ -94,7 +94,7 @@ def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name:
     assert len(pd.read_csv(folders[name] / "results.csv")) == len(table)
 
 
-@pytest.mark.parametrize("name", ["probe", "decompose", "complexity", "intervene", "crossmodal", "geometry"])
+@pytest.mark.parametrize("name", list_analyses())
 def test_load_result_round_trips(folders: dict[str, Path], name: str) -> None:
     loaded = load_result(folders[name], name)
     assert loaded.analysis == name and loaded.path == folders[name]
@@ -102,8 +102,11 @@ def test_load_result_round_trips(folders: dict[str, Path], name: str) -> None:
     assert loaded.header.seeds == list(QUICK[name].seeds)
     assert not set(loaded.numbers) & set(HEADER_KEYS) and loaded.numbers
     pd.testing.assert_frame_equal(loaded.table, pd.read_parquet(folders[name] / "results.parquet"))
+    # the numbers validate into the analysis's typed summary, which gives them back as written
+    assert loaded.typed is not None and isinstance(loaded.typed, get_analysis(name).Summary)
+    assert loaded.typed.numbers() == loaded.numbers
     # headline reads what was written
-    rows = get_analysis(name).headline(loaded.summary)
+    rows = get_analysis(name).headline(loaded.view)
     assert len({len(r) for r in rows}) == 1 and len(rows) > 1
 
 

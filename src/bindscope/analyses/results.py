@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json
@@ -41,14 +41,13 @@ RESULTS = "results.parquet"
 RERUN = "run the analysis again"
 
 
-class ResultFormat(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class ResultFormat(Schema):
     name: str
     version: int
 
 
-class ResultHeader(BaseModel):
-    """The common header of every ``summary.json``."""
+class ResultHeader(Schema):
+    """The common header of every ``summary.json`` (the analysis's numbers that follow it are ignored here)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
