@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    :func:`bindscope.analyses.complexity.als.fit_stack_exact` on a stack of 27 models (9 fractions x 3
+    :func:`bindscope.analyses.complexity.fitters.als.fit_stack_exact` on a stack of 27 models (9 fractions x 3
     seeds): every model, and while the starts run every model's starts, in batched tensor ops with a
     leading model axis; a model that stops leaves the batch.
 baseline
@@ -37,9 +37,9 @@ import time
 import numpy as np
 import torch
 
-from bindscope.analyses.complexity.als import Solver, fit_stack_exact
-from bindscope.analyses.complexity.approxfit import SceneIndex
-from bindscope.analyses.complexity.approximators import Family, Layout
+from bindscope.analyses.complexity.families import Family, Layout
+from bindscope.analyses.complexity.fitters.als import Solver, fit_stack_exact
+from bindscope.analyses.complexity.fitters.stack import SceneIndex
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 

@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    One call of ``bindscope.analyses.complexity.sweep.complexity_sweep`` with the default settings: 9 fractions
+    One call of ``bindscope.analyses.complexity.complexity_sweep`` with the default settings: 9 fractions
     (0.1 ... 0.9) x 3 seeds x the 5 families (``mlp`` at width 1024) under the ``cpu`` budget
     (the default on a CPU: at most 400 epochs, validation every 20, early stopping after 8
     checks without improvement, at most 1,024 training scenes per fit and 5,000 scored scenes per
@@ -45,9 +45,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
-from bindscope.analyses.complexity.approximators import Family, Layout, init_params
-from bindscope.analyses.complexity.sweep import complexity_summary, plan_sweep, score
+from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity.families import Family, Layout, init_params
+from bindscope.analyses.complexity.plan import plan_sweep
+from bindscope.analyses.complexity.score import score
 from bindscope.data.presets import get_preset
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import SceneSet
@@ -186,7 +187,7 @@ def ours(y, scenes, probes, settings) -> tuple[float, dict[str, float], dict]:
     start = time.perf_counter()
     result = complexity_sweep(y, scenes, probes, settings)
     seconds = time.perf_counter() - start
-    summary = complexity_summary(result, settings)
+    summary = complexity_summary(result, settings).numbers()
     table = result.table
     sel = table[(table.group == "test_only") & (table.metric == "object_acc") & (table.checkpoint == "selected")]
     acc = sel.groupby("variant")["value"].mean().to_dict()

@@ -29,9 +29,8 @@ import time
 
 import numpy as np
 
-from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
 from bindscope.analyses.complexity.analysis import fit_probes_for
-from bindscope.analyses.complexity.sweep import complexity_summary
 from bindscope.estimators.probes import ProbeSet
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -49,7 +48,7 @@ def sweep(
         budget=resolve_budget("paper" if protocol == "paper" else "full"),
     )
     start = time.perf_counter()
-    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings, probe_fitted=fitted), settings)
+    summary = complexity_summary(complexity_sweep(y, scenes, probes, settings, probe_fitted=fitted), settings).numbers()
     return time.perf_counter() - start, summary
 
 

@@ -34,8 +34,7 @@ import time
 
 import numpy as np
 
-from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
-from bindscope.analyses.complexity.sweep import complexity_summary
+from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -53,7 +52,7 @@ def run(y: np.ndarray, scenes: SceneSet, probes: ProbeSet, settings: ComplexityS
     """One sweep: wall seconds and its summary."""
     start = time.perf_counter()
     result = complexity_sweep(y, scenes, probes, settings)
-    return time.perf_counter() - start, complexity_summary(result, settings)
+    return time.perf_counter() - start, complexity_summary(result, settings).numbers()
 
 
 def describe(seconds: float, summary: dict, expected: str | None) -> str:

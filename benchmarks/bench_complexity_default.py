@@ -50,8 +50,7 @@ import queue
 import time
 from typing import Any
 
-from bindscope.analyses.complexity import Budget, ComplexityAnalysis, ComplexitySettings, resolve_budget
-from bindscope.analyses.complexity.sweep import BUDGETS
+from bindscope.analyses.complexity import BUDGETS, Budget, ComplexityAnalysis, ComplexitySettings, resolve_budget
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -82,7 +81,7 @@ def child(kind: str, args: dict[str, Any], budget: Budget, out: Any) -> None:
     result = analysis.compute(
         AnalysisInputs(y, scenes), settings, progress=lambda done, total: out.put(("progress", done, total))
     )
-    summary = analysis.summarize(result, settings)
+    summary = analysis.summarize(result, settings).numbers()
     seconds = {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu}
     seconds |= {label: a["seconds"] for label, a in summary["approximators"].items()}
     out.put(("done", seconds, {**summary["verdict"], "fitted_in": summary["fitted_in"]}))

@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
-from bindscope.analyses.complexity.sweep import complexity_summary
+from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -55,7 +54,7 @@ def verdict(scenes: SceneSet, kind: str, fractions: tuple[float, ...]) -> dict:
     settings = ComplexitySettings(
         approximators=FAMILIES, fractions=fractions, seeds=(0,), description_length=False, budget=resolve_budget("cpu")
     )
-    return complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    return complexity_summary(complexity_sweep(y, scenes, probes, settings), settings).numbers()
 
 
 def additive(s: dict) -> None:

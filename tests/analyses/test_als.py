@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from bindscope.analyses.complexity import als
-from bindscope.analyses.complexity.approxfit import SceneIndex, StackFit, pick_fits, predict_stack
-from bindscope.analyses.complexity.approximators import Family, Layout, init_params, scene_rows
+from bindscope.analyses.complexity.families import Family, Layout, init_params, scene_rows
+from bindscope.analyses.complexity.fitters import als
+from bindscope.analyses.complexity.fitters.als_design import one_hot_rows
+from bindscope.analyses.complexity.fitters.als_tables import TableModels, _solve_sym
+from bindscope.analyses.complexity.fitters.stack import SceneIndex, StackFit, pick_fits, predict_stack
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
@@ -27,7 +29,7 @@ def _planted(scenes: SceneSet, family: str, noise: float = 1e-3) -> tuple[torch.
     layout = Layout.of(scenes)
     rows = torch.as_tensor(scene_rows(scenes))
     truth = init_params(Family(family), layout, 8, 8, [123])
-    y = als.TableModels(Family(family), layout, truth, 8).predict(rows[None])[0].float()
+    y = TableModels(Family(family), layout, truth, 8).predict(rows[None])[0].float()
     return rows, y + noise * torch.randn(y.shape, generator=torch.Generator().manual_seed(1)), layout
 
 
@@ -47,7 +49,7 @@ def test_each_table_family_is_fitted_to_the_noise_floor(scenes: SceneSet, family
 def test_the_additive_fit_is_ordinary_least_squares(scenes: SceneSet) -> None:
     rows, y, layout = _planted(scenes, "mult_within_object")  # not additive: the residual is large
     fit = als.fit_one(Family("additive"), layout, (rows, y), (rows, y), 0, als.Solver(ridge=0.0), 8)
-    onehot = als.one_hot_rows(rows, layout.num_rows).numpy()
+    onehot = one_hot_rows(rows, layout.num_rows).numpy()
     design = np.hstack([onehot, np.ones((len(rows), 1))])
     coef = np.linalg.lstsq(design, y.numpy().astype(np.float64), rcond=None)[0]
     best = float(np.mean((design @ coef - y.numpy()) ** 2))
@@ -65,7 +67,7 @@ def test_fitted_parameters_are_the_family_as_defined(scenes: SceneSet, family: s
     preds = predict_stack(Family(family), fit.selected, layout, data, val)
     for g in range(2):
         one = {k: v[g : g + 1] for k, v in fit.selected.items()}
-        mine = als.TableModels(Family(family), layout, one, width).predict(rows[val[g]][None])[0]
+        mine = TableModels(Family(family), layout, one, width).predict(rows[val[g]][None])[0]
         np.testing.assert_allclose(preds[g], mine.numpy(), rtol=1e-4, atol=1e-4)
         assert fit.best_val_mse[g] == pytest.approx(float(((mine - y[val[g]].double()) ** 2).mean()), rel=1e-4)
     assert fit.converged.shape == fit.unfinished_r2.shape == fit.stopped_early.shape == (2,)
@@ -115,18 +117,18 @@ def test_a_system_cholesky_cannot_solve_falls_back_to_least_squares_alone() -> N
     a = torch.randn(2, 2, 5, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     gram, rhs = a @ a.transpose(-1, -2), a[..., :2]
     gram[1, 0, 2, :] = gram[1, 0, :, 2] = 0.0  # singular: Cholesky fails on this system only
-    out = als._solve_sym(gram.clone(), rhs)
+    out = _solve_sym(gram.clone(), rhs)
     torch.testing.assert_close(out[1, 0], torch.linalg.lstsq(gram[1, 0], rhs[1, 0]).solution)
     torch.testing.assert_close(out[0, 1], torch.linalg.solve(gram[0, 1], rhs[0, 1]))
     keep = torch.tensor([[True] * 5, [True] * 4 + [False]])  # per model, its columns; the others solve to 0
     gram, rhs = gram[1].clone(), rhs[1]
     gram[:, 4, :] = gram[:, :, 4] = 0.0
     gram[:, 4, 4] = 1.0
-    out = als._solve_sym(gram.clone(), rhs, keep)
+    out = _solve_sym(gram.clone(), rhs, keep)
     torch.testing.assert_close(out[0], torch.linalg.lstsq(gram[0], rhs[0]).solution)
     torch.testing.assert_close(out[1, :4], torch.linalg.solve(gram[1, :4, :4], rhs[1, :4]))
     gram[1, 2, :] = gram[1, :, 2] = 0.0
-    out = als._solve_sym(gram.clone(), rhs, keep)
+    out = _solve_sym(gram.clone(), rhs, keep)
     torch.testing.assert_close(out[1, :4], torch.linalg.lstsq(gram[1, :4, :4], rhs[1, :4]).solution)
     assert out[1, 4].abs().max() == 0
 
@@ -171,7 +173,7 @@ def test_the_mlp_is_not_a_table_family(scenes: SceneSet) -> None:
     layout = Layout.of(scenes)
     params = init_params(Family("mlp", 4), layout, 8, 8, [0])
     with pytest.raises(BindscopeError, match="MLP is fitted by Adam"):
-        als.TableModels(Family("mlp", 4), layout, params, 8)
+        TableModels(Family("mlp", 4), layout, params, 8)
 
 
 def test_a_model_without_validation_scenes_is_refused(scenes: SceneSet) -> None:

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from approximator_formula import formula as _formula
-from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, TargetScale, fit_stack, predict_stack
-from bindscope.analyses.complexity.approximators import (
+from bindscope.analyses.complexity.families import (
     FAMILIES,
     Family,
     Layout,
@@ -18,6 +17,8 @@ from bindscope.analyses.complexity.approximators import (
     predict,
     prepare,
 )
+from bindscope.analyses.complexity.fitters.adam import Schedule, TargetScale, fit_stack
+from bindscope.analyses.complexity.fitters.stack import SceneIndex, predict_stack
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import ConceptSpace, SceneSet
 

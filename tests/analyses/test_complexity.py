@@ -7,24 +7,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.analyses.complexity.approxfit import Schedule, unfinished_gain
-from bindscope.analyses.complexity.approximators import Family, Layout
-from bindscope.analyses.complexity.sweep import (
-    BUDGETS,
-    EXTRA_COLUMNS,
-    ComplexityResult,
-    ComplexitySettings,
-    area,
-    check_probes,
-    complexity_summary,
-    complexity_sweep,
-    covering_sample,
-    f_star,
-    plan_sweep,
-    resolve_budget,
-    stacks,
-    verdict,
-)
+from bindscope.analyses.complexity.curves import area, f_star
+from bindscope.analyses.complexity.families import Family, Layout
+from bindscope.analyses.complexity.fitters.adam import Schedule, unfinished_gain
+from bindscope.analyses.complexity.plan import covering_sample, plan_sweep, stacks
+from bindscope.analyses.complexity.present import reading
+from bindscope.analyses.complexity.settings import BUDGETS, ComplexitySettings, resolve_budget
+from bindscope.analyses.complexity.summarize import complexity_summary
+from bindscope.analyses.complexity.summary import ComplexitySummary
+from bindscope.analyses.complexity.sweep import EXTRA_COLUMNS, SweepResult, check_probes, complexity_sweep
+from bindscope.analyses.complexity.verdict import Verdict, decide
 from bindscope.core.errors import BindscopeError
 from bindscope.core.tidy import KEY_COLUMNS, tidy
 from bindscope.data.presets import get_preset
@@ -150,12 +142,12 @@ def test_the_verdict_names_the_simplest_generalising_family() -> None:
                     "selection": "validation",
                 }
             )
-    result = ComplexityResult(tidy(rows, EXTRA_COLUMNS), pd.DataFrame(), 0, {}, {})
+    result = SweepResult(tidy(rows, EXTRA_COLUMNS), pd.DataFrame(), 0, {}, {})
     summary = complexity_summary(result, settings.replace(description_length=False))
-    assert summary["approximators"]["mult"]["f_star"] == 0.6 and summary["approximators"]["mlp(32)"]["f_star"] == 0.2
-    assert summary["verdict"]["simplest_generalising"] == "mult"  # simpler than mlp, though mlp needs less coverage
-    assert summary["verdict"]["generalising"] == ["mult", "mlp(32)"]
-    assert summary["approximators"]["additive"]["f_star"] is None
+    assert summary.approximators["mult"].f_star == 0.6 and summary.approximators["mlp(32)"].f_star == 0.2
+    assert summary.verdict.simplest_generalising == "mult"  # simpler than mlp, though mlp needs less coverage
+    assert summary.verdict.generalising == ["mult", "mlp(32)"]
+    assert summary.approximators["additive"].f_star is None
 
 
 def test_budgets_resolve_by_device_and_overrides() -> None:
@@ -270,7 +262,7 @@ def test_unfinished_gain_reads_the_fall_per_unit_of_learning_rate() -> None:
     assert unfinished_gain(epochs, falling, schedule, variance=10.0) == pytest.approx(expected / 10)
 
 
-def _five_epoch_summary(scenes: SceneSet, protocol: str) -> dict:
+def _five_epoch_summary(scenes: SceneSet, protocol: str) -> ComplexitySummary:
     """additive and mult_within_object on planted products, fractions 0.5 and 0.8, 5 Adam epochs."""
     y = planted_embeddings(scenes, "mult_within_object", dim=8, seed=0)
     probes = ProbeSet("lbfgs", max_iter=50).fit(y, soft_targets(scenes))
@@ -286,30 +278,34 @@ def _five_epoch_summary(scenes: SceneSet, protocol: str) -> dict:
 
 def test_unconverged_fits_are_flagged_and_never_read_as_high_complexity(scenes: SceneSet) -> None:
     summary = _five_epoch_summary(scenes, "paper")
-    v = summary["verdict"]
-    assert v["reliable"] is False and v["reading"].startswith("unreliable: fits did not converge")
-    assert "high-complexity" not in v["reading"]
-    assert v["unconverged"]["additive"] == [0.5, 0.8]
-    assert summary["approximators"]["additive"]["converged"]["0.5"]["mean"] == 0.0
+    v = summary.verdict
+    assert v.reliable is False and v.reading.startswith("unreliable: fits did not converge")
+    assert "high-complexity" not in v.reading
+    assert v.unconverged["additive"] == [0.5, 0.8]
+    assert summary.approximators["additive"].converged["0.5"].mean == 0.0
 
 
 def test_exact_fits_converge_where_five_adam_epochs_do_not(scenes: SceneSet) -> None:
     summary = _five_epoch_summary(scenes, "exact")
-    assert summary["verdict"]["unconverged"] == {} and summary["verdict"]["reliable"] is True
-    for entry in summary["approximators"].values():
-        assert all(v["mean"] == 1.0 for v in entry["converged"].values())
+    assert summary.verdict.unconverged == {} and summary.verdict.reliable is True
+    for entry in summary.approximators.values():
+        assert all(v.mean == 1.0 for v in entry.converged.values())
+
+
+def _verdict(f_stars: dict, settings: ComplexitySettings, unconverged: dict) -> Verdict:
+    return decide(settings.families(), f_stars, max(settings.fractions), unconverged=unconverged)
 
 
 def test_a_verdict_from_converged_fits_is_reliable() -> None:
-    approximators = {"additive": {"f_star": None}, "mult": {"f_star": 0.6}, "mlp(8)": {"f_star": 0.2}}
+    f_stars = {"additive": None, "mult": 0.6, "mlp(8)": 0.2}
     settings = ComplexitySettings(approximators=("additive", "mult", "mlp"), hidden=(8,), fractions=(0.2, 0.6))
-    assert verdict(approximators, settings, {})["reliable"] is True
+    assert _verdict(f_stars, settings, {}).reliable is True
     # an unconverged fit of a family the verdict does not depend on leaves it reliable
-    assert verdict(approximators, settings, {"mlp(8)": [0.2]})["reliable"] is True
-    assert verdict(approximators, settings, {"mult": [0.6]})["reliable"] is True  # at f*, not below it
-    shaky = verdict(approximators, settings, {"additive": [0.6], "mult": [0.2]})
-    assert shaky["reliable"] is False and shaky["unconverged"] == {"additive": [0.6], "mult": [0.2]}
-    assert shaky["simplest_generalising"] == "mult" and shaky["reading"].startswith("unreliable")
+    assert _verdict(f_stars, settings, {"mlp(8)": [0.2]}).reliable is True
+    assert _verdict(f_stars, settings, {"mult": [0.6]}).reliable is True  # at f*, not below it
+    shaky = _verdict(f_stars, settings, {"additive": [0.6], "mult": [0.2]})
+    assert shaky.reliable is False and shaky.unconverged == {"additive": [0.6], "mult": [0.2]}
+    assert shaky.simplest == "mult" and reading(shaky, settings.budget.protocol).startswith("unreliable")
 
 
 def test_the_scenes_loaded_probes_were_fitted_on_are_rebuilt_from_their_record(scenes: SceneSet) -> None:

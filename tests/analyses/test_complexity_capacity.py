@@ -6,25 +6,40 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.analyses.complexity.approximators import Family, Layout
-from bindscope.analyses.complexity.sweep import (
-    ComplexitySettings,
-    complexity_summary,
-    complexity_sweep,
-    covered_share,
-    f_star,
-    memorising_families,
-    scenes_needed,
-    two_fits_undetermined,
-    undetermined_families,
-    verdict,
-)
+from bindscope.analyses.complexity.curves import f_star, scenes_needed
+from bindscope.analyses.complexity.families import Family, Layout, Memorises, memorising_families
+from bindscope.analyses.complexity.present import capacity_reason, open_reason, reading
+from bindscope.analyses.complexity.score import covered_share, two_fits_undetermined
+from bindscope.analyses.complexity.settings import ComplexitySettings
+from bindscope.analyses.complexity.summarize import complexity_summary
+from bindscope.analyses.complexity.sweep import complexity_sweep
+from bindscope.analyses.complexity.verdict import Open, decide, undetermined_families
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 from bindscope.space.splits import scene_split
 
 FAMILIES = [Family("additive"), Family("mult"), Family("mult_within_object"), Family("sum_mult"), Family("mlp", 8)]
+
+
+def _reading(
+    f_stars: dict,
+    settings: ComplexitySettings,
+    undetermined: dict[str, Open] | None = None,
+    decisive: list[float] | None = None,
+    f_star_any: dict | None = None,
+) -> tuple[str | None, str]:
+    """The verdict's simplest generalising family and its reading."""
+    v = decide(
+        settings.families(),
+        f_stars,
+        max(settings.fractions),
+        f_star_any=f_star_any,
+        unconverged={},
+        undetermined=undetermined,
+        decisive=decisive,
+    )
+    return v.simplest, reading(v, settings.budget.protocol)
 
 
 def clevr_size() -> SceneSet:
@@ -53,22 +68,26 @@ def test_covered_share_counts_scenes_whose_every_slot_value_was_fitted() -> None
 def test_families_that_can_memorise_are_named_by_width() -> None:
     layout = Layout.of(clevr_size())  # 24 objects, 576 scenes
     wide = memorising_families(FAMILIES, layout, 24, 576)
-    assert list(wide) == ["mult_within_object"] and "24 objects" in wide["mult_within_object"]
+    assert list(wide) == ["mult_within_object"] and "24 objects" in capacity_reason(wide["mult_within_object"])
+    assert wide["mult_within_object"] == Memorises(24, 24, "objects")
     assert memorising_families(FAMILIES, layout, 23, 576) == {}
     assert list(memorising_families(FAMILIES, layout, 576, 576)) == ["mult", "mult_within_object", "sum_mult"]
 
 
 def test_the_reading_says_when_the_named_or_a_failing_family_can_memorise() -> None:
     settings = ComplexitySettings(approximators=("additive", "mult_within_object"), fractions=(0.2, 0.6))
-    wide = {"mult_within_object": "its table width 32 >= 24 objects: it can give every object any vector"}
-    named = verdict({"additive": {"f_star": None}, "mult_within_object": {"f_star": 0.6}}, settings, {}, wide)
-    assert named["simplest_generalising"] == "mult_within_object"
-    assert "reflects the optimiser, not the family's form" in named["reading"]
-    none = verdict({"additive": {"f_star": None}, "mult_within_object": {"f_star": None}}, settings, {}, wide)
-    assert "a high-complexity binding function" not in none["reading"]
-    assert "but not for mult_within_object" in none["reading"] and "24 objects" in none["reading"]
-    plain = verdict({"additive": {"f_star": None}, "mult_within_object": {"f_star": None}}, settings, {}, {})
-    assert plain["reading"].endswith("a high-complexity binding function")
+    wide: dict[str, Open] = {"mult_within_object": Memorises(32, 24, "objects")}
+    assert open_reason(wide["mult_within_object"]) == (
+        "its table width 32 >= 24 objects: it can give every object any vector"
+    )
+    named, said = _reading({"additive": None, "mult_within_object": 0.6}, settings, wide)
+    assert named == "mult_within_object"
+    assert "reflects the optimiser, not the family's form" in said
+    _, none = _reading({"additive": None, "mult_within_object": None}, settings, wide)
+    assert "a high-complexity binding function" not in none
+    assert "but not for mult_within_object" in none and "24 objects" in none
+    _, plain = _reading({"additive": None, "mult_within_object": None}, settings, {})
+    assert plain.endswith("a high-complexity binding function")
 
 
 @pytest.mark.parametrize("dim, wide", [(32, True), (16, False)])
@@ -80,11 +99,11 @@ def test_a_clevr_size_sweep_reports_coverage_and_capacity(dim: int, wide: bool) 
         approximators=("additive", "mult_within_object"), fractions=(0.2, 0.9), seeds=(0,), description_length=False
     )
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
-    assert ("mult_within_object" in summary["capacity"]) is wide
+    assert ("mult_within_object" in summary.capacity) is wide
     # seed 0 at 0.2: 4 training objects cannot hold all 8 colours; at 0.9 every test value was fitted
-    assert summary["coverage"]["0.2"]["mean"] < 0.5 and summary["coverage"]["0.9"]["mean"] == 1.0
+    assert summary.coverage["0.2"].mean < 0.5 and summary.coverage["0.9"].mean == 1.0
     if wide:
-        assert "a high-complexity binding function" not in summary["verdict"]["reading"]
+        assert "a high-complexity binding function" not in summary.verdict.reading
 
 
 def test_scenes_needed_grows_as_the_in_distribution_line_falls() -> None:
@@ -109,41 +128,45 @@ def test_too_few_covered_test_scenes_give_no_high_complexity_verdict() -> None:
         object_order="random",
     )
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
-    v = summary["verdict"]
-    assert summary["coverage"]["0.5"]["mean"] < 0.9
-    assert v["decisive_fractions"] == [] and v["reading"].startswith("cannot tell")
-    assert "high-complexity" not in v["reading"]
+    v = summary.verdict
+    assert summary.coverage["0.5"].mean < 0.9
+    assert v.decisive_fractions == [] and v.reading.startswith("cannot tell")
+    assert "high-complexity" not in v.reading
     # the covering order (the default) sees every colour and shape from 8 objects on: at 0.5 the
     # 144 test scenes are all new combinations of seen values, enough to decide
     covering = complexity_summary(
         complexity_sweep(y, scenes, probes, settings.replace(object_order="covering")), settings
     )
-    assert covering["coverage"]["0.5"]["mean"] == 1.0 and covering["verdict"]["decisive_fractions"] == [0.5]
+    assert covering.coverage["0.5"].mean == 1.0 and covering.verdict.decisive_fractions == [0.5]
 
 
-def _entry(f_star: float | None, shares: dict[str, float], gap: float = 3.1) -> dict:
-    return {
-        "f_star": f_star,
-        "undetermined_share": {f: {"mean": u} for f, u in shares.items()},
-        "second_fit_disagreement": {f: {"mean": gap} for f in shares},
-    }
+def _entries(entries: dict[str, tuple[float | None, dict[float, float]]], gap: float = 3.1) -> tuple[dict, dict, dict]:
+    """Per family (f*, the share of seeds whose two fits leave it open per fraction): its f*, those shares,
+    and the fits' disagreement (``gap`` at every fraction)."""
+    f_stars = {label: fs for label, (fs, _) in entries.items()}
+    shares = {label: dict(mine) for label, (_, mine) in entries.items() if mine}
+    gaps = {label: dict.fromkeys(mine, gap) for label, (_, mine) in entries.items() if mine}
+    return f_stars, shares, gaps
 
 
 def test_a_family_whose_two_fits_disagree_where_it_matters_is_undetermined() -> None:
-    approximators = {
-        "mult": _entry(None, {"0.5": 0.0, "0.9": 2 / 3}),  # fails; at the decisive 0.9 most seeds' fits disagree
-        "sum_mult": _entry(None, {"0.5": 1.0, "0.9": 1 / 3}),  # fails; one seed of three is no majority
-        "mult_within_object": _entry(0.5, {"0.5": 0.5, "0.9": 0.0}),  # generalises; undetermined at f*
-        "sum": _entry(0.9, {"0.5": 1.0, "0.9": 0.0}),  # generalises; determined at f*
-        "additive": {"f_star": None},
-    }
-    out = undetermined_families(approximators, {}, [0.9])
+    f_stars, shares, gaps = _entries(
+        {
+            "mult": (None, {0.5: 0.0, 0.9: 2 / 3}),  # fails; at the decisive 0.9 most seeds' fits disagree
+            "sum_mult": (None, {0.5: 1.0, 0.9: 1 / 3}),  # fails; one seed of three is no majority
+            "mult_within_object": (0.5, {0.5: 0.5, 0.9: 0.0}),  # generalises; undetermined at f*
+            "sum": (0.9, {0.5: 1.0, 0.9: 0.0}),  # generalises; determined at f*
+            "additive": (None, {}),
+        }
+    )
+    out = undetermined_families(f_stars, {}, [0.9], shares, gaps)
     assert sorted(out) == ["mult", "mult_within_object"]
-    assert "3.10 of the test variance at f = 0.9" in out["mult"]
+    assert "3.10 of the test variance at f = 0.9" in open_reason(out["mult"])
     # without decisive fractions every fraction counts: sum_mult's fits were left open at 0.5
-    assert sorted(undetermined_families(approximators, {}, None)) == ["mult", "mult_within_object", "sum_mult"]
-    wide = {"additive": "table width ..."}
-    assert undetermined_families(approximators, wide, [0.9])["additive"] == "its table width ..."
+    assert sorted(undetermined_families(f_stars, {}, None, shares, gaps)) == ["mult", "mult_within_object", "sum_mult"]
+    wide = {"additive": Memorises(32, 24, "objects")}
+    out = undetermined_families(f_stars, wide, [0.9], shares, gaps)
+    assert open_reason(out["additive"]) == "its table width 32 >= 24 objects: it can give every object any vector"
 
 
 def test_two_fits_of_a_product_over_every_slot_disagree_at_clevr_size() -> None:
@@ -153,12 +176,12 @@ def test_two_fits_of_a_product_over_every_slot_disagree_at_clevr_size() -> None:
     probes = ProbeSet("lbfgs").fit(y, soft_targets(scenes))
     settings = ComplexitySettings(approximators=("mult",), fractions=(0.9,), seeds=(0,), description_length=False)
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
-    assert summary["approximators"]["mult"]["second_fit_disagreement"]["0.9"]["mean"] > 1.0
-    v = summary["verdict"]
-    if v["simplest_generalising"] is None:
-        assert "but not for mult" in v["reading"] and "high-complexity binding function" not in v["reading"]
+    assert summary.approximators["mult"].second_fit_disagreement["0.9"].mean > 1.0
+    v = summary.verdict
+    if v.simplest_generalising is None:
+        assert "but not for mult" in v.reading and "high-complexity binding function" not in v.reading
     else:
-        assert "reflects the optimiser" in v["reading"]
+        assert "reflects the optimiser" in v.reading
     off = complexity_sweep(y, scenes, probes, settings.replace(second_fit=False)).table
     assert "second_fit_disagreement" not in set(off.metric)
 
@@ -175,11 +198,11 @@ def test_two_fits_leave_a_family_open_only_when_they_tie_fit_and_disagree() -> N
 
 def test_high_complexity_needs_the_largest_fraction_to_be_decisive() -> None:
     settings = ComplexitySettings(approximators=("additive", "mult"), fractions=(0.4, 0.9))
-    failing = {"additive": {"f_star": None}, "mult": {"f_star": None}}
-    small = verdict(failing, settings, {}, {}, [0.4])
-    assert small["reading"].startswith("cannot tell") and "decisive only at f = 0.4, not at 0.9" in small["reading"]
-    assert "high-complexity" not in small["reading"]
-    assert verdict(failing, settings, {}, {}, [0.4, 0.9])["reading"].endswith("a high-complexity binding function")
+    failing = {"additive": None, "mult": None}
+    _, small = _reading(failing, settings, {}, [0.4])
+    assert small.startswith("cannot tell") and "decisive only at f = 0.4, not at 0.9" in small
+    assert "high-complexity" not in small
+    assert _reading(failing, settings, {}, [0.4, 0.9])[1].endswith("a high-complexity binding function")
 
 
 @pytest.mark.parametrize("probe_scenes, f_star", [("exclude", 0.5), ("keep", None)])
@@ -204,11 +227,11 @@ def test_additive_data_at_clevr_size_is_additive_once_the_probe_scenes_are_left_
         seeds=tuple(range(6)),
     )
     summary = complexity_summary(complexity_sweep(y, scenes, probes, settings, probe_fitted=fitted), settings)
-    assert summary["approximators"]["additive"]["f_star"] == f_star
-    assert summary["probe_scenes_unscored"] == (len(fitted) if probe_scenes == "exclude" else None)
+    assert summary.approximators["additive"].f_star == f_star
+    assert summary.probe_scenes_unscored == (len(fitted) if probe_scenes == "exclude" else None)
     if f_star is not None:
-        assert summary["verdict"]["simplest_generalising"] == "additive"
-        assert 0.5 in summary["verdict"]["decisive_fractions"]
+        assert summary.verdict.simplest_generalising == "additive"
+        assert summary.verdict.decisive_fractions is not None and 0.5 in summary.verdict.decisive_fractions
 
 
 def test_f_star_needs_enough_scenes_from_it_upwards() -> None:
@@ -229,9 +252,9 @@ def test_f_star_needs_enough_scenes_from_it_upwards() -> None:
 
 def test_a_crossing_without_the_evidence_is_named_in_the_reading() -> None:
     settings = ComplexitySettings(approximators=("additive", "mult"), fractions=(0.4, 0.9))
-    approximators = {"additive": {"f_star": None, "f_star_any": 0.9}, "mult": {"f_star": None, "f_star_any": None}}
-    v = verdict(approximators, settings, {}, {}, [0.4])
-    assert v["simplest_generalising"] is None and v["reading"].startswith("cannot tell")
-    assert "on enough scenes" in v["reading"] and "(additive at f = 0.9 crosses it on too few scenes" in v["reading"]
-    plain = verdict({k: {"f_star": None, "f_star_any": None} for k in approximators}, settings, {}, {}, [0.4, 0.9])
-    assert plain["reading"].endswith("a high-complexity binding function") and "enough scenes" not in plain["reading"]
+    failing = {"additive": None, "mult": None}
+    named, said = _reading(failing, settings, {}, [0.4], f_star_any={"additive": 0.9, "mult": None})
+    assert named is None and said.startswith("cannot tell")
+    assert "on enough scenes" in said and "(additive at f = 0.9 crosses it on too few scenes" in said
+    _, plain = _reading(failing, settings, {}, [0.4, 0.9], f_star_any={"additive": None, "mult": None})
+    assert plain.endswith("a high-complexity binding function") and "enough scenes" not in plain

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -36,7 +36,7 @@ def _verdict(scenes: SceneSet, kind: str, families: tuple[str, ...], fractions: 
         description_length=False,
         budget=resolve_budget("cpu", sweeps=200, epochs=400),
     )
-    return complexity_summary(complexity_sweep(y, scenes, probes, settings), settings)
+    return complexity_summary(complexity_sweep(y, scenes, probes, settings), settings).numbers()
 
 
 def test_sum_of_concept_vectors_is_fitted_by_the_additive_family(scenes: SceneSet) -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.analyses.complexity import sweep as sweep_module
-from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity import units as units_module
 from bindscope.core.executors import keeping_units
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
@@ -39,13 +39,13 @@ def _settings(**kw) -> ComplexitySettings:
 def fitted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, int]]:
     """Every model the test fits, as (family, fraction, seed), in order."""
     fitted: list[tuple[str, float, int]] = []
-    real = sweep_module._fit
+    real = units_module.fit_models
 
     def fit(settings, family, layout, data, members, *args, **kwargs):
         fitted.extend((family.label, p.fraction, p.seed) for p in members)
         return real(settings, family, layout, data, members, *args, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "_fit", fit)
+    monkeypatch.setattr(units_module, "fit_models", fit)
     return fitted
 
 

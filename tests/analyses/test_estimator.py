@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.analyses.complexity.estimator import Approximator
+from bindscope.analyses.complexity import Approximator, Budget, ComplexitySettings, resolve_budget
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
@@ -26,6 +26,11 @@ def _additive(scenes: SceneSet) -> np.ndarray:
     return sum(t[k, c][scenes.scenes[:, k, c]] for k in range(2) for c in range(SPACE.num_concepts)).astype(np.float32)
 
 
+def _paper(**overrides: int) -> ComplexitySettings:
+    """The paper protocol (full-batch Adam on raw targets at a constant rate) with overrides."""
+    return ComplexitySettings(budget=resolve_budget("paper", **overrides))
+
+
 def _unseen_r2(model: Approximator, scenes: SceneSet, y: np.ndarray, held: np.ndarray) -> float:
     pred, truth = model.predict(scenes.subset(np.flatnonzero(held))), y[held]
     return float(1 - ((pred - truth) ** 2).sum() / ((truth - truth.mean(0)) ** 2).sum())
@@ -37,11 +42,11 @@ def _held(scenes: SceneSet) -> np.ndarray:
 
 def test_the_paper_protocol_fits_an_additive_function_and_predicts_unseen_combinations(scenes: SceneSet) -> None:
     y, held = _additive(scenes), _held(scenes)
-    model = Approximator("additive", protocol="paper", epochs=1500, eval_every=50, seed=0)
+    model = Approximator("additive", _paper(epochs=1500, eval_every=50), seed=0)
     model.fit(scenes.subset(np.flatnonzero(~held)), y[~held])
     assert _unseen_r2(model, scenes, y, held) > 0.995
     assert model.best_epoch_ <= model.epochs_run_ == 1500
-    short = Approximator("additive", protocol="paper", epochs=5).fit(scenes, y)
+    short = Approximator("additive", _paper(epochs=5)).fit(scenes, y)
     assert not np.allclose(model.predict(scenes, final=True), short.predict(scenes))
     assert not short.converged_  # one check at epoch 5: no measured fall, not converged
 
@@ -49,7 +54,7 @@ def test_the_paper_protocol_fits_an_additive_function_and_predicts_unseen_combin
 def test_the_exact_protocol_solves_additive_once_and_is_the_default(scenes: SceneSet) -> None:
     y, held = _additive(scenes), _held(scenes)
     model = Approximator("additive").fit(scenes.subset(np.flatnonzero(~held)), y[~held])
-    assert model.protocol == "exact"
+    assert model.settings.budget.protocol == "exact"
     assert model.epochs_run_ == 1 and model.converged_
     assert _unseen_r2(model, scenes, y, held) > 0.999
 
@@ -68,7 +73,9 @@ def test_the_exact_protocol_recovers_products_within_objects_on_unseen_objects()
 
 def test_the_mlp_under_the_exact_protocol_fits_standardised_targets_and_predicts_raw_ones(scenes: SceneSet) -> None:
     y = 5.0 + 0.01 * _additive(scenes)  # an offset and a small scale, as real embeddings have
-    model = Approximator("mlp(32)", epochs=600, eval_every=20, patience=10).fit(scenes, y)
+    model = Approximator("mlp(32)", ComplexitySettings(budget=Budget(epochs=600, eval_every=20, patience=10))).fit(
+        scenes, y
+    )
     pred = model.predict(scenes)
     assert abs(pred.mean() - y.mean()) < 0.01
     assert np.mean((pred - y) ** 2) < 0.2 * y.var(0).mean()
@@ -77,11 +84,13 @@ def test_the_mlp_under_the_exact_protocol_fits_standardised_targets_and_predicts
 def test_the_estimator_refuses_bad_input(scenes: SceneSet) -> None:
     with pytest.raises(BindscopeError, match=r"y must be \[144, D\]"):
         Approximator().fit(scenes, np.zeros((3, 4)))
-    model = Approximator(protocol="paper", epochs=2).fit(scenes, _additive(scenes))
+    model = Approximator(settings=_paper(epochs=2)).fit(scenes, _additive(scenes))
     other = SceneSet.enumerate(ConceptSpace.from_dict({"color": ["r", "g"], "shape": ["cube", "ball"]}), 2)
     with pytest.raises(BindscopeError, match="different concept space"):
         model.predict(other)
     with pytest.raises(BindscopeError, match="unknown approximator"):
         Approximator("quadratic").fit(scenes, _additive(scenes))
     with pytest.raises(BindscopeError, match="unknown protocol 'adam'; choose exact or paper"):
-        Approximator(protocol="adam").fit(scenes, _additive(scenes))
+        Approximator(settings=ComplexitySettings(budget=resolve_budget("full", protocol="adam")))
+    with pytest.raises(BindscopeError, match="table width must be at least 1"):
+        Approximator(settings=ComplexitySettings(width=0))

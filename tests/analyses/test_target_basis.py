@@ -5,15 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bindscope.analyses.complexity.approxfit import TargetBasis
-from bindscope.analyses.complexity.sweep import (
-    READ_WITHIN,
-    ComplexitySettings,
-    complexity_summary,
-    complexity_sweep,
-    resolve_budget,
-    target_basis,
-)
+from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity.fitters.basis import TargetBasis
+from bindscope.analyses.complexity.subspace import READ_WITHIN, target_basis
 from bindscope.estimators.probes import ProbeSet, set_separation_correct, soft_targets
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
@@ -72,13 +66,13 @@ def test_fitting_in_a_subspace_that_holds_every_scene_changes_no_score(scenes: S
         result = complexity_sweep(y, scenes, probes, settings)
         summaries.append(complexity_summary(result, settings))
         tables.append(result.table.query("variant == 'additive' and checkpoint == 'selected'"))
-    fitted_in = summaries[0]["fitted_in"]
-    assert {k: fitted_in[k] for k in ("dims", "of")} == {"dims": 8, "of": 48}
-    assert fitted_in["variance_kept"] == pytest.approx(1.0)
-    assert fitted_in["object_acc"] == pytest.approx(fitted_in["object_acc_embeddings"], abs=1e-3)
-    assert summaries[1]["fitted_in"] is None
+    fitted_in = summaries[0].fitted_in
+    assert fitted_in is not None and (fitted_in.dims, fitted_in.of) == (8, 48)
+    assert fitted_in.variance_kept == pytest.approx(1.0)
+    assert fitted_in.object_acc == pytest.approx(fitted_in.object_acc_embeddings, abs=1e-3)
+    assert summaries[1].fitted_in is None
     np.testing.assert_allclose(tables[0]["value"].to_numpy(), tables[1]["value"].to_numpy(), rtol=1e-4, atol=1e-5)
-    assert summaries[0]["verdict"] == summaries[1]["verdict"]
+    assert summaries[0].verdict == summaries[1].verdict
 
 
 def test_a_planted_function_of_smaller_width_is_an_orthonormal_image_of_it(scenes: SceneSet) -> None:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from bindscope.analyses.complexity.approximators import Family
+from bindscope.analyses.complexity.families import Family
 from bindscope.space.concepts import SceneSet
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from bindscope.analyses import ComplexitySettings, load_result, run_analysis
-from bindscope.analyses.complexity.sweep import Budget
+from bindscope.analyses.complexity import Budget
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import ExecutorChoice, RayExecutor, executing_on
@@ -69,7 +69,7 @@ def cluster(ray_home: Path) -> Iterator[RayExecutor]:
 def warm_up(executor: RayExecutor) -> None:
     """Both workers import what the units run (torch, the analyses) at once, before the tests are timed: two
     units whose shared input is a function of the complexity sweep's module (unpickling it imports that)."""
-    from bindscope.analyses.complexity.sweep import fit_unit
+    from bindscope.analyses.complexity.units import fit_unit
     from bindscope.core.executors import Unit
 
     done = executor.map([Unit(f"warm-{i}", f"warm-up {i}", callable) for i in range(2)], fit_unit)

@@ -1,6 +1,28 @@
-"""``complexity`` (docs/method.md §6): how complex is the binding function, and does it generalise?"""
+"""``complexity`` (docs/method.md §6): how complex is the binding function, and does it generalise?
 
-from bindscope.analyses.complexity.analysis import ComplexityAnalysis
-from bindscope.analyses.complexity.sweep import Budget, ComplexitySettings, complexity_sweep, resolve_budget
+``settings`` (the knobs: :class:`ComplexitySettings`, :class:`Budget`), ``families`` (the approximator families),
+``fitters/`` (stacked Adam, exact ALS), ``approximator`` (one model, sklearn style), ``plan``, ``score``,
+``units``, ``reuse`` and ``sweep`` (the sweep), ``curves`` and ``verdict`` (what it finds), ``summary`` and
+``summarize`` (``summary.json``), ``present`` (the words), ``analysis`` (the registered analysis), ``plot``.
+"""
 
-__all__ = ["Budget", "ComplexityAnalysis", "ComplexitySettings", "complexity_sweep", "resolve_budget"]
+from bindscope.analyses.complexity.analysis import ComplexityAnalysis, ComplexityResult
+from bindscope.analyses.complexity.approximator import Approximator
+from bindscope.analyses.complexity.settings import BUDGETS, Budget, ComplexitySettings, resolve_budget
+from bindscope.analyses.complexity.summarize import complexity_summary
+from bindscope.analyses.complexity.summary import ComplexitySummary
+from bindscope.analyses.complexity.sweep import SweepResult, complexity_sweep
+
+__all__ = [
+    "BUDGETS",
+    "Approximator",
+    "Budget",
+    "ComplexityAnalysis",
+    "ComplexityResult",
+    "ComplexitySettings",
+    "ComplexitySummary",
+    "SweepResult",
+    "complexity_summary",
+    "complexity_sweep",
+    "resolve_budget",
+]

@@ -1,5 +1,5 @@
-"""Binding-function approximators (docs/method.md §6): function families that map a scene's concept values
-to its embedding.
+"""The approximator families (docs/method.md §6): function families that map a scene's concept values to its
+embedding, their parameters, their forward pass, and what a family of a given width can memorise.
 
 Slot ``s = (object k, concept c)``, ``S = K * C`` slots; slot s looks its value up in a learned
 table, ``e_s = E_s[x_s]`` (``N(0, 1)`` initialisation, width ``d``, by default the embedding
@@ -27,6 +27,7 @@ import math
 import operator
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -274,3 +275,32 @@ def predict(
         return _linear(z, params["w"], params["b"])
     d = z.shape[-1]  # sum_mult
     return _linear(z, params["w"][:, :, :d], params["b"]) + _gather_sum(prep["folded"], rows)
+
+
+# -- capacity -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Memorises:
+    """A table family wide enough to give every object (or every scene) any vector: table width ``width`` is
+    at least the ``count`` of ``holds``."""
+
+    width: int
+    count: int
+    holds: Literal["objects", "scenes"]
+
+
+def memorising_families(families: list[Family], layout: Layout, width: int, num_scenes: int) -> dict[str, Memorises]:
+    """The table families wide enough to give every object (or every scene) any vector at all.
+
+    With table width ``d >= U`` (the number of objects), ``mult_within_object`` holds one product
+    term per object (``e_{k,c}[v][j] = 1`` iff object j has value v): ``W`` then lists a free vector
+    per object. With ``d`` at least the number of distinct scenes, ``mult`` and ``sum_mult`` hold one
+    term per scene. Such a family can fit the seen objects without tying unseen ones to their
+    concepts, so what it predicts for them is the optimiser's implicit bias, not the family's form.
+    """
+    out = {}
+    for family in families:
+        if family.name == "mult_within_object" and width >= layout.num_objects:
+            out[family.label] = Memorises(width, layout.num_objects, "objects")
+        elif family.name in ("mult", "sum_mult") and width >= num_scenes:
+            out[family.label] = Memorises(width, num_scenes, "scenes")
+    return out

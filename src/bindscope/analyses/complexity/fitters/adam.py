@@ -12,32 +12,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from bindscope.analyses.complexity.approximators import (
-    Family,
-    Layout,
-    Params,
-    init_params,
-    predict,
-    prepare,
-    scene_objects,
-    scene_rows,
-)
+from bindscope.analyses.complexity.families import Family, Layout, Params, init_params, predict, prepare
+from bindscope.analyses.complexity.fitters.stack import CONVERGED_BELOW, SceneIndex, StackFit, require_scenes
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_STEPS
 from bindscope.estimators.probes import threads_for
-from bindscope.space.concepts import SceneSet
 
-if TYPE_CHECKING:
-    from sklearn.decomposition import PCA
-
-#: ``exact``: ALS for the table families, Adam on standardised targets for the MLP; ``paper``: Adam for every family.
-PROTOCOLS = ("exact", "paper")
 #: How the learning rate moves over the epochs (see :class:`Schedule`).
 DECAYS = ("cosine", "constant")
 BETAS = (0.9, 0.999)
@@ -98,138 +83,6 @@ class Schedule:
         if self.decay == "constant":
             return self.lr
         return self.lr * 0.5 * (1.0 + math.cos(math.pi * step / self.epochs))
-
-
-@dataclass
-class StackFit:
-    """The outcome of fitting a stack of G models."""
-
-    selected: Params  # parameters at the best validation MSE
-    final: Params  # parameters when training ended (stopped early or at the last epoch)
-    best_epoch: np.ndarray  # [G] epochs run before the selected checkpoint
-    epochs_run: np.ndarray  # [G]
-    best_val_mse: np.ndarray  # [G] the selection criterion at the selected checkpoint (validation MSE by default)
-    history: list[tuple[int, int, float, float]] = field(default_factory=list)  # (model, epoch, train_mse, val_mse)
-    converged: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [G]
-    unfinished_r2: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [G] R² still to gain
-    stopped_early: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [G] on a validation plateau
-
-
-def pick_fits(first: StackFit, second: StackFit, take_second: np.ndarray) -> StackFit:
-    """Per model, ``second``'s fit where ``take_second`` holds, else ``first``'s (same stack)."""
-    take = np.asarray(take_second, dtype=bool)
-
-    def params(a: Params, b: Params) -> Params:
-        mask = torch.as_tensor(take, device=next(iter(a.values())).device)
-        return {k: torch.where(mask.view(-1, *([1] * (v.dim() - 1))), b[k], v) for k, v in a.items()}
-
-    def arrays(name: str) -> np.ndarray:
-        return np.where(take, getattr(second, name), getattr(first, name))
-
-    return StackFit(
-        params(first.selected, second.selected),
-        params(first.final, second.final),
-        arrays("best_epoch"),
-        arrays("epochs_run"),
-        arrays("best_val_mse"),
-        [h for h in first.history if not take[h[0]]] + [h for h in second.history if take[h[0]]],
-        arrays("converged"),
-        arrays("unfinished_r2"),
-        arrays("stopped_early"),
-    )
-
-
-def principal_axes(y: np.ndarray) -> PCA | None:
-    """The principal axes of embeddings ``y [N, D]`` (float64), None where ``y`` is constant."""
-    from sklearn.decomposition import PCA
-
-    y = np.asarray(y, dtype=np.float64)
-    return PCA(svd_solver="full").fit(y) if y.var(axis=0).sum() > 0 else None
-
-
-@dataclass(frozen=True)
-class TargetBasis:
-    """The embeddings' leading principal subspace, where a capped budget fits its models.
-
-    ``project`` maps embeddings ``[N, D]`` to coordinates ``[N, k]`` scaled by ``sqrt(k / D)``, so that
-    a mean squared error over the ``k`` coordinates equals the full-space mean squared error (over
-    ``D``) of the same error's part inside the subspace; ``restore`` maps predictions back.
-    """
-
-    mean: np.ndarray  # [D]
-    components: np.ndarray  # [k, D], orthonormal rows
-    variance_kept: float  # share of the embeddings' variance inside the subspace
-
-    @classmethod
-    def of(cls, y: np.ndarray, variance: float, max_dims: int, min_dims: int = 1) -> TargetBasis | None:
-        """The fewest leading components holding ``variance`` of the variance, at most ``max_dims`` and
-        at least ``min_dims``; None where that is every dimension (nothing to gain) or ``y`` is constant."""
-        pca = principal_axes(y)
-        return None if pca is None else cls.leading(pca, variance, max_dims, min_dims)
-
-    @classmethod
-    def leading(cls, pca: PCA, variance: float, max_dims: int, min_dims: int = 1) -> TargetBasis | None:
-        """As :meth:`of`, from the embeddings' fitted principal axes (:func:`principal_axes`)."""
-        shares = np.cumsum(pca.explained_variance_ratio_)
-        k = max(min(int(np.searchsorted(shares, variance * shares[-1])) + 1, max_dims), min_dims)
-        if k >= min(pca.n_features_in_, len(shares)):
-            return None
-        return cls(pca.mean_, pca.components_[:k], float(shares[k - 1] / shares[-1]))
-
-    @property
-    def dims(self) -> int:
-        return int(self.components.shape[0])
-
-    @property
-    def embedding_dim(self) -> int:
-        return int(self.components.shape[1])
-
-    @property
-    def scale(self) -> float:
-        return math.sqrt(self.dims / self.embedding_dim)
-
-    def project(self, y: np.ndarray) -> np.ndarray:
-        """Scaled coordinates ``[N, k]`` of embeddings ``[N, D]`` (float32)."""
-        return (((np.asarray(y, np.float64) - self.mean) @ self.components.T) * self.scale).astype(np.float32)
-
-    def restore(self, coords: np.ndarray) -> np.ndarray:
-        """Embeddings ``[N, D]`` (float32) of scaled coordinates ``[N, k]``."""
-        return ((np.asarray(coords, np.float64) / self.scale) @ self.components + self.mean).astype(np.float32)
-
-    def describe(self) -> dict[str, float | int]:
-        """What a result records of the reduction."""
-        return {"dims": self.dims, "of": self.embedding_dim, "variance_kept": self.variance_kept}
-
-    def within(self, y: np.ndarray) -> np.ndarray:
-        """``y``'s part inside the subspace, as embeddings (``restore(project(y))``)."""
-        return self.restore(self.project(y))
-
-
-@dataclass(frozen=True)
-class SceneIndex:
-    """Per-scene inputs of the approximators, as tensors on one device; with a ``basis`` the targets
-    are the embeddings' coordinates in it and predictions are restored to embeddings."""
-
-    rows: torch.Tensor  # [N, S] slot rows
-    objects: torch.Tensor  # [N, K] object-slot rows
-    y: torch.Tensor  # [N, D] targets ([N, k] with a basis)
-    basis: TargetBasis | None = None
-
-    @classmethod
-    def of(cls, scenes: SceneSet, y: np.ndarray, device: str = "cpu", basis: TargetBasis | None = None) -> SceneIndex:
-        targets = np.asarray(y, dtype=np.float32) if basis is None else basis.project(y)
-        return cls(
-            torch.as_tensor(scene_rows(scenes), device=device),
-            torch.as_tensor(scene_objects(scenes), device=device),
-            torch.as_tensor(targets, device=device),
-            basis,
-        )
-
-
-def require_scenes(*parts: list[np.ndarray]) -> None:
-    """Every model needs at least one scene in each of its index lists (to fit, to validate)."""
-    if any(len(p) == 0 for group in parts for p in group):
-        raise BindscopeError("every model needs at least one scene to fit and one to validate on")
 
 
 def pad_indices(parts: list[np.ndarray], device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -328,6 +181,10 @@ class StackAdam:
         self.opt = opt
 
 
+#: A selection criterion: (parameters of the models still training, their indices) -> loss per model.
+Selector = Callable[[Params, np.ndarray], np.ndarray]
+
+
 def fit_stack(
     family: Family,
     layout: Layout,
@@ -351,11 +208,18 @@ def fit_stack(
         return _fit_stack(family, layout, data, train, validation, seeds, schedule, width, select)
 
 
-#: A selection criterion: (parameters of the models still training, their indices) -> loss per model.
-Selector = Callable[[Params, np.ndarray], np.ndarray]
-
-
-def _fit_stack(family, layout, data, train, validation, seeds, schedule, width, select=None) -> StackFit:
+def _fit_stack(
+    family: Family,
+    layout: Layout,
+    data: SceneIndex,
+    train: list[np.ndarray],
+    validation: list[np.ndarray],
+    seeds: list[int],
+    schedule: Schedule,
+    width: int,
+    select: Selector | None = None,
+) -> StackFit:
+    """:func:`fit_stack`'s loop: an Adam step of every active model per epoch, a check every ``eval_every``."""
     device = data.y.device
     g_all = len(seeds)
     adam = StackAdam(init_params(family, layout, width, data.y.shape[1], seeds, str(device)), schedule.lr)
@@ -371,7 +235,7 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width, 
     best_epoch = np.zeros(g_all, dtype=np.int64)
     epochs_run = np.full(g_all, schedule.epochs, dtype=np.int64)
     since = np.zeros(g_all, dtype=np.int64)
-    history = []
+    history: list[tuple[int, int, float, float]] = []
     for step in range(1, schedule.epochs + 1):
         loss = stack_mse(family, adam.params, layout, data, t_idx, t_mask, scale)
         adam.step(loss, schedule.lr_at(step - 1))
@@ -406,23 +270,28 @@ def _fit_stack(family, layout, data, train, validation, seeds, schedule, width, 
             scale = scale.keep(keep) if scale is not None else None
     if every is not None:
         selected, final = every.unfold(selected), every.unfold(final)
-    steps = np.asarray(history, dtype=np.float64).reshape(-1, 4)
     stopped = epochs_run < schedule.epochs
-    gains = np.zeros(g_all)
-    measured = np.zeros(g_all, bool)  # a rate of fall needs two checks
-    for g, part in enumerate(train):
-        mine = steps[steps[:, 0] == g]
-        variance = float(data.y[torch.as_tensor(part, device=device)].double().var(0, unbiased=False).mean())
-        gains[g] = unfinished_gain(mine[:, 1], mine[:, 2], schedule, variance)
-        measured[g] = len(mine) >= 2
+    gains, measured = _unfinished(history, train, data, schedule)
     converged = stopped | (measured & (gains < CONVERGED_BELOW))
     return StackFit(selected, final, best_epoch, epochs_run, best, history, converged, gains, stopped)
 
 
-#: A fit counts as converged when finishing its training loss's fall would gain less than this
-#: much R² (see :func:`unfinished_gain`), or when it stopped on a validation plateau; a fit
-#: checked fewer than twice has no measured fall and counts as not converged.
-CONVERGED_BELOW = 0.01
+def _unfinished(
+    history: list[tuple[int, int, float, float]], train: list[np.ndarray], data: SceneIndex, schedule: Schedule
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per model, the R² its training loss's final fall would still gain (:func:`unfinished_gain`), and
+    whether that fall was measured at all (a rate of fall needs two checks)."""
+    steps = np.asarray(history, dtype=np.float64).reshape(-1, 4)
+    gains = np.zeros(len(train))
+    measured = np.zeros(len(train), bool)
+    for g, part in enumerate(train):
+        mine = steps[steps[:, 0] == g]
+        variance = float(data.y[torch.as_tensor(part, device=data.y.device)].double().var(0, unbiased=False).mean())
+        gains[g] = unfinished_gain(mine[:, 1], mine[:, 2], schedule, variance)
+        measured[g] = len(mine) >= 2
+    return gains, measured
+
+
 #: The share of the epoch budget over which the final fall of the training loss is measured,
 #: and the extra share of epochs (at the peak learning rate) it is projected over.
 TAIL = 0.2
@@ -460,23 +329,3 @@ def unfinished_gain(epochs: np.ndarray, train_mse: np.ndarray, schedule: Schedul
     if lr_sum <= 0:
         return 0.0
     return max(delta / lr_sum * schedule.lr * EXTRA * schedule.epochs / variance, 0.0)
-
-
-def predict_stack(
-    family: Family, params: Params, layout: Layout, data: SceneIndex, idx: list[np.ndarray], chunk: int = 8192
-) -> list[np.ndarray]:
-    """Predicted embeddings of scenes ``idx[i]`` under model i, float32 ``[n_i, D]`` each."""
-    out: list[list[np.ndarray]] = [[] for _ in idx]
-    n_max = max((len(i) for i in idx), default=0)
-    device = data.y.device
-    with torch.no_grad():
-        prep = prepare(family, params, layout, max(n_max, 1))
-        for start in range(0, n_max, chunk):
-            parts = [i[start : start + chunk] for i in idx]
-            width = max(len(p) for p in parts)
-            padded = torch.as_tensor(np.stack([np.pad(p, (0, width - len(p))) for p in parts]), device=device)
-            pred = predict(family, params, prep, data.rows[padded], data.objects[padded], layout).cpu().numpy()
-            for i, p in enumerate(parts):
-                out[i].append(pred[i, : len(p)] if data.basis is None else data.basis.restore(pred[i, : len(p)]))
-    dim = data.y.shape[1] if data.basis is None else data.basis.embedding_dim
-    return [np.concatenate(o) if o else np.empty((0, dim), np.float32) for o in out]

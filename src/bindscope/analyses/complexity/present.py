@@ -1,0 +1,187 @@
+"""The complexity analysis in words: the verdict's reading, why a family can memorise or is left open, the notes
+and headline table the terminal shows, and the command-line flags they point to (the science modules hold
+none)."""
+
+from __future__ import annotations
+
+from bindscope.analyses.base import Rows
+from bindscope.analyses.complexity.curves import COVERED_AT, GENERALISES_AT
+from bindscope.analyses.complexity.families import Memorises
+from bindscope.analyses.complexity.reuse import FITS
+from bindscope.analyses.complexity.summary import ComplexitySummary, Curve, FittedIn
+from bindscope.analyses.complexity.verdict import FitsDisagree, Open, Verdict
+from bindscope.estimators.metrics import format_spread
+
+#: Every output of a sweep that selected checkpoints on test accuracy says so.
+OPTIMISTIC = (
+    "optimistic: checkpoints were selected on test_only object accuracy (--selection test, the research code's "
+    "choice); the test accuracies, AUC and f* overstate generalisation"
+)
+
+
+# -- reasons ------------------------------------------------------------------------------------------------
+def describe_fits(fits: dict[str, list[float]]) -> str:
+    """``{approximator: fractions}`` as one line: ``mult at f = 0.2, 0.6; mlp(1024) at f = 0.1``."""
+    return "; ".join(f"{k} at f = {', '.join(f'{f:g}' for f in v)}" for k, v in fits.items())
+
+
+def capacity_reason(why: Memorises) -> str:
+    """Why a family can memorise, e.g. ``table width 24 >= 24 objects: it can give every object any vector``."""
+    one = why.holds.removesuffix("s")
+    return f"table width {why.width} >= {why.count} {why.holds}: it can give every {one} any vector"
+
+
+def open_reason(why: Open) -> str:
+    """Why the data leave a family's predictions for unseen objects open."""
+    if isinstance(why, Memorises):
+        return f"its {capacity_reason(why)}"
+    return f"two equally good fits from different initialisations disagree on unseen objects ({_gaps(why)})"
+
+
+def _gaps(why: FitsDisagree) -> str:
+    return ", ".join(f"{gap:.2f} of the test variance at f = {f:g}" for f, gap in why.disagreement.items())
+
+
+# -- the verdict ----------------------------------------------------------------------------------------------
+def reading(verdict: Verdict, protocol: str) -> str:
+    """The verdict in one sentence; with unconverged fits it starts ``unreliable:`` and says which flag to raise
+    under ``protocol`` (the budget's)."""
+    caveat = "" if verdict.reliable else _unreliable(verdict.unconverged, protocol)
+    said = _generalises(verdict) if verdict.finding == "generalises" else _no_family(verdict)
+    return f"{caveat}: {said}" if caveat else said
+
+
+def _unreliable(unconverged: dict[str, list[float]], protocol: str) -> str:
+    more = (
+        "more --sweeps (table families) or --epochs (mlp)"
+        if protocol == "exact"
+        else "more --epochs, or the exact protocol (--protocol exact)"
+    )
+    fits = describe_fits(unconverged)
+    return f"unreliable: fits did not converge ({fits}); rerun with {more} before reading this verdict"
+
+
+def _generalises(verdict: Verdict) -> str:
+    best = verdict.simplest
+    assert best is not None and verdict.f_star is not None  # a family generalises
+    said = f"{best} generalises to scenes of unseen objects from a fraction of {verdict.f_star:g} of the objects"
+    if best in verdict.undetermined:
+        said += (
+            f" (but {open_reason(verdict.undetermined[best])}: this f* reflects the optimiser, not the family's form)"
+        )
+    return said
+
+
+def _no_family(verdict: Verdict) -> str:
+    """No family generalises: high complexity only from converged, decisive evidence, which must include the
+    sweep's largest fraction (failing from fewer objects is allowed to any family: f* may lie anywhere up to it)."""
+    top, too_few = verdict.largest, verdict.too_few
+    enough = " on enough scenes" if too_few else ""
+    said = (
+        f"no family reaches {GENERALISES_AT:.0%} of in-distribution accuracy on scenes of unseen objects{enough} "
+        f"at any fraction up to {top:g}"
+    )
+    if too_few:
+        named = ", ".join(f"{label} at f = {f:g}" for label, f in too_few.items())
+        said += f" ({named} crosses it on too few scenes, or the larger fractions fall back below it)"
+    if verdict.finding == "unreliable":
+        return said
+    if verdict.finding == "not_decisive":
+        decisive = verdict.decisive or []
+        where = f"only at f = {', '.join(f'{f:g}' for f in decisive)}" if decisive else "at no fraction"
+        return (
+            f"cannot tell: {said}, but the evidence is decisive {where}, not at {top:g}: a decisive fraction "
+            f"needs {COVERED_AT:.0%} of its test scenes to hold only concept values seen in training, in numbers "
+            "enough to tell a failure from chance (see coverage); use more --seeds or a larger concept space"
+        )
+    if verdict.finding == "open_families":  # a family the data leave open says nothing by failing
+        why = "; ".join(f"{label}: {open_reason(reason)}" for label, reason in verdict.undetermined.items())
+        return (
+            f"{said}: high complexity for the other families, but not for {', '.join(verdict.undetermined)}, whose "
+            f"predictions for unseen objects the data do not determine at this size ({why})"
+        )
+    return f"{said}: a high-complexity binding function"
+
+
+# -- notes ----------------------------------------------------------------------------------------------------
+def probe_scenes_note(unscored: int | None, probe_scenes: str) -> str:
+    """Whether the probes' training scenes were scored (``probe_scenes``: the setting), in one line."""
+    if unscored is not None:
+        return f"the {unscored:,} scenes the probes were fitted on are not scored in test_only or mixed"
+    if probe_scenes == "keep":
+        return "scored (--probe-scenes keep, the research code): the in-distribution line includes the probes' own"
+    return (
+        "scored: the frozen probes record no training split, so the in-distribution line may include scenes they "
+        "fitted (use probes from `bindscope probe`, or fit them here, to leave them out)"
+    )
+
+
+def fitted_in_note(fitted_in: FittedIn | None) -> str:
+    """Where the models were fitted (the embeddings, or their leading principal subspace), in one line."""
+    if fitted_in is None:
+        return "fitted in: the embeddings as they are"
+    return (
+        f"fitted in: the embeddings' leading {fitted_in.dims} of {fitted_in.of} principal components, holding "
+        f"{fitted_in.variance_kept:.2%} of the variance; the probes read the embeddings' part inside them at "
+        f"{fitted_in.object_acc:.1%} object accuracy (the embeddings: {fitted_in.object_acc_embeddings:.1%}). "
+        "Predictions are scored in the full embedding space; --max-target-dims 0 fits the embeddings as they are"
+    )
+
+
+def notes(summary: ComplexitySummary) -> list[str]:
+    """The lines after the headline table: the verdict, the budget, where the models were fitted, capacity,
+    the probes' scenes and the fits reused."""
+    b = summary.budget
+    lines = [
+        f"verdict: {summary.verdict.reading}",
+        f"budget: {b.name}, protocol {b.protocol} (sweeps {b.sweeps}, epochs {b.epochs}, "
+        f"lr {b.decay}, patience {b.patience}, train scenes <= "
+        f"{b.max_train_scenes or 'all'}, scored scenes <= {b.max_eval_scenes or 'all'}, {b.starts} "
+        f"starts of {b.start_sweeps} sweeps, {b.probes} probes); "
+        f"checkpoints selected on {summary.selection}",
+        *([f"budget chosen: {b.reason}"] if b.reason else []),
+        fitted_in_note(summary.fitted_in),
+        *(f"capacity: {label}'s {why}" for label, why in summary.capacity.items()),
+    ]
+    if summary.probes is not None:
+        lines.append(f"probe scenes: {summary.probes.scored_scenes}")
+    if summary.fits is not None:
+        lines.append(
+            f"fits: {summary.fits.fitted} fitted, {summary.fits.reused} reused from an earlier run into this "
+            f"folder (kept in {FITS}/ per family, fraction and seed)"
+        )
+    return lines
+
+
+# -- the headline table ---------------------------------------------------------------------------------------
+def headline(summary: ComplexitySummary) -> Rows:
+    """Per approximator: parameters, AUC, f*, test_only object accuracy at the smallest, middle and largest
+    fraction, seconds; then the in-distribution line and the share of test scenes whose values were all fitted."""
+    fractions = sorted(summary.in_distribution, key=float)
+    shown = sorted({fractions[0], fractions[len(fractions) // 2], fractions[-1]}, key=float)
+    rows: Rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f} %" for f in shown), "seconds")]
+    for label, a in summary.approximators.items():
+        rows.append(
+            (
+                label,
+                f"{a.parameters:,}",
+                format_spread(a.auc.model_dump()),
+                "-" if a.f_star is None else f"{a.f_star:g}",
+                *(_percent(a.object_acc, f) for f in shown),
+                f"{a.seconds:.0f}",
+            )
+        )
+    rows.append(("in-distribution", "", "", "", *(_percent(summary.in_distribution, f) for f in shown), ""))
+    rows.append(("values all fitted", "", "", "", *(_percent(summary.coverage, f) for f in shown), ""))
+    return rows
+
+
+def _percent(curve: Curve, fraction: str) -> str:
+    value = curve.get(fraction)
+    return "-" if value is None else f"{100 * value.mean:.1f}"
+
+
+def plot_title(title: str, budget: str, selection: str) -> str:
+    """The complexity figure's title: the embeddings', the budget and an optimistic selection."""
+    out = f"{title}: binding-function complexity ({budget} budget)"
+    return out + (", selected on test (optimistic)" if selection == "test" else "")
