@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    :func:`bindscope.analyses.crossmodal.analysis.crossmodal_analysis` with its default bridge
+    :func:`bindscope.analyses.crossmodal.compute.crossmodal_analysis` with its default bridge
     splits (fractions x seeds) and ``bridge="ridge"``: swap tests and retrieval (image -> text and
     text -> image, top-1 and top-5, strict and concept-level) on every scene, then per object-level
     split a closed-form ridge bridge text -> image fitted on train_only and scored (raw and bridged)
@@ -61,7 +61,7 @@ import torch
 
 from bindscope.analyses import AnalysisInputs
 from bindscope.analyses.crossmodal import CrossmodalSettings
-from bindscope.analyses.crossmodal.analysis import crossmodal_analysis
+from bindscope.analyses.crossmodal.compute import crossmodal_analysis
 from bindscope.data.presets import get_preset
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import ObjectSplit, object_splits
@@ -325,18 +325,16 @@ def ours_cosines(
     return out
 
 
-def ours_top1(image: np.ndarray, text: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
-    """Ours' best caption of each image and best image of each caption in ``rows`` (``top_k``), ``[n, 2]``."""
+def ours_top1(image: np.ndarray, text: np.ndarray, scenes: SceneSet, rows: np.ndarray) -> np.ndarray | None:
+    """Ours' best caption of each image and best image of each caption in ``rows`` (``retrieve``), ``[n, 2]``."""
     try:
-        from bindscope.analyses.crossmodal.retrieval import top_k
+        from bindscope.analyses.crossmodal.retrieval import retrieve
 
-        img = torch.nn.functional.normalize(torch.from_numpy(image), dim=1)
-        txt = torch.nn.functional.normalize(torch.from_numpy(text), dim=1)
-        pairs = [top_k(img[rows], txt, 1)[:, 0], top_k(txt[rows], img, 1)[:, 0]]
+        ranked = retrieve(image, text, scenes, queries=rows)
     except (ImportError, TypeError, AttributeError) as exc:
-        print(f"  note: ours' top_k is not available ({exc}); retrieval agreement not checked")
+        print(f"  note: ours' retrieval is not available ({exc}); retrieval agreement not checked")
         return None
-    return np.stack([np.asarray(p, dtype=np.int64) for p in pairs], axis=1)
+    return np.stack([ranked[d].top for d in ("image_to_text", "text_to_image")], axis=1).astype(np.int64)
 
 
 def ours_alphas(
@@ -429,7 +427,7 @@ def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries:
     )
     print(f"    total           {total:9.1f} s   ratio loop / ours = {total / t_ours:6.1f}x")
     cosines = ours_cosines(result, image, text, scenes, noun, rows)
-    top1 = ours_top1(image, text, rows)
+    top1 = ours_top1(image, text, scenes, rows)
     print(agreement_line(loop, cosines, top1, (alphas, ours_alphas(result, scenes, image, text, settings))))
     print(f"  loop on the sample: image_to_text_strict@1 {100 * loop.strict1.mean():.1f}%")
     print(ours_line(result))

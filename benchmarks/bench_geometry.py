@@ -36,8 +36,8 @@ from scipy.linalg import sqrtm
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.preprocessing import OneHotEncoder
 
-from bindscope.analyses.geometry.analysis import FRACTIONS
 from bindscope.analyses.geometry.factorization import object_scenes
+from bindscope.analyses.geometry.settings import FRACTIONS
 from bindscope.analyses.geometry.sweeps import held_out_rows
 from bindscope.space.concepts import ConceptSpace
 from bindscope.space.splits import object_splits

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from bindscope.analyses import AnalysisInputs, run_analysis
-from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis, CrossmodalSettings, crossmodal_analysis
+from bindscope.analyses.crossmodal import CrossmodalAnalysis, CrossmodalSettings
 from bindscope.analyses.crossmodal.bridge import fit_contrastive_bridge
+from bindscope.analyses.crossmodal.compute import crossmodal_analysis
 from bindscope.analyses.crossmodal.swaps import swap_accuracy, swap_cases, swap_scores
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
@@ -42,7 +43,7 @@ def test_rotated_text_is_bag_like_raw_and_bound_after_the_bridge(clevr: SceneSet
     summary = CrossmodalAnalysis().summarize(result, settings)
     rows = CrossmodalAnalysis().headline(summary)
     assert rows[0][0] == "test" and len({len(r) for r in rows}) == 1
-    assert summary["headline_fraction"] == 0.7 and summary["references"]["bag_of_concepts"]["swap_attribute"] == 0.5
+    assert summary.headline_fraction == 0.7 and summary.references["bag_of_concepts"]["swap_attribute"] == 0.5
 
 
 def test_text_equal_to_image_binds(clevr: SceneSet) -> None:
@@ -83,7 +84,7 @@ def test_max_scenes_subsamples_with_a_seed(clevr: SceneSet) -> None:
     settings = CrossmodalSettings(bridge="none", max_scenes=100, subsample_seed=3)
     a = crossmodal_analysis(AnalysisInputs(image, clevr, other=image), settings)
     b = crossmodal_analysis(AnalysisInputs(image, clevr, other=image), settings)
-    assert a.parts["scenes"] == 100 and a.parts["subsampled"]
+    assert a.scenes == 100 and a.subsampled
     assert a.tables["cases"]["scene"].tolist() == b.tables["cases"]["scene"].tolist()
     assert len(set(a.tables["cases"]["scene"])) == 100
 
@@ -117,7 +118,7 @@ def test_a_wider_text_is_compared_through_the_bridge_only(clevr: SceneSet) -> No
     result = crossmodal_analysis(
         AnalysisInputs(image, clevr, other=text), CrossmodalSettings(fractions=(0.7,), seeds=(0,))
     )
-    assert set(result.table.variant) == {"bridged"} and result.parts["widths"] == {"image": 16, "text": 24}
+    assert set(result.table.variant) == {"bridged"} and result.widths == {"image": 16, "text": 24}
 
 
 def test_progress_counts_every_retrieval_chunk_and_fit(clevr: SceneSet) -> None:
@@ -144,3 +145,25 @@ def test_retrieval_queries_are_a_sample_ranked_exactly(clevr: SceneSet) -> None:
     assert (a.image_to_text_top1[asked] == b.image_to_text_top1[asked]).all()
     assert (a.text_to_image_top1[asked] == b.text_to_image_top1[asked]).all()
     assert value(t, "raw", "swap_attribute") == value(full.table, "raw", "swap_attribute")  # swaps: every scene
+
+
+def test_the_typed_summary_reads_folders_written_before_per_scene_half_truths(clevr: SceneSet, tmp_path) -> None:
+    import json
+
+    from bindscope.analyses import load_result
+    from bindscope.analyses.crossmodal import CrossmodalSummary
+
+    image = planted_embeddings(clevr, "object_additive", dim=16, seed=0)
+    done = run_analysis(
+        "crossmodal", AnalysisInputs(image, clevr, other=image), tmp_path / "r", CrossmodalSettings(bridge="none")
+    )
+    assert isinstance(done.typed, CrossmodalSummary) and done.typed.numbers() == done.numbers
+    summary = json.loads((done.path / "summary.json").read_text())
+    for key in ("half_truths_per_scene", "half_truths_differ", "half_truths_absent"):
+        del summary[key]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "old" / "results.parquet").write_bytes((done.path / "results.parquet").read_bytes())
+    older = load_result(tmp_path / "old", "crossmodal").typed
+    assert older.half_truths_differ == [] and older.half_truths_per_scene is None and older.half_truths_absent is None
+    assert CrossmodalAnalysis().headline(older) == CrossmodalAnalysis().headline(done.view)

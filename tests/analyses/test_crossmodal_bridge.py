@@ -32,7 +32,8 @@ def test_bridged_retrieval_counts_ties_as_the_swap_tests_do() -> None:
     """A bag-of-concepts text maps a bag's captions to one vector, whatever the bridge: bridged swap tests
     are exactly 0.5 and bridged strict top-1 retrieval is exactly a bag's share on the test_only scenes."""
     from bindscope.analyses import AnalysisInputs
-    from bindscope.analyses.crossmodal.analysis import CrossmodalSettings, crossmodal_analysis
+    from bindscope.analyses.crossmodal import CrossmodalSettings
+    from bindscope.analyses.crossmodal.compute import crossmodal_analysis
     from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling
 
     space = ConceptSpace.from_dict({"color": [f"c{i}" for i in range(6)], "shape": [f"s{i}" for i in range(5)]})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.analyses import AnalysisInputs
-from bindscope.analyses.crossmodal.analysis import CrossmodalAnalysis, CrossmodalSettings, crossmodal_analysis
+from bindscope.analyses.crossmodal import CrossmodalAnalysis, CrossmodalSettings
+from bindscope.analyses.crossmodal.compute import crossmodal_analysis
 from bindscope.analyses.crossmodal.halftruth import half_truth_pairs, half_truth_rates, per_scene_mean
 from bindscope.data.presets import get_preset
 from bindscope.space.concepts import ConceptSpace, SceneSet
@@ -133,7 +134,7 @@ def test_the_summary_and_terminal_show_both_rates_only_where_they_differ() -> No
     analysis = CrossmodalAnalysis()
     inputs = AnalysisInputs(image, scenes, other=text, singles=singles, noun="shape")
     summary = analysis.summarize(crossmodal_analysis(inputs, settings), settings)
-    differ = summary["half_truths_differ"]
+    differ = summary.half_truths_differ
     assert "wrong_attribute" in differ and "full_beats_short" not in differ
     labels = [r[0] for r in analysis.headline(summary)]
     assert "half-truth wrong_attribute pooled" in labels and "half-truth wrong_attribute per scene" in labels
@@ -142,6 +143,6 @@ def test_the_summary_and_terminal_show_both_rates_only_where_they_differ() -> No
     image = np.tile(np.eye(4, dtype=np.float32)[0], (len(scenes), 1))  # no image falls for it: 0 both ways
     inputs = AnalysisInputs(image, scenes, other=text, singles=singles, noun="shape")
     summary = analysis.summarize(crossmodal_analysis(inputs, settings), settings)
-    assert summary["half_truths_differ"] == [] and summary["half_truths_per_scene"]["wrong_noun"]["mean"] == 0.0
+    assert summary.half_truths_differ == [] and summary.half_truths_per_scene["wrong_noun"].mean == 0.0
     assert not any(r[0].endswith("per scene") for r in analysis.headline(summary))
     assert any("per scene (the mean of each image's rate) are equal" in line for line in analysis.notes(summary))

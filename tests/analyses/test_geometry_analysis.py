@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bindscope.analyses.geometry.analysis import GeometrySettings
+from bindscope.analyses.geometry import GeometrySettings
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.analyses.registry import get_analysis, run_analysis
 from bindscope.core.errors import BindscopeError
@@ -108,12 +108,12 @@ def test_the_result_folder(factorised) -> None:
 
 def test_headline_and_notes(factorised) -> None:
     analysis = get_analysis("geometry")
-    rows = analysis.headline(factorised.summary)
+    rows = analysis.headline(factorised.view)
     assert rows[0] == ("measure", "slot 1", "slot 2", "reference")
     labels = [r[0] for r in rows]
     assert labels.index("linear head object acc (f=0.6)") < labels.index("  color acc")
     assert "rank axis size Spearman, extremes" in labels and "MDS normalised stress" in labels
-    notes = analysis.notes(factorised.summary)
+    notes = analysis.notes(factorised.view)
     assert notes[0].startswith("object vectors: position-averaged 2-object scenes (pos-avg); 90 objects")
 
 
@@ -126,13 +126,14 @@ def test_single_object_bank_and_ordinal_setting(tmp_path: Path) -> None:
     singles = (x + 0.05 * rng.normal(size=x.shape)).astype(np.float32)
     inputs = AnalysisInputs(singles, SceneSet.singles(space), singles=singles)
     settings = GeometrySettings(ordinal=("size",), **FAST)
-    s = run_analysis("geometry", inputs, tmp_path / "s", settings).summary
+    done = run_analysis("geometry", inputs, tmp_path / "s", settings)
+    s = done.summary
     assert s["source"] == "single" and len(s["positions"]) == 1
     assert s["positions"][0]["rank_axes"]["size"]["extremes"]["2"]["spearman"]["mean"] > 0.9
     assert s["mds"]["composites"] == 0 and s["mds"]["points"] > 8
-    notes = get_analysis("geometry").notes(s)
+    notes = get_analysis("geometry").notes(done.view)
     assert any("0 composites (no 2-object scene embeddings given)" in n for n in notes)
-    assert get_analysis("geometry").headline(s)[0] == ("measure", "objects", "reference")
+    assert get_analysis("geometry").headline(done.view)[0] == ("measure", "objects", "reference")
 
 
 def test_fractions_a_small_space_cannot_split_are_skipped_with_a_warning(tmp_path: Path) -> None:
@@ -142,7 +143,7 @@ def test_fractions_a_small_space_cannot_split_are_skipped_with_a_warning(tmp_pat
     done = run_analysis("geometry", inputs, tmp_path / "f", GeometrySettings(fractions=(0.1, 0.5), seeds=(0,)))
     assert done.header.warnings == ["fractions 0.1 leave no seen or no unseen objects of 6; skipped"]
     assert list(done.summary["positions"][0]["held_out"]) == ["0.5"]
-    notes = get_analysis("geometry").notes(done.summary)
+    notes = get_analysis("geometry").notes(done.view)
     assert any(n.startswith("rank axes: absent, no ordinal concept") for n in notes)
 
 
@@ -175,3 +176,19 @@ def test_without_object_vectors_the_error_says_what_to_give(tmp_path: Path) -> N
     y = np.zeros((len(scenes), 4), dtype=np.float32)
     with pytest.raises(BindscopeError, match="geometry needs object vectors: give the single-object bank"):
         run_analysis("geometry", AnalysisInputs(y, scenes), tmp_path / "n")
+
+
+def test_the_typed_summary_reads_folders_written_before_undetermined_was_counted(factorised, tmp_path: Path) -> None:
+    from bindscope.analyses import load_result
+    from bindscope.analyses.geometry import GeometrySummary
+
+    assert isinstance(factorised.typed, GeometrySummary) and factorised.typed.numbers() == factorised.numbers
+    summary = json.loads((factorised.path / "summary.json").read_text())
+    for position in summary["positions"]:
+        for node in position["held_out"].values():
+            del node["undetermined"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "results.parquet").write_bytes((factorised.path / "results.parquet").read_bytes())
+    older = load_result(tmp_path, "geometry")
+    assert older.typed.positions[0].held_out["0.3"].undetermined == 0.0
+    assert get_analysis("geometry").headline(older.view) == get_analysis("geometry").headline(factorised.view)

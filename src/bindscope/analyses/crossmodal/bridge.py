@@ -10,9 +10,13 @@ in the cross-modal alignment.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
+
+from bindscope.space.concepts import SceneSet
+from bindscope.space.splits import ObjectSplit, object_splits
 
 #: Ridge strengths tried, relative to the mean squared singular value of the centred inputs.
 ALPHAS = tuple(float(a) for a in np.logspace(-6, 2, 17))
@@ -33,6 +37,30 @@ class Bridge:
         """The mapped captions, float32 (the embeddings' precision)."""
         w, b = self.weight.astype(np.float32), self.bias.astype(np.float32)
         return np.asarray(text, dtype=np.float32) @ w + b
+
+    def record(self, seed: int, fraction: float, train: int, test: int) -> dict[str, Any]:
+        """The bridge table's row of this fit on the split of ``seed`` and ``fraction``."""
+        return {
+            "seed": seed,
+            "fraction": fraction,
+            "fitted": True,
+            "kind": self.kind,
+            "alpha": self.alpha,
+            "validation_loss": self.validation_loss,
+            "train_only": train,
+            "test_only": test,
+        }
+
+
+def bridge_splits(
+    scenes: SceneSet, fractions: tuple[float, ...], seeds: tuple[int, ...], validation_fraction: float
+) -> list[tuple[int, ObjectSplit]]:
+    """(seed, object-level split with its validation part) per seed and fraction (covering order)."""
+    return [
+        (seed, s.with_validation(scenes, validation_fraction))
+        for seed in seeds
+        for s in object_splits(scenes, list(fractions), seed, order="covering")
+    ]
 
 
 def fit_bridge(
@@ -119,3 +147,20 @@ def fit_contrastive_bridge(
                 best = (loss, w.detach().clone(), b.detach().clone())
     weight, bias = (t.cpu().numpy().astype(np.float64) for t in best[1:])
     return Bridge(weight, bias, start.alpha, best[0], "contrastive")
+
+
+def fit_bridge_kind(
+    kind: str,
+    text: np.ndarray,
+    image: np.ndarray,
+    fit_rows: np.ndarray,
+    val_rows: np.ndarray,
+    *,
+    steps: int,
+    seed: int,
+    device: str = "cpu",
+) -> Bridge:
+    """The bridge of ``kind``: ``contrastive`` (:func:`fit_contrastive_bridge`), else ridge (:func:`fit_bridge`)."""
+    if kind == "contrastive":
+        return fit_contrastive_bridge(text, image, fit_rows, val_rows, steps=steps, seed=seed, device=device)
+    return fit_bridge(text, image, fit_rows, val_rows)

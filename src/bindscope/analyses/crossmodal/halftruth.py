@@ -14,10 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from bindscope.analyses.crossmodal.swaps import mean_and_count, pairwise_accuracy, row_cosines
+from bindscope.core.errors import BindscopeError
 from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
 
 KINDS = ("wrong_attribute", "wrong_noun", "wrong_object")
+#: The table's variant of each half-truth rate: pooled over pairs (cases: pairs), per scene (cases: images).
+HALF_VARIANTS = {"pooled": "half_truth", "per_scene": "half_truth_per_scene"}
 
 
 def half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -81,3 +84,21 @@ def half_truth_rates(
     wins = pairwise_accuracy(full, short)
     out["full_beats_short"] = {"pooled": mean_and_count(wins), "per_scene": per_scene_mean(rows, wins)}
     return out
+
+
+def half_truths(
+    image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, roles: dict[str, str]
+) -> dict[str, dict[str, tuple[float, int]]]:
+    """:func:`half_truth_rates`, checked against the single-object caption bank's shape."""
+    u = scenes.space.num_objects
+    if singles.shape[0] != u:
+        raise BindscopeError(
+            f"the single-object bank has {singles.shape[0]} rows, this space {u} objects; give the text "
+            "single-object captions of this dataset (`bindscope embed --single-objects` on the text modality)"
+        )
+    if singles.shape[1] != text.shape[1] or image.shape[1] != text.shape[1]:
+        raise BindscopeError(
+            f"half-truths compare images ({image.shape[1]}) with captions ({text.shape[1]}) and single-object "
+            f"captions ({singles.shape[1]}) by cosine: they need one width (one joint model)"
+        )
+    return half_truth_rates(image, text, singles, scenes, roles["attribute"], roles["noun"])

@@ -1,184 +1,122 @@
-"""The geometry of one slot's object vectors (docs/method.md §8): every measure, as tidy rows and tables.
-
-Pure functions over arrays: :func:`slot_geometry` runs the factorization, orthogonality, rank,
-held-out sweep and rank axes on the object vectors ``[U, D]`` of one slot position.
-"""
+"""Every measure of ``geometry`` (docs/method.md §8) on every slot's object vectors, then the MDS picture,
+as one typed result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import combinations
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.geometry.factorization import concept_shares, factorize, residual_norms, whitening
-from bindscope.analyses.geometry.mds import Quad
-from bindscope.analyses.geometry.structure import (
-    component_cosine_values,
-    effective_rank,
-    mean_cosines,
-    numerical_rank,
-    principal_angles,
-    singular_values,
-)
-from bindscope.analyses.geometry.sweeps import held_out_rows, rank_axis_rows, row
-from bindscope.estimators.additive import r2_score
-from bindscope.estimators.object_banks import group_means
+from bindscope.analyses.base import Progress, Result
+from bindscope.analyses.geometry.heads import chance
+from bindscope.analyses.geometry.picture import MdsPicture, mds_picture, picture_roles, resolve_quad
+from bindscope.analyses.geometry.settings import GeometrySettings
+from bindscope.analyses.geometry.slot import SweepSettings, slot_geometry
+from bindscope.analyses.geometry.sweeps import usable_fractions
+from bindscope.analyses.geometry.vectors import ObjectVectors, object_vectors
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import KEY_COLUMNS, result_row, tidy
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
-
-@dataclass(frozen=True)
-class SweepSettings:
-    """What the held-out sweep and the rank axes take from the analysis settings."""
-
-    fractions: tuple[float, ...]
-    seeds: tuple[int, ...]
-    labelled: tuple[int, ...]
-    whitening_ridge: float
-    head_c: float
-    rank_tolerance: float
+#: The results table's own columns (NaN where they do not apply): the slot position (-1 for rows of no
+#: slot), the fraction of objects seen, the labelled objects of a rank axis, the objects scored.
+EXTRA_COLUMNS = ("position", "fraction", "labelled", "objects")
+#: The further tables, one part per slot position.
+TABLES = ("objects", "spectra", "cosines")
 
 
 @dataclass
-class SlotGeometry:
-    """The rows and tables of one slot position."""
+class GeometryResult(Result):
+    """What ``geometry`` computed: the tidy table and further tables, and what the summary says of the run:
+    the object vectors' source and slot positions, the embedding width, the space (ordinal concepts marked),
+    the fractions run, and the MDS picture (or why there is none)."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    objects: pd.DataFrame | None = None
-    spectra: pd.DataFrame | None = None
-    cosines: pd.DataFrame | None = None
-
-
-def factorization_rows(x: np.ndarray, space: ConceptSpace, present: np.ndarray, ridge: float) -> tuple[list, Any]:
-    """R² of the factorization on every present object, raw and whitened, and each concept's share."""
-    fit = factorize(x, space, present)
-    white = x @ whitening(x[present], ridge)
-    out = []
-    for variant, y in (("factorization", x), ("factorization_whitened", white)):
-        f = fit if variant == "factorization" else factorize(y, space, present)
-        shares = concept_shares(y, f, space, present)
-        r2 = r2_score(y[present], f.predict(space.all_objects()[present]))
-        out.append(row(variant, "all", "r2", 0, r2, objects=len(present)))
-        out += [row(variant, c, "share", 0, v, objects=len(present)) for c, v in shares.items()]
-    return out, fit
+    source: str = field(kw_only=True)
+    positions: int = field(kw_only=True)
+    dim: int = field(kw_only=True)
+    space: ConceptSpace = field(kw_only=True)
+    fractions: tuple[float, ...] = field(kw_only=True)
+    mds: MdsPicture | None = field(kw_only=True)
+    mds_absent: str | None = field(kw_only=True)
 
 
-def structure_rows(
-    components: list[np.ndarray], cosines: dict[str, np.ndarray], space: ConceptSpace, dim: int, tolerance: float
-) -> list:
-    """Within / across |cos| (the means of ``cosines``, :func:`component_cosine_values`), principal angles per
-    concept pair, and the rank of each concept's components."""
-    out = [row("orthogonality", k, "mean_abs_cos", 0, v) for k, v in mean_cosines(cosines).items()]
-    for (a, ta), (b, tb) in combinations(zip(space.concepts, components), 2):
-        angles = principal_angles(ta, tb)
-        if len(angles):
-            out.append(row("angles", f"{a}|{b}", "min_angle", 0, float(angles.min())))
-            out.append(row("angles", f"{a}|{b}", "mean_angle", 0, float(angles.mean())))
-    total = 0
-    for name, table in zip(space.concepts, components):
-        rank = numerical_rank(table, tolerance)
-        total += rank
-        out.append(row("rank", name, "numerical_rank", 0, float(rank)))
-        out.append(row("rank", name, "effective_rank", 0, effective_rank(table)))
-        out.append(row("rank", name, "max_rank", 0, float(len(table) - 1)))
-    out.append(row("rank", "all", "sum_rank", 0, float(total)))
-    out.append(row("rank", "all", "dim", 0, float(dim)))
-    return out
+def sweep_settings(settings: GeometrySettings, fractions: tuple[float, ...]) -> SweepSettings:
+    """What the held-out sweep and the rank axes take from the settings, at the usable ``fractions``."""
+    return SweepSettings(
+        fractions,
+        tuple(settings.seeds),
+        settings.labelled,
+        settings.whitening_ridge,
+        settings.head_c,
+        settings.rank_tolerance,
+    )
 
 
-def spectra_table(components: list[np.ndarray], space: ConceptSpace) -> pd.DataFrame:
-    """Per concept, its components' singular values in descending order."""
-    parts = []
-    for name, table in zip(space.concepts, components):
-        s = singular_values(table)
-        parts.append(pd.DataFrame({"concept": name, "index": np.arange(len(s)), "singular_value": s}))
-    return pd.concat(parts, ignore_index=True)
+def geometry_analysis(
+    inputs: AnalysisInputs, settings: GeometrySettings, progress: Progress | None = None
+) -> GeometryResult:
+    """Every measure on every slot's object vectors, then the MDS picture."""
+    space = inputs.scenes.space.with_ordinal(settings.ordinal)
+    bank = object_vectors(np.asarray(inputs.embeddings), SceneSet(space, inputs.scenes.scenes), inputs.singles)
+    fractions, warnings = usable_fractions(settings.fractions, space.num_objects)
+    roles, why = picture_roles(space, settings.mds, settings.attribute, settings.noun or inputs.noun)
+    quad = resolve_quad(space, roles, settings.quad) if roles is not None else None  # bad names fail before the work
+    total, done = 2 * bank.positions + 1, 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total)
+
+    rows, tables = slot_measures(bank, space, sweep_settings(settings, fractions), tick)
+    rows += [result_row("geometry", "chance", g, "accuracy", 0, v, position=-1) for g, v in chance(space).items()]
+    mds = None if roles is None or quad is None else mds_picture(inputs, bank, space, roles, quad)
+    if mds is not None:
+        rows.append(result_row("geometry", "mds", "all", "stress", 0, mds.picture.stress, position=-1))
+        rows.append(
+            result_row("geometry", "mds", "all", "normalized_stress", 0, mds.picture.normalized_stress, position=-1)
+        )
+        tables["mds_points"] = mds.points()
+    tick()
+    return GeometryResult(
+        results_table(rows),
+        tables,
+        warnings,
+        source=bank.source,
+        positions=bank.positions,
+        dim=int(np.shape(inputs.embeddings)[1]),
+        space=space,
+        fractions=fractions,
+        mds=mds,
+        mds_absent=None if mds is not None else why,
+    )
 
 
-def objects_table(x: np.ndarray, fit: Any, space: ConceptSpace, present: np.ndarray) -> pd.DataFrame:
-    """Per present object: its values and the share of it the factorization leaves out."""
-    values = space.value_names(space.all_objects()[present])
-    table = pd.DataFrame({"object": present.astype(np.int64)})
-    for name, names in zip(space.concepts, values):
-        table[name] = names
-    table["residual"] = residual_norms(x, fit, space, present)
+def slot_measures(
+    bank: ObjectVectors, space: ConceptSpace, sweep: SweepSettings, tick: Any
+) -> tuple[list[dict[str, Any]], dict[str, pd.DataFrame]]:
+    """The rows and tables of every slot position (its ``position`` marked on each)."""
+    rows: list[dict[str, Any]] = []
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
+    for p in range(bank.positions):
+        present = np.flatnonzero(bank.present[p])
+        if len(present) < 2:
+            raise BindscopeError(f"slot {p} has {len(present)} object vector(s); the geometry needs at least two")
+        slot = slot_geometry(bank.vectors[p], space, present, sweep, tick)
+        rows += [{**r, "position": p} for r in slot.rows]
+        for name in TABLES:
+            part = getattr(slot, name)
+            part.insert(0, "position", p)
+            parts[name].append(part)
+    return rows, {name: pd.concat(frames, ignore_index=True) for name, frames in parts.items()}
+
+
+def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The tidy table; ``fraction``, ``labelled`` and ``objects`` are NaN on the rows they do not apply to."""
+    table = tidy(pd.DataFrame(rows).reindex(columns=[*KEY_COLUMNS, *EXTRA_COLUMNS]), EXTRA_COLUMNS)
+    table["position"] = table["position"].astype("int64")
     return table
-
-
-def slot_geometry(
-    x: np.ndarray, space: ConceptSpace, present: np.ndarray, settings: SweepSettings, tick: Any = None
-) -> SlotGeometry:
-    """Every measure of §8 on one slot's object vectors ``x`` ``[U, D]`` (rows of absent objects unused)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = SlotGeometry()
-    rows, fit = factorization_rows(x, space, present, settings.whitening_ridge)
-    cos = component_cosine_values(fit.components)
-    out.rows += rows + structure_rows(fit.components, cos, space, x.shape[1], settings.rank_tolerance)
-    out.objects = objects_table(x, fit, space, present)
-    out.spectra = spectra_table(fit.components, space)
-    out.cosines = pd.DataFrame(
-        {"kind": np.repeat(list(cos), [len(v) for v in cos.values()]), "abs_cos": np.concatenate(list(cos.values()))}
-    )
-    if tick:
-        tick()
-    out.rows += held_out_rows(
-        x,
-        space,
-        present,
-        settings.fractions,
-        settings.seeds,
-        ridge=settings.whitening_ridge,
-        c=settings.head_c,
-    )
-    if tick:
-        tick()
-    for concept in space.ordinal:
-        out.rows += rank_axis_rows(x, space, present, concept, settings.labelled, settings.seeds)
-    return out
-
-
-def means_or_nan(keys: np.ndarray, x: np.ndarray, size: int) -> np.ndarray:
-    """Per key, the mean of the rows of ``x`` holding it (:func:`group_means`), NaN for a key no row holds."""
-    means, counts = group_means(keys, x, size)
-    return np.where(counts[:, None] > 0, means, np.nan).astype(np.float64)
-
-
-def simple_grid(vectors: np.ndarray, present: np.ndarray, space: ConceptSpace, roles: dict[str, str]) -> np.ndarray:
-    """Object vectors by (attribute, noun) ``[A, O, D]``: the mean over the other concepts' values of the
-    present objects (NaN where none is present)."""
-    a, o = space.concept_index(roles["attribute"]), space.concept_index(roles["noun"])
-    values = space.all_objects()[present]
-    keys = values[:, a] * space.sizes[o] + values[:, o]
-    grid = means_or_nan(keys, np.asarray(vectors)[present], space.sizes[a] * space.sizes[o])
-    return grid.reshape(space.sizes[a], space.sizes[o], -1)
-
-
-def composite_means(y: np.ndarray, scenes: SceneSet, roles: dict[str, str], keys: list[Quad]) -> dict[Quad, np.ndarray]:
-    """The mean embedding of the 2-object scenes holding (a1, o1) then (a2, o2), for each key with scenes."""
-    space = scenes.space
-    a, o = space.concept_index(roles["attribute"]), space.concept_index(roles["noun"])
-    v = scenes.scenes
-    out: dict[Quad, np.ndarray] = {}
-    for key in keys:
-        mask = (v[:, 0, a] == key[0]) & (v[:, 0, o] == key[1]) & (v[:, 1, a] == key[2]) & (v[:, 1, o] == key[3])
-        if mask.any():
-            out[key] = np.asarray(y, dtype=np.float64)[mask].mean(axis=0)
-    return out
-
-
-def scene_parts(y: np.ndarray, scenes: SceneSet, roles: dict[str, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The research code's simple objects and means from 2-object scenes of two different (attribute, noun)
-    pairs: per (attribute, noun), per attribute and per noun, the mean scene vector over the scenes holding it
-    in either slot (a scene counted once per slot it fills). NaN where no scene holds it."""
-    space = scenes.space
-    a, o = space.concept_index(roles["attribute"]), space.concept_index(roles["noun"])
-    na, no = space.sizes[a], space.sizes[o]
-    v = scenes.scenes
-    keep = (v[:, 0, a] != v[:, 1, a]) | (v[:, 0, o] != v[:, 1, o])
-    v, x = v[keep], np.asarray(y, dtype=np.float64)[keep]
-    out = []
-    for keys, size in ((v[:, :, a] * no + v[:, :, o], na * no), (v[:, :, a], na), (v[:, :, o], no)):
-        out.append(means_or_nan(keys, x, size))
-    return out[0].reshape(na, no, -1), out[1], out[2]

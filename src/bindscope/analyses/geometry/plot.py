@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.base import Result
+from bindscope.analyses.geometry.compute import GeometryResult
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file
 
@@ -21,7 +21,7 @@ CATEGORY_STYLE = {
 }
 
 
-def geometry_plots(result: Result, folder: Path, title: str) -> None:
+def geometry_plots(result: GeometryResult, folder: Path, title: str) -> None:
     """Every figure of one geometry result into ``folder``."""
     table = result.table
     factorization_plot(table, folder / "factorization.png", title=title)
@@ -30,9 +30,8 @@ def geometry_plots(result: Result, folder: Path, title: str) -> None:
     generalization_plot(table, folder / "generalization.png", title=title)
     if table.variant.str.startswith("rank_axis:").any():
         rank_axis_plot(table, folder / "rank_axes.png", title=title)
-    if "mds_points" in result.tables:
-        mds = result.parts["mds"]
-        label = f"({', '.join(mds['quad'])})"
+    if result.mds is not None:
+        label = f"({', '.join(result.mds.quad)})"
         mds_plot(result.tables["mds_points"], folder / "mds.png", title=f"{title}: MDS of {label}")
         mds_html(result.tables["mds_points"], folder / "mds.html", title=f"{title}: MDS of {label}")
 

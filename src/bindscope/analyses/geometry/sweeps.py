@@ -17,17 +17,29 @@ import numpy as np
 from bindscope.analyses.geometry.factorization import factorization_scores, object_scenes, whitening
 from bindscope.analyses.geometry.heads import head_accuracy
 from bindscope.analyses.geometry.rank_axes import extremes_axis, labelled_sample, least_squares_axis, rankability
+from bindscope.core.errors import BindscopeError
 from bindscope.core.tidy import result_row
 from bindscope.space.concepts import ConceptSpace
-from bindscope.space.splits import object_splits
+from bindscope.space.splits import fraction_count, object_splits
 
 AXIS_METHODS = ("extremes", "least_squares")
 
 
-def row(variant: str, group: str, metric: str, seed: int, value: float, **extra: Any) -> dict[str, Any]:
-    """A geometry results row; ``fraction``, ``labelled`` and ``objects`` are NaN where they do not apply."""
-    blank = {"fraction": np.nan, "labelled": np.nan, "objects": np.nan}
-    return result_row("geometry", variant, group, metric, seed, value, **{**blank, **extra})
+def usable_fractions(fractions: tuple[float, ...], objects: int) -> tuple[tuple[float, ...], list[str]]:
+    """The fractions that leave objects on both sides, and a warning for each that does not."""
+    keep = tuple(f for f in fractions if 0 < fraction_count(f, objects) < objects)
+    dropped = [f for f in fractions if f not in keep]
+    warnings = (
+        [f"fractions {', '.join(f'{f:g}' for f in dropped)} leave no seen or no unseen objects of {objects}; skipped"]
+        if dropped
+        else []
+    )
+    if not keep:
+        raise BindscopeError(
+            f"no fraction of {', '.join(f'{f:g}' for f in fractions)} splits {objects} objects into seen and unseen "
+            f"ones; choose fractions in [{1 / objects:.3g}, {(objects - 1) / objects:.3g}]"
+        )
+    return keep, warnings
 
 
 def held_out_rows(
@@ -59,11 +71,11 @@ def held_out_rows(
                 undetermined = scores.pop("undetermined")
                 for metric, value in scores.items():
                     if metric == "r2_train" or scored["objects"]:  # no number where no unseen object is determined
-                        out.append(row(variant, "all", metric, seed, value, **scored))
+                        out.append(result_row("geometry", variant, "all", metric, seed, value, **scored))
                 if variant == "raw":
-                    out.append(row(variant, "all", "undetermined", seed, undetermined, **extra))
+                    out.append(result_row("geometry", variant, "all", "undetermined", seed, undetermined, **extra))
             for group, value in head_accuracy(vectors, space, train, test, c).items():
-                out.append(row("heads", group, "accuracy", seed, value, **extra))
+                out.append(result_row("geometry", "heads", group, "accuracy", seed, value, **extra))
     return out
 
 
@@ -93,7 +105,8 @@ def rank_axis_rows(
                 "extremes": extremes_axis(vectors[labelled], r),
                 "least_squares": least_squares_axis(vectors[labelled], r),
             }
+            extra = {"labelled": n, "objects": len(held)}
             for method, axis in axes.items():
-                for metric, value in rankability(axis, vectors[held], ranks_all[held]).items():
-                    out.append(row(f"rank_axis:{method}", concept, metric, seed, value, labelled=n, objects=len(held)))
+                variant, scores = f"rank_axis:{method}", rankability(axis, vectors[held], ranks_all[held])
+                out += [result_row("geometry", variant, concept, m, seed, v, **extra) for m, v in scores.items()]
     return out

@@ -1,0 +1,117 @@
+"""The words of ``crossmodal``: the terminal's table and the readings after it, from the typed summary."""
+
+from __future__ import annotations
+
+from bindscope.analyses.base import Rows
+from bindscope.analyses.crossmodal.scoring import SWAP_METRICS
+from bindscope.analyses.crossmodal.summary import CrossmodalSummary
+from bindscope.estimators.metrics import Spread, format_spread
+
+HEADLINE_METRICS = (
+    *SWAP_METRICS,
+    "image_to_text_strict@1",
+    "image_to_text_concept@1",
+    "text_to_image_strict@1",
+    "text_to_image_concept@1",
+)
+HEADER = ("test", "raw %", "test_only raw %", "bridged %", "chance %", "bag of concepts %")
+
+
+def percent(value: Spread | None) -> str:
+    return format_spread(value, 1, 100)
+
+
+def reference(summary: CrossmodalSummary, variant: str, metric: str) -> str:
+    value = summary.references.get(variant, {}).get(metric)
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def headline_rows(summary: CrossmodalSummary) -> Rows:
+    """Per test: raw, on test_only before and after the bridge (at the headline fraction), and the references;
+    then the half-truth rates and the uni-modal probes."""
+    f = summary.headline_fraction
+    at = summary.bridge.fractions.get(f"{f:g}", {}) if f is not None else {}
+    header = HEADER[2] + (f" (f={f:g})" if f is not None else "")
+    rows: Rows = [(*HEADER[:2], header, *HEADER[3:])]
+    for metric in HEADLINE_METRICS:
+        rows.append(
+            (
+                metric,
+                percent(summary.raw.get(metric)),
+                percent(at.get("raw", {}).get(metric)),
+                percent(at.get("bridged", {}).get(metric)),
+                reference(summary, "chance", metric),
+                reference(summary, "bag_of_concepts", metric),
+            )
+        )
+    return rows + half_truth_rows(summary) + unimodal_rows(summary)
+
+
+def half_truth_rows(summary: CrossmodalSummary) -> Rows:
+    """Terminal rows of the half-truth rates: pooled, and per scene where it differs."""
+    rows: Rows = []
+    per_scene = summary.half_truths_per_scene or {}
+    for kind, value in (summary.half_truths or {}).items():
+        chance = "50.0" if kind != "full_beats_short" else "-"
+        both = kind in summary.half_truths_differ
+        rows.append((f"half-truth {kind}" + (" pooled" if both else ""), percent(value), "", "", chance, ""))
+        if both:
+            rows.append((f"half-truth {kind} per scene", percent(per_scene.get(kind)), "", "", chance, ""))
+    return rows
+
+
+def unimodal_rows(summary: CrossmodalSummary) -> Rows:
+    """The object probe accuracy of each modality alone, beside its chance."""
+    rows: Rows = []
+    for modality, acc in (summary.unimodal or {}).items():
+        chance = acc.get("chance")
+        rows.append(
+            (
+                f"{modality} object probe (uni-modal)",
+                percent(acc.get("object_acc")),
+                "",
+                "",
+                "-" if chance is None else f"{100 * chance:.1f}",
+                "",
+            )
+        )
+    return rows
+
+
+def notes_lines(summary: CrossmodalSummary) -> list[str]:
+    """The readings: what was scored, the swaps skipped, the bridge, the half-truths, the paper's contrast."""
+    c = summary.concepts
+    scope = "a seeded subsample of " if summary.subsampled else ""
+    lines = [f"attribute = {c.attribute}, noun = {c.noun}; {scope}{summary.scenes:,} 2-object scenes"]
+    for swap, reasons in summary.skipped.items():
+        if reasons:
+            lines.append(f"{swap} swap skipped: " + ", ".join(f"{r} {n:,}" for r, n in reasons.items()))
+    if summary.bridge.kind != "none":
+        lines.append(
+            f"bridge: {summary.bridge.kind} text -> image, fitted on train_only scenes and scored on "
+            "test_only (objects unseen by the bridge)"
+        )
+    lines.append(half_truth_line(summary))
+    return lines + contrast_lines(summary)
+
+
+def half_truth_line(summary: CrossmodalSummary) -> str:
+    """Whether half-truths were scored and whether their two rates differ."""
+    if summary.half_truths is None:
+        return f"half-truths: absent, {summary.half_truths_absent}"
+    if summary.half_truths_differ:
+        return (
+            "half-truth rates pooled over pairs and per scene (the mean of each image's rate) differ for "
+            + ", ".join(summary.half_truths_differ)
+        )
+    return "half-truth rates: pooled over pairs and per scene (the mean of each image's rate) are equal"
+
+
+def contrast_lines(summary: CrossmodalSummary) -> list[str]:
+    """The paper's contrast in words: object information per modality against the cross-modal swap test."""
+    unimodal = summary.unimodal
+    swap = summary.raw.get("swap_attribute")
+    if not unimodal:
+        return ["uni-modal probes: not given (--probes-image / --probes-text: `bindscope probe` result folders)"]
+    parts = [f"{m} object probe {percent(a.get('object_acc'))}%" for m, a in unimodal.items()]
+    return [f"uni-modal vs cross-modal: {', '.join(parts)}; cross-modal attribute-swap accuracy {percent(swap)}%"]
