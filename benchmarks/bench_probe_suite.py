@@ -3,7 +3,7 @@
 What is timed
 -------------
 ours
-    One call of ``bindscope.analyses.decompose.analysis.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
+    One call of ``bindscope.analyses.decompose.decompose_analysis(y, scenes, ProbeSettings())``: R^2 of the
     four additive models on each seed's 80/20 scene split (plus its permuted-label control),
     and the five subtraction probe runs (base, objects, objects_perm, concepts, concepts_perm)
     on each seed's 40/60 split with the default ``fast`` optimiser.
@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bindscope.analyses.decompose.analysis import SUBTRACTION_VARIANTS, decompose_analysis
+from bindscope.analyses.decompose import SUBTRACTION_VARIANTS, decompose_analysis
 from bindscope.data.presets import get_preset
 from bindscope.estimators.additive import MODELS, design_columns, r2_score, subtract
 from bindscope.estimators.probe_runs import ProbeSettings

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from bindscope.analyses import AnalysisInputs, InterveneSettings, run_analysis
-from bindscope.analyses.intervene.analysis import BAG, UNEDITED, at_k, intervene_analysis
+from bindscope.analyses.intervene import at_k, intervene_analysis, intervene_summary
 from bindscope.analyses.intervene.edits import draw_targets, plan_edits
 from bindscope.analyses.intervene.score import Job, score_jobs
+from bindscope.analyses.intervene.variants import BAG, UNEDITED
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
 from bindscope.estimators.object_banks import group_means, obj_avg_bank, pos_avg_bank, single_bank
@@ -63,13 +64,13 @@ def value(
 # -- known answers ------------------------------------------------------------------------------------------
 def test_positional_objects_every_bank_edits(clevr) -> None:
     y, singles = positional_objects(clevr)
-    result, _ = run(y, clevr, singles)
+    result, settings = run(y, clevr, singles)
     for bank in ("obj-avg", "pos-avg", "single"):
         for group in ("shared", "different"):
             assert value(result, bank, group) > 0.97, (bank, group)
             assert value(result, bank, group, "probe") > 0.97, (bank, group)
         assert value(result, UNEDITED, "all") == 0.0  # x alone never is the edited scene
-    assert result.parts["banks"]["single"] == {"available": True}
+    assert intervene_summary(result, settings).banks["single"].model_dump(mode="json") == {"available": True}
 
 
 def test_single_captions_bank_is_position_free(clevr) -> None:
@@ -139,21 +140,21 @@ def test_noun_edits_and_both(clevr) -> None:
     cases = result.tables["cases"]
     noun_cases = cases[(cases.edit == "noun") & (cases.variant == "pos-avg")]
     assert set(noun_cases.source) <= {"cube", "cylinder", "sphere"}
-    assert result.parts["skipped"]["noun"][UNEDITED] == {"same color": 2 * 8 * 9}
+    assert result.skipped["noun"][UNEDITED] == {"same color": 2 * 8 * 9}
 
 
 def test_seeds_give_spread_and_summary(clevr, tmp_path) -> None:
     y, singles = positional_objects(clevr)
     inputs = AnalysisInputs(y, clevr, probes=lbfgs_probes(y, clevr), singles=singles, noun="shape")
     loaded = run_analysis("intervene", inputs, tmp_path / "r", InterveneSettings(k=(0.5, 1.0, 2.0), seeds=(42, 7)))
-    s = loaded.summary
+    s = loaded.typed
     part = at_k(s, "attribute", "pos-avg", "shared", 1.0)
-    assert part["retrieval"]["n"] == 2 and part["cases"] > 0
-    assert s["groups"] == ["shared", "different", "all"] and s["table_k"] == 1.0
+    assert part.retrieval.n == 2 and part.cases > 0
+    assert s.groups == ["shared", "different", "all"] and s.table_k == 1.0
     assert (tmp_path / "r" / "plots" / "k_curve.png").stat().st_size > 1000
     cases = loaded.read_table("cases")
     assert set(cases.seed) == {42, 7} and not (tmp_path / "r" / "cases.csv").exists()
-    assert s["seeds"] == [42, 7]
+    assert loaded.summary["seeds"] == [42, 7]
 
 
 # -- the plan and the draw ---------------------------------------------------------------------------------
@@ -330,8 +331,8 @@ def test_distinct_values_report_overall_only() -> None:
     scenes = SceneSet.enumerate(space, 2, distinct_values=True)
     y = planted_embeddings(scenes, "object_additive", dim=DIM, seed=0)
     result, settings = run(y, scenes, noun="animal")
-    assert set(result.table.group) == {"all"} and result.parts["concepts"] == {"attribute": "texture", "noun": "animal"}
-    assert result.parts["split"] is False
+    assert set(result.table.group) == {"all"} and result.concepts == {"attribute": "texture", "noun": "animal"}
+    assert result.split is False
 
 
 # -- folders: the single bank beside the scene embeddings ---------------------------------------------------

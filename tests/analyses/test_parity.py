@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from approximator_formula import formula as _formula
-from bindscope.analyses.complexity.approxfit import SceneIndex, Schedule, fit_stack
-from bindscope.analyses.complexity.approximators import Family, Layout, init_params
-from bindscope.analyses.complexity.sweep import ComplexitySettings, complexity_sweep, plan_sweep, resolve_budget
-from bindscope.analyses.decompose.analysis import DecomposeSettings, decompose_analysis
-from bindscope.analyses.probe.analysis import probe_analysis
+from bindscope.analyses.complexity import ComplexitySettings, complexity_sweep, resolve_budget
+from bindscope.analyses.complexity.families import Family, Layout, init_params
+from bindscope.analyses.complexity.fitters.adam import Schedule, fit_stack
+from bindscope.analyses.complexity.fitters.stack import SceneIndex
+from bindscope.analyses.complexity.plan import plan_sweep
+from bindscope.analyses.decompose import DecomposeSettings, decompose_analysis
+from bindscope.analyses.probe import probe_analysis
 from bindscope.core.errors import BindscopeError
 from bindscope.estimators.additive import permutations_for, subtract
 from bindscope.estimators.probe_runs import ProbeSettings, used_scenes

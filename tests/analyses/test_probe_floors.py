@@ -10,15 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bindscope.analyses.probe.analysis import (
-    ProbeAnalysis,
-    bag_settings,
-    binding_reading,
-    probe_analysis,
-    probe_summary,
-    seed_values,
+from bindscope.analyses.probe import ProbeAnalysis, ProbeSummary, binding_reading, probe_analysis, probe_summary
+from bindscope.analyses.probe.compute import bag_settings
+from bindscope.analyses.probe.summary import seed_values
+from bindscope.estimators.floors import (
+    BAG_LEVEL,
+    BINDS,
+    MARGIN,
+    bag_embeddings,
+    bag_of_concepts_accuracy,
+    binding_verdict,
 )
-from bindscope.estimators.floors import BAG_LEVEL, BINDS, MARGIN, bag_embeddings, bag_of_concepts_accuracy
 from bindscope.estimators.probe_runs import ProbeSettings, seed_splits
 from bindscope.pipeline.report import card_row
 from bindscope.space.concepts import ConceptSpace, SceneSet
@@ -46,9 +48,9 @@ def test_a_pure_bag_of_concepts_reads_bag_level_and_scores_as_its_control(scenes
     np.testing.assert_allclose(model, seed_values(table, "base", "bag", "object_acc"), atol=1e-9)
     ideal = seed_values(table, "bag_floor", "none", "object_acc")
     assert (model > ideal + MARGIN).all()  # a fitted bag picks one binding of a tied pair: above its ideal floor
-    binding = summary["binding"]
-    assert binding["reading"] == BAG_LEVEL and binding["clearance_min"] == pytest.approx(0.0, abs=1e-9)
-    assert binding["floor_mean"] == pytest.approx(model.mean())  # the floor is the larger: here the fitted bag's
+    binding = summary.binding
+    assert binding.reading == BAG_LEVEL and binding.clearance_min == pytest.approx(0.0, abs=1e-9)
+    assert binding.floor_mean == pytest.approx(model.mean())  # the floor is the larger: here the fitted bag's
     notes = ProbeAnalysis().notes(summary)
     assert notes[-1].startswith("does not clear a bag of concepts by the margin; object probe")
     assert not any("binds beyond" in n for n in notes)
@@ -57,17 +59,17 @@ def test_a_pure_bag_of_concepts_reads_bag_level_and_scores_as_its_control(scenes
 def test_object_vectors_that_are_not_sums_of_concepts_bind_beyond_a_bag(scenes: SceneSet) -> None:
     y = planted_embeddings(scenes, "object_lookup", dim=32, seed=0)
     table, summary = summarized(y, scenes, control=planted_embeddings(scenes, "random", dim=32, seed=1))
-    binding = summary["binding"]
-    assert binding["reading"] == BINDS and binding["seeds"] == 3
-    assert binding["clearance_min"] >= 0.3  # objects read exactly; a bag reads at most about half of the tied
-    floors = summary["floors"]
+    binding = summary.binding
+    assert binding.reading == BINDS and binding.seeds == 3
+    assert binding.clearance_min >= 0.3  # objects read exactly; a bag reads at most about half of the tied
+    floors = summary.floors
     splits = seed_splits(len(scenes), LBFGS)
     ideal = np.mean([bag_of_concepts_accuracy(scenes.subset(s.test)) for s in splits.values()])
-    assert floors["object_acc"]["bag"] == pytest.approx(ideal)
-    assert floors["concept_acc"]["bag"] == 1.0 and floors["concept_acc"]["bag_fitted"] == pytest.approx(1.0)
-    assert floors["object_acc"]["chance"] == summary["chance"]["object_acc"]
-    assert floors["object_acc"]["rand"] == summary["controls"]["rand"]["test"]["object_acc"]["mean"]
-    assert floors["object_acc"]["bag_fitted"] == summary["controls"]["bag"]["test"]["object_acc"]["mean"]
+    assert floors["object_acc"].bag == pytest.approx(ideal)
+    assert floors["concept_acc"].bag == 1.0 and floors["concept_acc"].bag_fitted == pytest.approx(1.0)
+    assert floors["object_acc"].chance == summary.chance["object_acc"]
+    assert floors["object_acc"].rand == summary.controls.rand.test["object_acc"].mean
+    assert floors["object_acc"].bag_fitted == summary.controls.bag.test["object_acc"].mean
     notes = ProbeAnalysis().notes(summary)
     assert notes[0].startswith("objects recoverable: yes, 100.0%")
     assert notes[1].startswith("object_acc 100.0%: chance ") and " ideal / " in notes[1]
@@ -78,7 +80,7 @@ def test_object_vectors_that_are_not_sums_of_concepts_bind_beyond_a_bag(scenes: 
 
 def test_no_rand_control_is_said(scenes: SceneSet) -> None:
     _, summary = summarized(planted_embeddings(scenes, "object_lookup", dim=32, seed=0), scenes)
-    assert summary["floors"]["object_acc"]["rand"] is None and summary["controls"]["rand"] is None
+    assert summary.floors["object_acc"].rand is None and summary.controls.rand is None
     assert "+rand not given" in ProbeAnalysis().notes(summary)[1]
 
 
@@ -90,9 +92,19 @@ def test_the_bag_control_fits_like_the_model_without_the_reference_detour() -> N
 
 
 def test_results_from_before_the_bag_control_read_not_measured() -> None:
-    old = {"test": {"object_acc": {"mean": 0.9}}, "chance": {"object_acc": 0.01}, "controls": {"rand": None}}
-    assert binding_reading(old).startswith("beyond a bag of concepts: not measured")
-    assert "undetermined" in binding_reading({**old, "binding": {"reading": "undetermined"}})
+    spread = {"mean": 0.9, "std": None, "n": 1}
+    old = {
+        "train": {"object_acc": spread},
+        "test": {"object_acc": spread},
+        "chance": {"object_acc": 0.01},
+        "controls": {"permuted_labels": {"test": {"object_acc": spread}}, "rand": None},
+        "solver": {"0": {"object": "lbfgs"}},
+    }
+    loaded = ProbeSummary.model_validate(old)  # the numbers of a result from before the bag control
+    assert loaded.numbers() == old  # and written back as they were
+    assert binding_reading(loaded).startswith("beyond a bag of concepts: not measured")
+    undetermined = {"metric": "object_acc", **binding_verdict([], []), "floor_mean": None}
+    assert "undetermined" in binding_reading(ProbeSummary.model_validate({**old, "binding": undetermined}))
 
 
 def test_the_cli_reads_each_accuracy_beside_its_floors_and_the_card_too(

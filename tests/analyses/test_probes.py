@@ -11,7 +11,9 @@ import torch
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
+from bindscope.estimators.probe_runs import ProbeSettings
 from bindscope.estimators.probes import (
+    ProbeFit,
     ProbeSet,
     _default_init,
     _loss,
@@ -140,8 +142,10 @@ def test_probe_set_normalize_is_scale_invariant(clevr, tmp_path: Path) -> None:
 
 
 def test_probe_errors(clevr, tmp_path: Path) -> None:
-    with pytest.raises(BindscopeError, match="optimizer must be one of fast, reference, lbfgs, got 'sgd'"):
+    with pytest.raises(BindscopeError, match="optimizer: Input should be 'fast', 'reference' or 'lbfgs'"):
         ProbeSet("sgd")
+    with pytest.raises(BindscopeError, match="invalid ProbeFit: steps: must be at least 1, got 0"):
+        ProbeSet(steps=0)
     with pytest.raises(BindscopeError, match=r"targets 'object' must be \[10, L\]"):
         ProbeSet().fit(np.zeros((10, 3)), {"object": np.zeros((9, 2))})
     with pytest.raises(BindscopeError, match="all-zero embedding row"):
@@ -177,3 +181,15 @@ def test_separable_probes_over_budget_keep_lbfgs_and_say_so(clevr, caplog) -> No
     assert "would take about" in caplog.text and "--optimizer reference" in caplog.text
     _, solver = fit_probe_weights(x, tt, blocks, [0], optimizer="lbfgs")
     assert "reference" not in set(solver[0])
+
+
+def test_one_declaration_of_the_fit_knobs() -> None:
+    """ProbeSet and the analyses' ProbeSettings take the same knobs, declared and checked once (ProbeFit)."""
+    assert set(ProbeFit.model_fields) <= set(ProbeSettings.model_fields)
+    settings = ProbeSettings(optimizer="lbfgs", max_iter=7, center=True, seeds=(3,))
+    probes = ProbeSet(settings, seed=3)
+    assert probes.settings is settings and probes.optimizer == "lbfgs" and probes.center and probes.seed == 3
+    assert ProbeSet("lbfgs", max_iter=7).settings == ProbeFit(optimizer="lbfgs", max_iter=7)
+    assert ProbeSet(settings, normalize=True).settings == ProbeFit(
+        **{**settings.solver_options(), "center": True, "normalize": True}
+    )

@@ -1,6 +1,7 @@
 """Estimators: the science every analysis shares, sklearn-style over arrays (no files, no results).
 
-Linear probes (:mod:`.probes`, run over seeds in :mod:`.probe_runs`), exact additive fits
+Linear probes (:mod:`.probes`, fitted as :class:`~.probes.ProbeFit` says; run over seeds in
+:mod:`.probe_runs`, whose :class:`~.probe_runs.ProbeSettings` extend it), exact additive fits
 (:mod:`.additive`), object banks (:mod:`.object_banks`), a scene index (:mod:`.scene_index`), the
 bag-of-concepts floors (:mod:`.floors`) and metric helpers (:mod:`.metrics`).
 """

@@ -1,4 +1,8 @@
-"""Numbers shared by the analyses: accuracy metrics per probe, and summaries of tidy tables."""
+"""Numbers shared by the analyses: accuracy metrics per probe, summaries of tidy tables, and their words.
+
+A number over seeds is a :class:`Spread` (``{mean, std, n}``, see :func:`bindscope.core.tidy.spread`);
+:class:`Splits` holds spreads per scene group (``train``, ``test``).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,31 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from bindscope.core.tidy import spread
+from bindscope.core.validation import Schema
 from bindscope.estimators.probes import OBJECT
+
+
+def is_absent(value: Any) -> bool:
+    """Whether a summary part is absent (None): such a part is left out of ``summary.json``."""
+    return value is None
+
+
+class Spread(Schema):
+    """A number over seeds: mean, standard deviation (None for one seed) and count (:func:`spread`)."""
+
+    mean: float
+    std: float | None
+    n: int
+
+
+class Splits(Schema):
+    """Spreads per scene group, ``{name: Spread}`` each; a group without rows is absent."""
+
+    train: dict[str, Spread] | None = Field(None, exclude_if=is_absent)
+    test: dict[str, Spread] | None = Field(None, exclude_if=is_absent)
 
 
 def accuracy_metrics(acc: Mapping[str, float]) -> dict[str, float]:
@@ -38,8 +64,23 @@ def nested(table: pd.DataFrame, keys: list[str], aggregate: Callable[[np.ndarray
     return out
 
 
-def format_spread(value: Mapping[str, Any] | None, digits: int = 3, scale: float = 1.0) -> str:
+def mean(values: np.ndarray) -> float:
+    """The mean as a float."""
+    return float(np.mean(values))
+
+
+# -- words ------------------------------------------------------------------------------------------
+def spread_mean(node: Spread | Mapping[str, Any] | None) -> float | None:
+    """The mean of a spread (a :class:`Spread` or its ``{mean, std, n}``), None where missing."""
+    if isinstance(node, Spread):
+        return node.mean
+    return node.get("mean") if isinstance(node, Mapping) else None
+
+
+def format_spread(value: Spread | Mapping[str, Any] | None, digits: int = 3, scale: float = 1.0) -> str:
     """A spread for the terminal: ``mean ± std`` (``mean`` alone for one seed), ``-`` where missing."""
+    if isinstance(value, Spread):
+        value = value.model_dump()
     if not value:
         return "-"
     std = value.get("std")
@@ -47,6 +88,14 @@ def format_spread(value: Mapping[str, Any] | None, digits: int = 3, scale: float
     return text + (f" ± {scale * std:.{digits}f}" if std is not None else "")
 
 
-def mean(values: np.ndarray) -> float:
-    """The mean as a float."""
-    return float(np.mean(values))
+def pct(part: Mapping[str, Spread] | None, metric: str) -> str:
+    """``mean ± std`` of one metric's spread in percent, ``-`` where missing."""
+    return format_spread((part or {}).get(metric), digits=1, scale=100)
+
+
+def percent(value: float | None) -> str:
+    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
+    if value is None:
+        return "-"
+    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
+    return f"{100 * value:.{digits}f}%"

@@ -17,10 +17,10 @@ from pydantic import Field, field_validator
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.tidy import NO_CONTROL, result_row
-from bindscope.core.validation import MAX_STEPS, Device, ParitySettings, Seeds
-from bindscope.estimators.metrics import accuracy_metrics, format_spread, mean, nested
+from bindscope.core.validation import ParitySettings, Seeds
+from bindscope.estimators.metrics import Splits, accuracy_metrics, mean, nested
 from bindscope.estimators.probes import (
-    Preprocessing,
+    ProbeFit,
     ProbeSet,
     chance_accuracy,
     fit_probe_weights,
@@ -36,8 +36,9 @@ from bindscope.space.splits import DEFAULT_SEEDS, SceneSplit, check_fraction, sc
 PERMUTATION_SEED = 12345
 
 
-class ProbeSettings(ParitySettings):
-    """How probes are fitted and scored (docs/method.md §3 defaults).
+class ProbeSettings(ProbeFit, ParitySettings):
+    """How probes are fitted and scored over seeds (docs/method.md §3 defaults): the fit (:class:`ProbeFit`),
+    the scenes, and each seed's scene split.
 
     ``scenes``: ``full`` uses the scenes that hold all K objects (the research code: its
     2-object scenes; `text` drops its single-object captions), ``all`` every scene.
@@ -48,18 +49,25 @@ class ProbeSettings(ParitySettings):
 
     PAPER: ClassVar[dict[str, Any]] = {"split_source": "paper", "scenes": "full"}
 
-    optimizer: Literal["fast", "reference", "lbfgs"] = "fast"
-    scenes: Literal["full", "all"] = "full"
-    split_source: Literal["bindscope", "paper"] = "bindscope"
-    seeds: Seeds = DEFAULT_SEEDS
-    train_fraction: float = 0.4
-    center: bool = False
-    normalize: bool = False
-    steps: int = Field(10_000, ge=1, le=MAX_STEPS)
-    lr: float = Field(1e-2, gt=0)
-    max_iter: int = Field(500, ge=1, le=MAX_STEPS)
-    exact_budget_s: float = Field(900.0, ge=0)
-    device: Device = "cpu"
+    parity: Literal["bindscope", "paper"] = Field(
+        "bindscope",
+        description="paper: every choice of the published research code that this command has, for the options "
+        "not given (docs/method.md §10); bindscope (default): bindscope's defaults.",
+    )
+    scenes: Literal["full", "all"] = Field(
+        "full",
+        description="full (default, as the research code): only scenes holding all K objects (text: the 160,000 "
+        "pairs); all: every scene, single objects included.",
+    )
+    split_source: Literal["bindscope", "paper"] = Field(
+        "bindscope",
+        description="Where the scene split's permutation comes from: bindscope (numpy, default) or paper "
+        "(torch.randperm as the research code; seed 0 selects its scenes exactly).",
+    )
+    seeds: Seeds = Field(
+        DEFAULT_SEEDS, description="Seed ids, comma-separated (splits and initialisations); default 0,1,2."
+    )
+    train_fraction: float = Field(0.4, description="Scene-level train fraction of the probes (0.4).")
 
     @field_validator("train_fraction")
     @classmethod
@@ -80,10 +88,16 @@ class ProbeRun:
 
 
 def _accuracy_rows(
-    analysis: str, variant: str, control: str, group: str, seed: int, acc: Mapping[str, float]
+    analysis: str,
+    variant: str,
+    control: str,
+    group: str,
+    seed: int,
+    acc: Mapping[str, float],
+    columns: Mapping[str, Any],
 ) -> Iterator[dict]:
     for metric, value in accuracy_metrics(acc).items():
-        yield result_row(analysis, variant, group, metric, seed, value, control=control)
+        yield result_row(analysis, variant, group, metric, seed, value, control=control, **columns)
 
 
 def probe_variant(
@@ -96,12 +110,24 @@ def probe_variant(
     control: str = NO_CONTROL,
     chance: bool = False,
     per_scene: bool = False,
+    columns: Mapping[str, Any] | None = None,
 ) -> ProbeRun:
     """Fit and score probes on one embedding array for every seed's scene-level split (on a cluster,
-    ``--executor ray``, each seed is a unit of work; locally all seeds are fitted at once)."""
+    ``--executor ray``, each seed is a unit of work; locally all seeds are fitted at once).
+
+    ``columns``: further columns of every row (e.g. decompose's ``part``).
+    """
     if len(y) != len(scenes):
         raise BindscopeError(f"{len(y)} embeddings but {len(scenes)} scenes")
-    options = {"analysis": analysis, "variant": variant, "control": control, "chance": chance, "per_scene": per_scene}
+    columns = dict(columns or {})
+    options = {
+        "analysis": analysis,
+        "variant": variant,
+        "control": control,
+        "chance": chance,
+        "per_scene": per_scene,
+        "columns": columns,
+    }
     executor = current_executor()
     if executor.distributed and len(settings.seeds) > 1:
         need = Resources.for_device(settings.device)
@@ -113,7 +139,7 @@ def probe_variant(
         return merge_runs([runs[seed] for seed in settings.seeds])
     targets = soft_targets(scenes)
     names, blocks, t_all = stack_targets(targets, len(y))
-    prep = Preprocessing(settings.center, settings.normalize)
+    prep = settings.preprocessing
     splits = seed_splits(len(y), settings)
     means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
     x = torch.stack(
@@ -121,15 +147,7 @@ def probe_variant(
     )
     t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
     w, solver = fit_probe_weights(
-        x.to(settings.device),
-        t.to(settings.device),
-        blocks,
-        list(settings.seeds),
-        optimizer=settings.optimizer,
-        steps=settings.steps,
-        lr=settings.lr,
-        max_iter=settings.max_iter,
-        exact_budget_s=settings.exact_budget_s,
+        x.to(settings.device), t.to(settings.device), blocks, list(settings.seeds), **settings.solver_options()
     )
     run = ProbeRun()
     for i, (seed, sp) in enumerate(splits.items()):
@@ -142,10 +160,10 @@ def probe_variant(
             xs = prep.apply(y[idx], means[seed]).astype(np.float32)
             correct = {n: set_separation_correct(xs @ run.weights[seed][n].T, targets[n][idx]) for n in names}
             acc = {n: c.mean() for n, c in correct.items()}
-            run.rows += _accuracy_rows(analysis, variant, control, group, seed, acc)
+            run.rows += _accuracy_rows(analysis, variant, control, group, seed, acc, columns)
             if chance:
                 chance_acc = {n: chance_accuracy(targets[n][idx]) for n in names}
-                run.rows += _accuracy_rows(analysis, "chance", NO_CONTROL, group, seed, chance_acc)
+                run.rows += _accuracy_rows(analysis, "chance", NO_CONTROL, group, seed, chance_acc, columns)
             if per_scene:
                 run.per_scene += [
                     pd.DataFrame({"scene": idx, "seed": seed, "group": group, "probe": n, "correct": c})
@@ -225,34 +243,16 @@ def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]])
     return out
 
 
-def accuracy_summary(table: pd.DataFrame, variant: str, control: str = NO_CONTROL) -> dict[str, Any]:
-    """``{group: {metric: {mean, std, n}}}`` of one variant and control."""
+def accuracy_summary(table: pd.DataFrame, variant: str, control: str = NO_CONTROL) -> Splits | None:
+    """The accuracies of one variant and control, per group and metric (None where it has no rows)."""
     sel = table[(table.variant == variant) & (table.control == control)]
-    return nested(sel, ["group", "metric"])
+    return Splits.model_validate(nested(sel, ["group", "metric"])) if len(sel) else None
 
 
 def chance_summary(table: pd.DataFrame) -> dict[str, float]:
     """Chance accuracies on the test scenes, ``{metric: mean over seeds}``."""
     sel = table[(table.variant == "chance") & (table.group == "test")]
     return nested(sel, ["metric"], mean)
-
-
-def pct(part: Mapping[str, Any] | None, metric: str) -> str:
-    """``mean ± std`` of a spread in percent, ``-`` where missing."""
-    return format_spread((part or {}).get(metric), digits=1, scale=100)
-
-
-def percent(value: float | None) -> str:
-    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
-    if value is None:
-        return "-"
-    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
-    return f"{100 * value:.{digits}f}%"
-
-
-def spread_mean(node: Any) -> float | None:
-    """The mean of a summary's spread (``{mean, std, n}``), None where missing."""
-    return node.get("mean") if isinstance(node, dict) else None
 
 
 def probe_labels(scenes: SceneSet) -> dict[str, Any]:

@@ -31,14 +31,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import load_npy, read_json, save_npy, write_json
-from bindscope.core.validation import check_fields
+from bindscope.core.validation import MAX_STEPS, Device, Settings, check_fields
 from bindscope.space.concepts import PAD, SceneSet
 
 Optimizer = Literal["fast", "reference", "lbfgs"]
@@ -251,81 +252,110 @@ def _softmax_minus_targets(logits: torch.Tensor, t: torch.Tensor, blocks: list[s
     return logits.sub_(t)
 
 
+# -- how probes are fitted -------------------------------------------------------------------------
+class ProbeFit(Settings):
+    """How one set of probes is fitted: the optimiser and its schedule, the preprocessing, the device.
+
+    The one declaration (and validation) of these knobs: :class:`ProbeSet` takes it, and the analyses'
+    probe settings (:class:`bindscope.estimators.probe_runs.ProbeSettings`) extend it.
+    """
+
+    OPTION_NAMES: ClassVar[dict[str, str]] = {"exact_budget_s": "exact-budget"}
+
+    optimizer: Optimizer = Field(
+        "fast",
+        description="fast (default): L-BFGS, following the reference trajectory where the training set is "
+        "separable; reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only.",
+    )
+    center: bool = Field(False, description="Centre on the training mean.")
+    normalize: bool = Field(False, description="L2-normalise each embedding (before centring).")
+    steps: int = Field(10_000, ge=1, le=MAX_STEPS, description="Adam steps of the reference schedule (10,000).")
+    lr: float = Field(1e-2, gt=0, description="Peak Adam learning rate of the reference schedule (1e-2; cosine to 0).")
+    max_iter: int = Field(500, ge=1, le=MAX_STEPS, description="L-BFGS iterations at most (500).")
+    exact_budget_s: float = Field(
+        DEFAULT_EXACT_BUDGET_S,
+        ge=0,
+        description="fast: most seconds to spend following the reference trajectory for probes whose training "
+        "set is separable (900; beyond it they keep L-BFGS and a warning).",
+    )
+    device: Device = Field("cpu", description="Torch device: cpu, cuda, cuda:1 ...")
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        """The input transforms these settings ask for."""
+        return Preprocessing(center=self.center, normalize=self.normalize)
+
+    def solver_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`fit_probe_weights` these settings ask for."""
+        return {
+            "optimizer": self.optimizer,
+            "steps": self.steps,
+            "lr": self.lr,
+            "max_iter": self.max_iter,
+            "exact_budget_s": self.exact_budget_s,
+        }
+
+
+def as_probe_fit(settings: ProbeFit | Optimizer | None = None, **knobs: Any) -> ProbeFit:
+    """Fit settings from a :class:`ProbeFit` (or an optimizer name, or None: the defaults) and knobs overriding it."""
+    if settings is None or isinstance(settings, str):
+        optimizer = {} if settings is None else {"optimizer": settings}
+        return ProbeFit(**optimizer, **knobs)
+    if not isinstance(settings, ProbeFit):
+        raise BindscopeError(
+            f"probe fit settings must be a ProbeFit or an optimizer name, got {type(settings).__name__}"
+        )
+    return ProbeFit(**{**{k: getattr(settings, k) for k in ProbeFit.model_fields}, **knobs}) if knobs else settings
+
+
 # -- the estimator ----------------------------------------------------------------------------------
 class ProbeSet:
     """Bias-free linear probes for several label sets, fitted together (sklearn style).
 
     Parameters
     ----------
-    optimizer
-        ``"fast"`` (default), ``"reference"`` (the paper's Adam schedule) or ``"lbfgs"``.
-    steps, lr
-        The reference schedule: Adam steps and peak learning rate (cosine decay to 0).
-    max_iter
-        L-BFGS iterations at most (``fast``).
-    exact_budget_s
-        Seconds ``fast`` may spend following the reference on separable probes.
-    center, normalize
-        Preprocessing of the inputs (raw by default), fitted on the training rows.
+    settings
+        How to fit them (:class:`ProbeFit`; default its defaults). An optimizer name is shorthand for
+        ``ProbeFit(optimizer=name)``.
     seed
         Seed of the initialisation.
-    device
-        Torch device, e.g. ``"cpu"`` or ``"cuda"``.
+    **knobs
+        :class:`ProbeFit` fields overriding ``settings``, e.g. ``ProbeSet("lbfgs", max_iter=50)``.
     """
 
-    def __init__(
-        self,
-        optimizer: Optimizer = "fast",
-        *,
-        steps: int = 10_000,
-        lr: float = 1e-2,
-        max_iter: int = 500,
-        exact_budget_s: float = DEFAULT_EXACT_BUDGET_S,
-        center: bool = False,
-        normalize: bool = False,
-        seed: int = 0,
-        device: str = "cpu",
-    ) -> None:
-        if optimizer not in OPTIMIZERS:
-            raise BindscopeError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-        self.optimizer = optimizer
-        self.steps = steps
-        self.lr = lr
-        self.max_iter = max_iter
-        self.exact_budget_s = exact_budget_s
-        self.center = center
-        self.normalize = normalize
+    def __init__(self, settings: ProbeFit | Optimizer | None = None, *, seed: int = 0, **knobs: Any) -> None:
+        self.settings = as_probe_fit(settings, **knobs)
         self.seed = seed
-        self.device = device
         self.meta_: dict[str, Any] = {}  # what a loaded probe folder records (probe.json)
 
     @property
+    def optimizer(self) -> Optimizer:
+        return self.settings.optimizer
+
+    @property
+    def center(self) -> bool:
+        return self.settings.center
+
+    @property
+    def normalize(self) -> bool:
+        return self.settings.normalize
+
+    @property
     def preprocessing(self) -> Preprocessing:
-        return Preprocessing(center=self.center, normalize=self.normalize)
+        return self.settings.preprocessing
 
     def fit(self, x: np.ndarray, targets: Mapping[str, np.ndarray]) -> ProbeSet:
         """Fit one probe per entry of ``targets`` (each ``[N, L]``) on inputs ``x`` ``[N, D]``."""
         x = np.asarray(x, dtype=np.float32)
         names, blocks, t = stack_targets(targets, len(x))
         self.mean_ = self.preprocessing.fit(x)
-        xt = torch.from_numpy(self.preprocessing.apply(x, self.mean_)).to(self.device)
-        tt = torch.from_numpy(t).to(self.device)
-        w, solver = fit_probe_weights(
-            xt[None],
-            tt[None],
-            blocks,
-            [self.seed],
-            optimizer=self.optimizer,
-            steps=self.steps,
-            lr=self.lr,
-            max_iter=self.max_iter,
-            exact_budget_s=self.exact_budget_s,
-        )
-        w = w[0]
-        solvers = list(solver[0])
+        device = self.settings.device
+        xt = torch.from_numpy(self.preprocessing.apply(x, self.mean_)).to(device)
+        tt = torch.from_numpy(t).to(device)
+        w, solver = fit_probe_weights(xt[None], tt[None], blocks, [self.seed], **self.settings.solver_options())
         self.names_ = names
-        self.coef_ = {n: w[b].cpu().numpy() for n, b in zip(names, blocks)}
-        self.solver_ = dict(zip(names, solvers))
+        self.coef_ = {n: w[0][b].cpu().numpy() for n, b in zip(names, blocks)}
+        self.solver_ = dict(zip(names, solver[0]))
         return self
 
     def decision_function(self, x: np.ndarray, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -348,13 +378,14 @@ class ProbeSet:
         cls,
         weights: Mapping[str, np.ndarray],
         mean: np.ndarray | None,
+        settings: ProbeFit | Optimizer | None = None,
         *,
-        center: bool = False,
-        normalize: bool = False,
-        **kwargs,
+        seed: int = 0,
+        **knobs: Any,
     ) -> ProbeSet:
-        """Fitted probes from their weights ``{name: [L, D]}`` and centring mean."""
-        probe = cls(center=center, normalize=normalize, **kwargs)
+        """Fitted probes from their weights ``{name: [L, D]}`` and centring mean (``center`` and ``normalize``
+        among ``settings`` or ``knobs``: the preprocessing they were fitted with)."""
+        probe = cls(settings, seed=seed, **knobs)
         probe.names_, probe.coef_, probe.mean_ = tuple(weights), dict(weights), mean
         probe.solver_ = {}
         return probe
@@ -363,14 +394,11 @@ class ProbeSet:
     def load(cls, folder: str | Path) -> ProbeSet:
         """Read a probe folder written by :func:`save_probes`."""
         coef, mean, meta = load_probes(folder)
-        probe = cls.from_weights(
-            coef,
-            mean,
-            center=meta["center"],
-            normalize=meta["normalize"],
-            optimizer=meta.get("optimizer", "fast"),
-            seed=meta.get("seed", 0),
-        )
+        try:
+            fit = ProbeFit(center=meta["center"], normalize=meta["normalize"], optimizer=meta.get("optimizer", "fast"))
+        except BindscopeError as exc:
+            raise BindscopeError(f"{Path(folder) / 'probe.json'} is damaged ({exc}); {REFIT}") from None
+        probe = cls.from_weights(coef, mean, fit, seed=meta.get("seed", 0))
         probe.solver_ = meta.get("solver", {})
         probe.meta_ = meta
         return probe

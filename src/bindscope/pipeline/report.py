@@ -11,25 +11,27 @@ import base64
 import html
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from bindscope.analyses import get_analysis, load_result
-from bindscope.analyses.probe import binding_reading, object_numbers, recoverable_reading
-from bindscope.analyses.results import read_header
+from bindscope.analyses.decompose import DecomposeSummary
+from bindscope.analyses.intervene import InterveneSummary, at_k
+from bindscope.analyses.probe import ProbeSummary, binding_reading, object_numbers, recoverable_reading
+from bindscope.analyses.results import Summary, read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json
 from bindscope.core.locks import writes
 from bindscope.estimators.floors import SHORT_READINGS
-from bindscope.estimators.probe_runs import percent, spread_mean
+from bindscope.estimators.metrics import percent, spread_mean
 
 REPORT = "report.html"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
-CARD_ANALYSES = ("probe", "decompose", "intervene", "complexity", "geometry", "crossmodal")
 
 
 @dataclass
@@ -57,73 +59,107 @@ def summary_of(folder: Path) -> dict[str, Any]:
     return read_json(folder / "summary.json", "analysis summary")
 
 
+S = TypeVar("S", bound=Summary)
+
+
+def numbers_of(folder: Path, kind: type[S]) -> S:
+    """The typed numbers of an analysis folder (:func:`load_result` validates them against the analysis's summary)."""
+    typed = load_result(folder).typed
+    if not isinstance(typed, kind):
+        raise BindscopeError(f"{folder} does not hold {kind.__name__} numbers; run the analysis again")
+    return typed
+
+
 def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
     """The report card's numbers and readings for one embedding folder's results."""
     row = CardRow(dataset, label)
-    if "probe" in folders:
-        s = summary_of(folders["probe"])
-        row.cells |= probe_cells(s)
-        row.readings += [recoverable_reading(s), binding_reading(s)]
-    if "decompose" in folders:
-        r2 = summary_of(folders["decompose"])["r2"]["test"]
-        obj, con = spread_mean(r2.get("object_additive")), spread_mean(r2.get("concept_additive"))
-        row.cells |= {"object-additive R²": obj, "concept-additive R²": con}
-        if obj is not None:
-            row.readings.append(
-                f"a sum of object vectors: R² {obj:.3f} on held-out scenes"
-                + (f" (of concept vectors: {con:.3f})" if con is not None else "")
-            )
-    if "intervene" in folders:
-        row.cells |= intervention_cells(summary_of(folders["intervene"]), row.readings)
-    if "complexity" in folders:
-        verdict = summary_of(folders["complexity"])["verdict"]
-        row.cells |= {"complexity": verdict.get("simplest_generalising") or "none", "f*": verdict.get("f_star")}
-        row.readings.append(f"binding function: {verdict.get('reading')}")
-    if "geometry" in folders:
-        g = summary_of(folders["geometry"])
-        slot = g["positions"][0]
-        held = slot["held_out"].get(f"{g['headline_fraction']:g}", {})
-        heads = spread_mean((held.get("heads") or {}).get("object"))
-        row.cells |= {"factorization R²": slot["r2"], "linear heads (unseen)": heads}
-        row.readings.append(
-            f"object vectors factorise: R² {slot['r2']:.3f}; linear heads read {percent(heads)} of unseen objects "
-            f"(half seen)"
-        )
-    if "crossmodal" in folders:
-        s = summary_of(folders["crossmodal"])
-        swap = spread_mean(s["raw"].get("swap_attribute"))
-        row.cells |= {"attribute swap": swap}
-        row.readings.append(
-            f"image-text similarity tells the attribute swap apart {percent(swap)} of the time (chance 50%)"
-        )
+    for analysis, fill in CARD_PARTS.items():
+        if analysis in folders:
+            fill(folders[analysis], row)
     return row
 
 
-def probe_cells(summary: dict[str, Any]) -> dict[str, float | str | None]:
+def probe_part(folder: Path, row: CardRow) -> None:
+    summary = numbers_of(folder, ProbeSummary)
+    row.cells |= probe_cells(summary)
+    row.readings += [recoverable_reading(summary), binding_reading(summary)]
+
+
+def decompose_part(folder: Path, row: CardRow) -> None:
+    r2 = numbers_of(folder, DecomposeSummary).r2.test or {}
+    obj, con = spread_mean(r2.get("object_additive")), spread_mean(r2.get("concept_additive"))
+    row.cells |= {"object-additive R²": obj, "concept-additive R²": con}
+    if obj is not None:
+        row.readings.append(
+            f"a sum of object vectors: R² {obj:.3f} on held-out scenes"
+            + (f" (of concept vectors: {con:.3f})" if con is not None else "")
+        )
+
+
+def intervene_part(folder: Path, row: CardRow) -> None:
+    row.cells |= intervention_cells(numbers_of(folder, InterveneSummary), row.readings)
+
+
+def complexity_part(folder: Path, row: CardRow) -> None:
+    verdict = summary_of(folder)["verdict"]
+    row.cells |= {"complexity": verdict.get("simplest_generalising") or "none", "f*": verdict.get("f_star")}
+    row.readings.append(f"binding function: {verdict.get('reading')}")
+
+
+def geometry_part(folder: Path, row: CardRow) -> None:
+    g = summary_of(folder)
+    slot = g["positions"][0]
+    held = slot["held_out"].get(f"{g['headline_fraction']:g}", {})
+    heads = spread_mean((held.get("heads") or {}).get("object"))
+    row.cells |= {"factorization R²": slot["r2"], "linear heads (unseen)": heads}
+    row.readings.append(
+        f"object vectors factorise: R² {slot['r2']:.3f}; linear heads read {percent(heads)} of unseen objects "
+        f"(half seen)"
+    )
+
+
+def crossmodal_part(folder: Path, row: CardRow) -> None:
+    swap = spread_mean(summary_of(folder)["raw"].get("swap_attribute"))
+    row.cells |= {"attribute swap": swap}
+    row.readings.append(
+        f"image-text similarity tells the attribute swap apart {percent(swap)} of the time (chance 50%)"
+    )
+
+
+#: What each analysis adds to a report-card row (its numbers and readings), in the card's order.
+CARD_PARTS: dict[str, Callable[[Path, CardRow], None]] = {
+    "probe": probe_part,
+    "decompose": decompose_part,
+    "intervene": intervene_part,
+    "complexity": complexity_part,
+    "geometry": geometry_part,
+    "crossmodal": crossmodal_part,
+}
+
+
+def probe_cells(summary: ProbeSummary) -> dict[str, float | str | None]:
     """The test object accuracy beside its floors (random weights, chance, the bag of concepts: the
     larger of the ideal and the fitted bag, mean over seeds) and whether it binds beyond the bag."""
-    binding = summary.get("binding") or {}
+    binding = summary.binding
     acc, rand, chance = object_numbers(summary)
     return {
         "object probe": acc,
         "random weights": rand,
         "chance": chance,
-        "bag of concepts": binding.get("floor_mean"),
-        "beyond bag": SHORT_READINGS.get(str(binding.get("reading")), "-"),
+        "bag of concepts": binding.floor_mean if binding is not None else None,
+        "beyond bag": SHORT_READINGS.get(binding.reading, "-") if binding is not None else "-",
     }
 
 
-def intervention_cells(summary: dict[str, Any], readings: list[str]) -> dict[str, float | None]:
+def intervention_cells(summary: InterveneSummary, readings: list[str]) -> dict[str, float | None]:
     """Retrieval of the attribute edit by the first available bank, shared and different, at the table's k."""
-    k = f"{summary['table_k']:g}"
-    banks = [b for b, v in summary["banks"].items() if v["available"]]
-    edit = summary["edits"][0]
+    banks = [b for b, v in summary.banks.items() if v.available]
+    edit = summary.edits[0]
     if not banks:
         return {}
-    per = summary["results"].get(edit, {}).get(banks[0], {})
-    at_k = {g: per.get(g, {}).get(k) or {} for g in ("shared", "different")}
-    cells = {f"edit {g}": spread_mean(at_k[g].get("retrieval")) for g in at_k}
-    cases = " and ".join(f"{at_k[g].get('cases', 0):,}" for g in at_k)
+    numbers = {g: at_k(summary, edit, banks[0], g, summary.table_k) for g in ("shared", "different")}
+    cells = {f"edit {g}": spread_mean(n.retrieval if n is not None else None) for g, n in numbers.items()}
+    cases = " and ".join(f"{n.cases if n is not None else 0:,}" for n in numbers.values())
     readings.append(
         f"editing one object ({edit}, {banks[0]} bank): retrieval {percent(cells['edit shared'])} when the two objects "
         f"share the value, {percent(cells['edit different'])} when they differ ({cases} edits)"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from bindscope.analyses.intervene import ALL, GROUPS, TABLE_K, at_k
+from bindscope.analyses.intervene import ALL, GROUPS, TABLE_K, AtK, InterveneSummary, at_k
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_write_text, staged_dir
@@ -34,34 +33,34 @@ def result_label(result: LoadedResult) -> tuple[str, str]:
     return str(dataset), str(model)
 
 
-def cell(part: dict[str, Any] | None, metric: str) -> str:
+def cell(part: AtK | None, metric: str) -> str:
     """Percent, mean (± std over seeds), or a dash."""
-    value = (part or {}).get(metric)
-    if not value:
+    if part is None:
         return MISSING
-    text = f"{100 * value['mean']:.1f}"
-    return text + (f" ± {100 * value['std']:.1f}" if value.get("std") is not None else "")
+    value = getattr(part, metric)
+    text = f"{100 * value.mean:.1f}"
+    return text + (f" ± {100 * value.std:.1f}" if value.std is not None else "")
 
 
-def _summary_shape(result: LoadedResult) -> tuple[list[str], list[str], list[float]]:
-    """The groups, edits and edit strengths k an intervene result holds (a damaged summary is one error)."""
-    with result.reading():
-        s = result.summary
-        return [str(g) for g in s["groups"]], [str(e) for e in s["edits"]], [float(k) for k in s["k"]]
+def numbers_of(result: LoadedResult) -> InterveneSummary:
+    """The typed numbers of an intervene result (validated when it was loaded)."""
+    if not isinstance(result.typed, InterveneSummary):
+        raise BindscopeError(f"{result.path} does not hold intervene numbers; run intervene again")
+    return result.typed
 
 
 def table_rows(results: Sequence[LoadedResult]) -> tuple[list[str], list[list[str]], list[str]]:
     """The groups shown, and one row per (dataset, model, edit): labels, then group x bank x metric cells."""
     seen: dict[tuple[str, ...], Path] = {}
     groups = list(GROUPS)
-    shape = {r.path: _summary_shape(r) for r in results}
-    if any(shape[r.path][0] == [ALL] for r in results):
+    numbers = {r.path: numbers_of(r) for r in results}
+    if any(numbers[r.path].groups == [ALL] for r in results):
         groups.append(ALL)
-    with_edit = any(e != "attribute" for r in results for e in shape[r.path][1])
+    with_edit = any(e != "attribute" for r in results for e in numbers[r.path].edits)
     rows = []
     for r in results:
-        s = r.summary
-        _, edits, ks = shape[r.path]
+        s = numbers[r.path]
+        edits, ks = s.edits, s.k
         if TABLE_K not in ks:
             raise BindscopeError(
                 f"{r.path} was run at k = {', '.join(f'{k:g}' for k in ks)}; the table is at k = {TABLE_K:g}: "
@@ -77,10 +76,7 @@ def table_rows(results: Sequence[LoadedResult]) -> tuple[list[str], list[list[st
                 )
             seen[key] = r.path
             label = [dataset, model, edit] if with_edit else [dataset, model]
-            with r.reading():
-                cells = [
-                    cell(at_k(s, edit, bank, g, TABLE_K), m) for g in groups for bank in BANKS for m in TABLE_METRICS
-                ]
+            cells = [cell(at_k(s, edit, bank, g, TABLE_K), m) for g in groups for bank in BANKS for m in TABLE_METRICS]
             rows.append(label + cells)
     labels = ["dataset", "model", "edit"] if with_edit else ["dataset", "model"]
     return groups, rows, labels

@@ -1,0 +1,36 @@
+"""The five-run subtraction table (docs/method.md §4): the probes re-run after removing each fitted additive
+model (and its permuted-label control) from the embeddings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bindscope.estimators.additive import subtract
+from bindscope.estimators.probe_runs import ProbeRun, ProbeSettings, probe_variant
+from bindscope.space.concepts import SceneSet
+
+SUBTRACTION_VARIANTS = ("base", "objects", "objects_perm", "concepts", "concepts_perm")
+
+
+def residual(y: np.ndarray, scenes: SceneSet, variant: str, residual_mean: str = "keep") -> np.ndarray:
+    """The embeddings of one subtraction variant: ``base`` as they are, else less the object- or
+    concept-additive fit (``_perm``: fitted to permuted labels)."""
+    if variant == "base":
+        return y
+    model = "object_additive" if variant.startswith("objects") else "concept_additive"
+    return subtract(scenes, y, model, permuted=variant.endswith("_perm"), keep_mean=residual_mean == "keep")
+
+
+def subtraction_run(
+    y: np.ndarray, scenes: SceneSet, settings: ProbeSettings, variant: str, residual_mean: str = "keep"
+) -> ProbeRun:
+    """The probes of one subtraction variant over seeds (rows of part ``subtraction``; chance with ``base``)."""
+    return probe_variant(
+        residual(y, scenes, variant, residual_mean),
+        scenes,
+        settings,
+        analysis="decompose",
+        variant=variant,
+        chance=variant == "base",
+        columns={"part": "subtraction"},
+    )

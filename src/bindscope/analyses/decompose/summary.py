@@ -1,0 +1,57 @@
+"""The main numbers of ``decompose`` (its part of ``summary.json``): :class:`DecomposeSummary` and how the
+tidy table gives them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from bindscope.analyses.decompose.subtraction import SUBTRACTION_VARIANTS
+from bindscope.analyses.results import Summary
+from bindscope.core.tidy import NO_CONTROL
+from bindscope.core.validation import Schema
+from bindscope.estimators.metrics import Splits, nested
+from bindscope.estimators.probe_runs import accuracy_summary, chance_summary
+
+
+class R2Control(Schema):
+    """R² of the additive models under one control, per group and model."""
+
+    r2: Splits
+
+
+class DecomposeControls(Schema):
+    """R² under each control (``rand``: None where no ``+rand`` embeddings were given)."""
+
+    permuted_labels: R2Control
+    rand: R2Control | None
+
+
+class DecomposeSummary(Summary):
+    """The numbers of ``bindscope decompose``: R² per group and model (with controls), the subtraction
+    probes' accuracies per variant, chance, and the solver of every subtraction probe."""
+
+
+    r2: Splits
+    controls: DecomposeControls
+    subtraction: dict[str, Splits]
+    chance: dict[str, float]
+    solver: dict[str, dict[str, dict[str, str]]]
+
+
+def decompose_summary(
+    table: pd.DataFrame, solvers: Mapping[str, Mapping[int, Mapping[str, str]]] | None = None
+) -> DecomposeSummary:
+    """The main numbers of ``bindscope decompose`` from its tidy table and the subtraction probes' solvers."""
+    additive = table[table.part == "additive"]
+    subtraction = table[table.part == "subtraction"]
+    r2 = nested(additive, ["control", "group", "variant"])
+    controls = {c: {"r2": r2[c]} for c in r2 if c != NO_CONTROL}
+    return DecomposeSummary(
+        r2=r2.get(NO_CONTROL, {}),
+        controls=DecomposeControls.model_validate({"rand": None, **controls}),
+        subtraction={v: accuracy_summary(subtraction, v) or Splits() for v in SUBTRACTION_VARIANTS},
+        chance=chance_summary(subtraction),
+        solver={v: {str(s): dict(e) for s, e in per.items()} for v, per in (solvers or {}).items()},
+    )

@@ -1,0 +1,127 @@
+"""Every edit of an intervention run (docs/method.md §5), scored: pure over arrays.
+
+Edits ``x' = x - k (e(a, o, pos) - e(t, o, pos))`` of every 2-object scene, with object vectors from
+the ``obj-avg``, ``pos-avg`` and ``single`` banks, scored by top-1 cosine retrieval of the edited
+scene among all scenes and by frozen concept probes, split into scenes whose two objects share the
+edited value and those that do not; alongside, the same metrics for the unedited scene and for a
+bag-of-concepts edit (value means of the edited concept: no object, no position).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bindscope.analyses.base import Progress, Result
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.intervene.edits import check_two_object_scenes, plan_edits
+from bindscope.analyses.intervene.outcomes import ALL, EXTRA_COLUMNS, case_table, metric_rows, skipped_cases
+from bindscope.analyses.intervene.probing import fit_probes, probe_hits_for
+from bindscope.analyses.intervene.score import Job, job_ks, score_jobs
+from bindscope.analyses.intervene.settings import InterveneSettings
+from bindscope.analyses.intervene.variants import build_banks, make_jobs
+from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import tidy
+from bindscope.estimators.object_banks import concept_value_means
+from bindscope.estimators.probe_runs import ProbeRun, ProbeSettings, approximate_warnings
+from bindscope.estimators.scene_index import concept_roles
+from bindscope.space.concepts import SceneSet
+
+Skipped = dict[str, dict[str, dict[str, int]]]  # edit -> variant -> reason -> cases over all seeds
+
+
+@dataclass
+class InterveneResult(Result):
+    """What ``intervene`` computes: the tidy table, the per-case table (``tables``), the concepts edited and kept,
+    why any bank asked for is absent, the cases skipped, whether the shared/different split exists, and the probes
+    fitted here (None when frozen probes were given) with their settings and scenes."""
+
+    concepts: dict[str, str] = field(kw_only=True)
+    absent: dict[str, str] = field(kw_only=True)
+    skipped: Skipped = field(kw_only=True)
+    split: bool = field(kw_only=True)
+    scenes: SceneSet = field(kw_only=True)
+    fitted: ProbeRun | None = field(kw_only=True, default=None)
+    probe_settings: ProbeSettings | None = field(kw_only=True, default=None)
+
+
+def full_rows(scenes: SceneSet) -> np.ndarray:
+    """The rows an intervention run uses: the scenes holding both objects."""
+    return scenes.full() if scenes.max_objects == 2 else np.arange(len(scenes))
+
+
+def plan_jobs(
+    scenes: SceneSet, y: np.ndarray, concepts: dict[str, str], banks: dict, settings: InterveneSettings
+) -> tuple[list[Job], dict[str, np.ndarray]]:
+    """The jobs of every plan (edit kind x seed) and the direction tables they index (the banks' tables are
+    added by the caller)."""
+    jobs: list[Job] = []
+    tables: dict[str, np.ndarray] = {}
+    for edit in settings.edits():
+        edited, kept = (
+            (concepts["attribute"], concepts["noun"])
+            if edit == "attribute"
+            else (concepts["noun"], concepts["attribute"])
+        )
+        c = scenes.space.concept_index(edited)
+        bag, bag_present = concept_value_means(scenes.scenes[:, :, c], y, scenes.space.sizes[c])
+        for seed in settings.seeds:
+            plan = plan_edits(scenes, edited, kept, seed, edit)
+            if not len(plan):
+                raise BindscopeError(f"no {edit} edit can be made on these scenes: {plan.skipped or 'no scenes'}")
+            more_jobs, more_tables = make_jobs(plan, banks, bag, bag_present)
+            jobs += more_jobs
+            tables.update(more_tables)
+    return jobs, tables
+
+
+def intervene_analysis(
+    inputs: AnalysisInputs, settings: InterveneSettings, progress: Progress | None = None
+) -> InterveneResult:
+    """Every edit of every plan (edit kind x seed) under every variant and k."""
+    rows = full_rows(inputs.scenes)
+    scenes = inputs.scenes.subset(rows)
+    check_two_object_scenes(scenes)
+    y = np.asarray(inputs.embeddings, dtype=np.float32)[rows]
+    concepts = concept_roles(scenes, settings.attribute, settings.noun or inputs.noun)
+    banks, absent = build_banks(y, scenes, settings.banks, inputs.singles)
+    warnings: list[str] = []
+    probes, fitted, probe_settings = inputs.probes, None, None
+    if probes is None:
+        probes, fitted, probe_settings = fit_probes(y, scenes, settings)
+        warnings += approximate_warnings({"probes": fitted.solver})
+    hits = probe_hits_for(probes, scenes, concepts, y.shape[1])
+    jobs, plan_tables = plan_jobs(scenes, y, concepts, banks, settings)
+    tables = {**{name: bank.table for name, bank in banks.items()}, **plan_tables}
+    scored = score_jobs(y, jobs, tables, settings.k, hits, device=settings.device, progress=progress)
+    split = True
+    metric: list[dict] = []
+    cases: list[pd.DataFrame] = []
+    skipped: Skipped = {}
+    for (j, k), scores in scored.items():
+        job = jobs[j]
+        split = split and bool(job.plan.shared.any()) and bool((~job.plan.shared).any())
+        metric += metric_rows(job, k, scores)
+        if settings.cases:
+            cases.append(case_table(job, k, scores, rows, scenes))
+        per = skipped.setdefault(job.plan.edit, {}).setdefault(job.variant, {})
+        if k == job_ks(job, settings.k)[0]:  # skips are counted once per job
+            for reason, n in skipped_cases(job).items():
+                per[reason] = per.get(reason, 0) + n
+    table = tidy(metric, EXTRA_COLUMNS)
+    if not split:
+        table = table[table.group == ALL].reset_index(drop=True)
+    return InterveneResult(
+        table,
+        {"cases": pd.concat(cases, ignore_index=True)} if cases else {},
+        warnings,
+        concepts=concepts,
+        absent=absent,
+        skipped=skipped,
+        split=split,
+        scenes=scenes,
+        fitted=fitted,
+        probe_settings=probe_settings,
+    )
