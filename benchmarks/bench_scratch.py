@@ -41,9 +41,10 @@ import numpy as np
 import torch
 
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
+from bindscope.embeddings.encoders.scratch.model import SequenceEncoder
+from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 from bindscope.scratch.config import load_config
-from bindscope.scratch.data import SceneSampler, Vocabulary
-from bindscope.scratch.model import SequenceEncoder
+from bindscope.scratch.data import SceneSampler
 from bindscope.scratch.train import Trainer
 from bindscope.space.concepts import ConceptSpace
 

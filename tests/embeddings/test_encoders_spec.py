@@ -96,6 +96,14 @@ def test_registry_lists_every_backend() -> None:
                 assert parse_spec(example).backend == backend.name
 
 
+def test_every_backend_lives_in_the_embeddings_layer() -> None:
+    """A backend is imported by its module's name, which the import linter cannot see: so every backend's
+    module is checked here to lie in ``bindscope.embeddings`` (no hidden import of a layer above)."""
+    for backend in BACKENDS.values():
+        assert backend.module.startswith("bindscope.embeddings.encoders."), backend
+        assert backend.implemented(), backend
+
+
 def test_embedded_default_resolves_to_the_installed_package() -> None:
     spec, where = embedded_default()
     assert spec == DEFAULT_MODEL == "st:all-MiniLM-L6-v2"

@@ -19,8 +19,12 @@ import torch
 from torch import nn
 
 from bindscope.core.errors import BindscopeError
-from bindscope.scratch.config import BUILTIN, PAPER_CHOICES, ScratchConfig, _subset, load_config
-from bindscope.scratch.data import SceneSampler, Vocabulary, membership
+from bindscope.embeddings.encoders.scratch.config import PAPER_CHOICES, ScratchConfig
+from bindscope.embeddings.encoders.scratch.folder import load_model
+from bindscope.embeddings.encoders.scratch.model import SequenceEncoder, build_model
+from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
+from bindscope.scratch.config import BUILTIN, _subset, load_config
+from bindscope.scratch.data import SceneSampler, membership
 from bindscope.scratch.evaluate import (
     BATCH_EVAL_STREAMS,
     BatchTally,
@@ -29,9 +33,9 @@ from bindscope.scratch.evaluate import (
     batch_query_evaluation,
     object_roles,
 )
-from bindscope.scratch.model import SequenceEncoder, active_soft_cross_entropy
+from bindscope.scratch.losses import active_soft_cross_entropy
 from bindscope.scratch.sweep import SweepSettings, sweep
-from bindscope.scratch.train import Trainer, build_model, load_model, train_model, training_sampler
+from bindscope.scratch.train import Trainer, train_model, training_sampler
 from bindscope.space.concepts import ConceptSpace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

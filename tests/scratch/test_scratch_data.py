@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from bindscope.core.errors import BindscopeError
-from bindscope.scratch.data import SceneSampler, Vocabulary, fixed_scenes
+from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
+from bindscope.scratch.data import SceneSampler, fixed_scenes
 from bindscope.space.concepts import ConceptSpace
 
 SPACE = ConceptSpace.from_dict(

@@ -14,6 +14,7 @@ import torch
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS
+from bindscope.embeddings.encoders.scratch.folder import load_model
 from bindscope.estimators.floors import BINDS, MARGIN
 from bindscope.estimators.probes import ProbeSet, load_probes, soft_targets
 from bindscope.scratch import train as train_module
@@ -26,7 +27,7 @@ from bindscope.scratch.evaluate import (
     query_probes,
     scene_embeddings,
 )
-from bindscope.scratch.train import Trainer, learning_rate, load_model, train_model
+from bindscope.scratch.train import Trainer, learning_rate, train_model
 from bindscope.space.concepts import SceneSet
 
 #: Tiny model settings: 40 steps, evaluations and checkpoints every 20.

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import Seed, check_name, validate_settings
+from bindscope.core.validation import Schema, Seed, check_name
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
 
@@ -28,10 +28,8 @@ def _text_only() -> list[Modality]:
     return ["text"]
 
 
-class SceneConfig(BaseModel):
+class SceneConfig(Schema):
     """How scenes are made from the objects of a space."""
-
-    model_config = ConfigDict(extra="forbid")
 
     mode: Literal["enumerate", "sample"] = "enumerate"
     allow_identical: bool = True
@@ -53,20 +51,16 @@ class SceneConfig(BaseModel):
         return self
 
 
-class CaptionConfig(BaseModel):
+class CaptionConfig(Schema):
     """Object template (one ``{concept}`` field per concept), joiner and word overrides."""
-
-    model_config = ConfigDict(extra="forbid")
 
     object: str
     joiner: str = " and "
     words: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
-class ImageConfig(BaseModel):
+class ImageConfig(Schema):
     """How a renderer draws the dataset's images (ignored for presets without a renderer)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     width: int = Field(default=224, ge=16, le=4096)
     height: int = Field(default=224, ge=16, le=4096)
@@ -75,10 +69,8 @@ class ImageConfig(BaseModel):
     single_objects: bool = True
 
 
-class PresetConfig(BaseModel):
+class PresetConfig(Schema):
     """Everything that defines a dataset: the schema of YAML files and of built-in presets."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
     description: str = ""
@@ -204,7 +196,7 @@ def check_max_scenes(max_scenes: int, available: int, preset: str) -> None:
 
 def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
     """Validate a config mapping into a :class:`Preset`; errors are one line naming ``origin``."""
-    config = validate_settings(PresetConfig, data, origin)
+    config = PresetConfig.parse(data, origin)
     try:
         space = ConceptSpace.from_dict(config.concepts, config.ordinal)
         if config.caption is None:

@@ -1,6 +1,12 @@
-"""Controlled models trained from scratch (docs/method.md §9): sampler, model, training, sweeps, export."""
+"""Controlled models trained from scratch (docs/method.md §9): sampler, training, sweeps, export.
 
-from bindscope.scratch.config import ScratchConfig, list_configs, load_config
-from bindscope.scratch.train import TrainResult, load_model, train_model
+The model itself (its config schema, vocabulary, architecture and model folders) is
+:mod:`bindscope.embeddings.encoders.scratch`, which the ``scratch:`` backend loads.
+"""
+
+from bindscope.embeddings.encoders.scratch.config import ScratchConfig
+from bindscope.embeddings.encoders.scratch.folder import load_model
+from bindscope.scratch.config import list_configs, load_config
+from bindscope.scratch.train import TrainResult, train_model
 
 __all__ = ["ScratchConfig", "TrainResult", "list_configs", "load_config", "load_model", "train_model"]

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 
 from bindscope.core.errors import BindscopeError
+from bindscope.embeddings.encoders.scratch.config import ScratchConfig
+from bindscope.embeddings.encoders.scratch.model import DualEncoder
 from bindscope.estimators.floors import bag_embeddings, bag_query_embeddings, object_floors
 from bindscope.estimators.probes import OBJECT, chance_per_scene, set_separation_correct, soft_targets
-from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.data import Batch, SceneSampler, fixed_scenes
-from bindscope.scratch.model import DualEncoder
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import fraction_count, object_order
 

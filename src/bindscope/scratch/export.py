@@ -64,17 +64,17 @@ def export_model(
 
     from bindscope.data.datasets import build_dataset
     from bindscope.embeddings.embed import embed_dataset
+    from bindscope.embeddings.encoders.scratch.folder import load_model
     from bindscope.scratch.evaluate import query_probes
-    from bindscope.scratch.train import load_model
 
     model_dir, out = Path(model_dir).resolve(), Path(out)
     if out.exists() and not out.is_dir():
         raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
     _check_previous(out, model_dir, layer, overwrite)
     model, record = load_model(model_dir, device=device)
+    preset = _preset(record)  # checked before the folder is made, so a refused export leaves none
     out.mkdir(parents=True, exist_ok=True)
     mark_output(out, "export")
-    preset = _preset(record)
     ds = build_dataset(preset, out / "dataset", images=False, overwrite=overwrite)
     spec = f"scratch:{model_dir}"
     emb = embed_dataset(

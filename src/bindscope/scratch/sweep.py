@@ -40,8 +40,8 @@ from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
 from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import MAX_ITEMS, MAX_SEED, MAX_WORKERS, Settings, WholeSeed
+from bindscope.embeddings.encoders.scratch.config import ScratchConfig
 from bindscope.estimators.floors import MARGIN, binding_verdict
-from bindscope.scratch.config import ScratchConfig
 from bindscope.scratch.plot import BAG_OF_CONCEPTS, coverage_plot
 from bindscope.scratch.train import train_model
 from bindscope.space.splits import DEFAULT_SEEDS, check_fraction

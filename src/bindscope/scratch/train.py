@@ -36,22 +36,21 @@ from bindscope.core.io import check_output_dir, read_json, staged_dir, write_jso
 from bindscope.core.locks import writes
 from bindscope.core.validation import check_fields, one_line
 from bindscope.core.version import utc_now
-from bindscope.embeddings.encoders.base import count_parameters, seeded_init
+from bindscope.embeddings.encoders.base import count_parameters
+from bindscope.embeddings.encoders.scratch.config import ScratchConfig
+from bindscope.embeddings.encoders.scratch.folder import CONFIG, MODEL_FORMAT, WEIGHTS, load_weights
+from bindscope.embeddings.encoders.scratch.model import DualEncoder, build_model
+from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 from bindscope.estimators.floors import MARGIN, binding_verdict
 from bindscope.scratch.checkpoint import (
-    CONFIG,
-    MODEL_FORMAT,
-    WEIGHTS,
     latest_checkpoint,
-    load_weights,
     optimizer_tensors,
-    read_model_config,
     restore_optimizer,
     save_weights,
     write_checkpoint,
 )
-from bindscope.scratch.config import ScratchConfig, warmup_steps
-from bindscope.scratch.data import SceneSampler, Vocabulary
+from bindscope.scratch.config import warmup_steps
+from bindscope.scratch.data import SceneSampler
 from bindscope.scratch.evaluate import (
     ObjectRoles,
     batch_eval_samplers,
@@ -61,7 +60,7 @@ from bindscope.scratch.evaluate import (
     object_roles,
     strict_floors,
 )
-from bindscope.scratch.model import DualEncoder, active_soft_cross_entropy, soft_cross_entropy
+from bindscope.scratch.losses import active_soft_cross_entropy, soft_cross_entropy
 from bindscope.space.concepts import ConceptSpace
 
 log = logging.getLogger(__name__)
@@ -78,12 +77,6 @@ class TrainResult:
     out: Path
     summary: dict[str, Any]
     status: str
-
-
-def build_model(config: ScratchConfig, vocab: Vocabulary, seed: int | None = None) -> DualEncoder:
-    """A freshly initialised model, its weights drawn from ``seed`` (default: the config's)."""
-    with seeded_init(config.seed if seed is None else seed):
-        return DualEncoder(vocab, config)
 
 
 def training_sampler(config: ScratchConfig, space: ConceptSpace, roles: ObjectRoles) -> SceneSampler:
@@ -458,35 +451,6 @@ def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command
         write_json(stage / "manifest.json", manifest)
         write_json(stage / CONFIG, record)
     return summary
-
-
-def load_model(
-    folder: str | Path, *, weights: str = WEIGHTS, random_seed: int | None = None, device: str = "cpu"
-) -> tuple[DualEncoder, dict]:
-    """A finished model folder's model (eval mode) and its ``config.json`` record.
-
-    With ``random_seed`` the weights are not read: the same architecture is initialised from that
-    seed (the ``+rand`` control).
-    """
-    folder = Path(folder)
-    record = read_model_config(folder)
-    try:
-        config = ScratchConfig.model_validate(record["config"])
-    except ValidationError:
-        raise BindscopeError(f"{folder / CONFIG} holds an invalid training config; train the model again") from None
-    vocab = Vocabulary(tuple(record["vocabulary"]["sizes"]), int(record["vocabulary"]["max_objects"]))
-    if vocab != Vocabulary.for_space(config.preset().space, config.max_objects):
-        raise BindscopeError(f"{folder / CONFIG}: the vocabulary disagrees with its training config; train again")
-    if random_seed is not None:
-        return build_model(config, vocab, seed=random_seed).to(device).eval(), record
-    model = build_model(config, vocab)
-    try:
-        model.load_state_dict(load_weights(folder / weights, root=folder))
-    except RuntimeError as exc:
-        raise BindscopeError(
-            f"{folder / weights} does not match its config ({str(exc).splitlines()[0]}); train again"
-        ) from None
-    return model.to(device).eval(), record
 
 
 def roles_of(record: dict) -> ObjectRoles:

@@ -80,7 +80,7 @@ BACKENDS: dict[str, Backend] = {
         ),
         Backend(
             "scratch",
-            "bindscope.scratch.encoder",
+            "bindscope.embeddings.encoders.scratch.encoder",
             "controlled models trained from scratch (bindscope scratch)",
             "text",
             (("torch", "torch"),),

@@ -14,8 +14,9 @@ import math
 import torch
 from torch import nn
 
-from bindscope.scratch.config import ScratchConfig
-from bindscope.scratch.data import Vocabulary
+from bindscope.embeddings.encoders.base import seeded_init
+from bindscope.embeddings.encoders.scratch.config import ScratchConfig
+from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 
 
 def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
@@ -147,16 +148,7 @@ class DualEncoder(nn.Module):
         return self.logit_scale() * z @ w.T
 
 
-def soft_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean over scenes of the cross-entropy against ``labels / labels.sum(1)``."""
-    target = labels / labels.sum(1, keepdim=True)
-    return -(target * torch.log_softmax(logits, dim=1)).sum(1).mean()
-
-
-def active_soft_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """:func:`soft_cross_entropy` over the scenes with at least one positive label only (0 if none has one):
-    with sampled queries a scene may have none, and the research code leaves such scenes out."""
-    active = labels.sum(1) > 0
-    if not bool(active.any()):
-        return logits.new_zeros(())
-    return soft_cross_entropy(logits[active], labels[active])
+def build_model(config: ScratchConfig, vocab: Vocabulary, seed: int | None = None) -> DualEncoder:
+    """A freshly initialised model, its weights drawn from ``seed`` (default: the config's)."""
+    with seeded_init(config.seed if seed is None else seed):
+        return DualEncoder(vocab, config)

@@ -12,8 +12,8 @@ folder, as ``bindscope scratch train`` does, for ``scratch export`` and the anal
 
 Run from the repository root, e.g. (the README's search table)::
 
-    .venv/bin/python benchmarks/scratch_emergence_search.py s12k '{"steps": 12000, "eval_every": 1000}'
-    .venv/bin/python benchmarks/scratch_emergence_search.py k3 '{"steps": 8000, "max_objects": 3}' --threads 1
+    .venv/bin/python experiments/scratch_emergence_search.py s12k '{"steps": 12000, "eval_every": 1000}'
+    .venv/bin/python experiments/scratch_emergence_search.py k3 '{"steps": 8000, "max_objects": 3}' --threads 1
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bindscope.embeddings.encoders.scratch.folder import load_model
+from bindscope.estimators.floors import bag_of_concepts_accuracy
 from bindscope.scratch.config import load_config
-from bindscope.scratch.evaluate import ObjectRoles, bag_of_concepts_accuracy, query_probes, scene_embeddings
-from bindscope.scratch.train import Trainer, load_model, roles_of, write_model
+from bindscope.scratch.evaluate import ObjectRoles, query_probes, scene_embeddings
+from bindscope.scratch.train import Trainer, roles_of, write_model
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 SPLITS = ("train", "validation", "test")
@@ -173,7 +175,7 @@ def search(
     assert trainer.best_weights is not None
     trainer.seconds = time.perf_counter() - start
     if save is not None:
-        write_model(trainer, save, overwrite=True, command="benchmarks/scratch_emergence_search.py")
+        write_model(trainer, save, overwrite=True, command="experiments/scratch_emergence_search.py")
     trainer.model.load_state_dict(trainer.best_weights)
     return {
         "name": name,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bindscope.embeddings.encoders.scratch.model import DualEncoder, SequenceEncoder, build_model
+from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 from bindscope.scratch.config import load_config
-from bindscope.scratch.data import SceneSampler, Vocabulary
-from bindscope.scratch.model import DualEncoder, SequenceEncoder
-from bindscope.scratch.train import build_model
+from bindscope.scratch.data import SceneSampler
 
 TINY = {"d_model": 32, "ff": 64, "heads": 4, "d_out": 8, "layers": 3}
 

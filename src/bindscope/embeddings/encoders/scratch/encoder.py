@@ -18,6 +18,10 @@ from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import Encoder, Items, count_parameters, resolve_layer, to_float32, torch_dtype
 from bindscope.embeddings.encoders.spec import ModelSpec
 
+#: The ``model_class`` a scratch encoder records. It enters the embeddings' content key, so it keeps the label
+#: it was first recorded with (the class's module before it moved here): embeddings made before still match.
+MODEL_CLASS = ".".join(("bindscope", "scratch", "SequenceEncoder (scene)"))
+
 
 def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> ScratchEncoder:
     """Load the scene encoder of a parsed ``scratch:`` spec."""
@@ -37,8 +41,7 @@ class ScratchEncoder(Encoder):
 
         from bindscope.core.io import file_sha256
         from bindscope.data.presets import preset_from_dict
-        from bindscope.scratch.checkpoint import WEIGHTS
-        from bindscope.scratch.train import load_model
+        from bindscope.embeddings.encoders.scratch.folder import WEIGHTS, load_model
 
         self._torch = torch
         self.folder = Path(spec.target).resolve()
@@ -90,7 +93,7 @@ class ScratchEncoder(Encoder):
         dim = config["d_out"] if self._layer is None else config["d_model"]
         return {
             "backend": "scratch",
-            "model_class": "bindscope.scratch.SequenceEncoder (scene)",
+            "model_class": MODEL_CLASS,
             "resolved": str(self.folder),
             "revision": None,
             "weights_sha256": self._weights,
