@@ -171,11 +171,20 @@ def test_registering_twice_or_with_unknown_inputs_is_refused() -> None:
         name = "odd"
         title = "odd"
         Settings = ProbeSettings
+        Summary = type(get_analysis("probe")).Summary
         needs = frozenset({"embeddings", "audio"})
 
     with pytest.raises(BindscopeError, match=r"odd names unknown input kinds \['audio'\]"):
         register(Odd)
-    assert "odd" not in list_analyses()
+
+    class Untyped(Analysis):
+        name = "untyped"
+        title = "untyped"
+        Settings = ProbeSettings
+
+    with pytest.raises(BindscopeError, match="untyped declares no Summary; give it one: a subclass of"):
+        register(Untyped)
+    assert "odd" not in list_analyses() and "untyped" not in list_analyses()
 
 
 def test_content_keys_follow_inputs_and_settings() -> None:

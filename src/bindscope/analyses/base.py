@@ -6,7 +6,7 @@ An analysis is a small class (in the spirit of open_clip's factory and lm-eval's
 - ``Settings``: a frozen, validated settings class (every range check lives there);
 - ``needs`` / ``uses``: the inputs it must have / uses when present (:data:`INPUT_KINDS`);
 - ``compute(inputs, settings) -> Result``: pure, over arrays;
-- ``summarize(result, settings) -> dict``: the main numbers of ``summary.json``;
+- ``Summary``: the typed numbers of ``summary.json``; ``summarize(result, settings)`` builds them;
 - ``headline(summary) -> rows``: the table the terminal shows (``notes``: lines after it);
 - ``files(result, settings, context) -> ResultFiles``: its tables, plots and artefacts.
 
@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from bindscope.analyses.inputs import AnalysisInputs, Inputs
-from bindscope.analyses.results import ResultFiles, Summary
+from bindscope.analyses.results import ResultFiles
+from bindscope.analyses.results import Summary as BaseSummary
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Settings
 
@@ -33,12 +34,12 @@ Rows = list[tuple[str, ...]]  # a header row, then rows of cells
 
 @dataclass
 class Result:
-    """What ``compute`` returns: the tidy table, further tables, warnings and analysis-specific parts."""
+    """What ``compute`` returns: the tidy table, further tables and warnings. Each analysis subclasses it
+    with typed fields (declared ``field(kw_only=True)``) for what its ``summarize`` and ``files`` read."""
 
     table: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    parts: dict[str, Any] = field(default_factory=dict)
 
 
 class Analysis(ABC):
@@ -47,6 +48,7 @@ class Analysis(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     Settings: ClassVar[type[Settings]]
+    Summary: ClassVar[type[BaseSummary]]
     needs: ClassVar[frozenset[str]] = frozenset({"embeddings"})
     uses: ClassVar[frozenset[str]] = frozenset()
     extra_columns: ClassVar[tuple[str, ...]] = ()
@@ -58,7 +60,7 @@ class Analysis(ABC):
         """The analysis over arrays (pure: no files, no models)."""
 
     @abstractmethod
-    def summarize(self, result: Result, settings: Any) -> Summary | dict[str, Any]:
+    def summarize(self, result: Any, settings: Any) -> BaseSummary:
         """The main numbers of ``summary.json`` (an instance of the analysis's ``Summary``)."""
 
     @abstractmethod
@@ -69,7 +71,7 @@ class Analysis(ABC):
         """Lines the terminal shows after the headline table (e.g. a verdict); default none."""
         return []
 
-    def files(self, result: Result, settings: Any, context: RunContext) -> ResultFiles:
+    def files(self, result: Any, settings: Any, context: RunContext) -> ResultFiles:
         """The tables, plots and artefacts written beside the summary (default: the tables)."""
         return ResultFiles(result.table, dict(result.tables))
 

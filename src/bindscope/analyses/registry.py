@@ -34,13 +34,16 @@ def register(cls: type[Analysis]) -> type[Analysis]:
     """Add an analysis class to the registry under its ``name`` (usable as a class decorator)."""
     if cls.name in _REGISTRY:
         raise BindscopeError(f"analysis {cls.name!r} is registered already")
+    summary = getattr(cls, "Summary", None)
+    if not (isinstance(summary, type) and issubclass(summary, Summary)):
+        raise BindscopeError(
+            f"{cls.name} declares no Summary; give it one: a subclass of bindscope.analyses.results.Summary"
+        )
     unknown = (cls.needs | cls.uses) - set(INPUT_KINDS)
     if unknown:
         raise BindscopeError(f"{cls.name} names unknown input kinds {sorted(unknown)}; use {', '.join(INPUT_KINDS)}")
     _REGISTRY[cls.name] = cls()
-    summary = getattr(cls, "Summary", None)
-    if isinstance(summary, type) and issubclass(summary, Summary):
-        SUMMARIES[cls.name] = summary
+    SUMMARIES[cls.name] = cls.Summary
     return cls
 
 
@@ -174,8 +177,7 @@ def run_analysis(
     units = units_folder(out, content_key(name, record, settings.to_dict()))
     with keeping_units(units):
         result = analysis.compute(arrays, settings, progress)
-    summary = analysis.summarize(result, settings)
-    numbers = summary.numbers() if isinstance(summary, Summary) else summary
+    numbers = analysis.summarize(result, settings).numbers()
     head = header(
         name,
         inputs=record,

@@ -71,8 +71,11 @@ class Summary(Schema):
     """The base of an analysis's main numbers (the part of ``summary.json`` after the header).
 
     Each analysis declares a subclass beside its settings; :func:`write_result` writes it and
-    :func:`load_result` validates it back (a folder whose numbers do not fit is damaged or older).
+    :func:`load_result` validates it back (a folder whose numbers do not fit is damaged or older). A key
+    added by hand is ignored, not refused; the common header is passed as validation context ``header``.
     """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     def numbers(self) -> dict[str, Any]:
         """The numbers as ``summary.json`` holds them."""
@@ -289,7 +292,7 @@ def typed_numbers(folder: Path, analysis: str, summary: Mapping[str, Any]) -> Su
         return None
     numbers = {k: v for k, v in summary.items() if k not in HEADER_KEYS}
     try:
-        return schema.model_validate(numbers)
+        return schema.model_validate(numbers, context={"header": dict(summary)})
     except ValidationError as exc:
         raise BindscopeError(
             f"{folder / SUMMARY} does not hold {analysis} numbers ({one_line(format_validation(exc), 160)}); "
