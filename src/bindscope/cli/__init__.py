@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bindscope.cli import crossmodal, data, embeddings, geometry, measure, run, scratch  # noqa: F401 (their commands register on import)
+from bindscope.cli import data, embeddings, measure, run, scratch  # noqa: F401 (their commands register on import)
 from bindscope.cli.app import app
 from bindscope.cli.common import QuietOpt, WaitOpt, quiet_model_libraries
 from bindscope.core.errors import BindscopeError, disk_error_message

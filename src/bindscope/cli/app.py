@@ -1,4 +1,5 @@
-"""The ``bindscope`` typer application and its command groups (commands register in their modules)."""
+"""The ``bindscope`` typer application and its command groups (commands register in their modules; the analyses'
+commands are generated, :mod:`bindscope.cli.group`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from typing import Annotated
 
 import typer
 
+from bindscope.cli.group import Commands
 from bindscope.core.version import __version__
 
 app = typer.Typer(
+    cls=Commands,
     name="bindscope",
     help="Measure how embedding models bind concepts: controlled scenes, probes, decompositions, "
     "binding-function complexity.",

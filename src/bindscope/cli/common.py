@@ -59,6 +59,9 @@ def given(**values: Any) -> dict[str, Any]:
 
 # -- options shared by several commands -----------------------------------------------------------------
 OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output folder; must be new or empty.")]
+DatasetOpt = Annotated[
+    Optional[Path], typer.Option(help="The dataset folder, if not where the embedding manifest says.")
+]
 SeedsOpt = Annotated[
     Optional[str], typer.Option(help="Seed ids, comma-separated (splits and initialisations); default 0,1,2.")
 ]

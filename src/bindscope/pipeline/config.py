@@ -12,19 +12,21 @@ backend, presets load and a ``max_scenes`` subsample keeps every object in every
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from bindscope.analyses import get_analysis
+from bindscope.analyses import get_analysis, list_analyses
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
 from bindscope.core.validation import (
     MAX_BATCH,
     NAME_RULE,
+    Schema,
     Seed,
     Seeds,
     Settings,
@@ -37,13 +39,11 @@ from bindscope.embeddings.encoders import BACKENDS, parse_spec
 from bindscope.space.splits import DEFAULT_SEEDS
 
 Modality = Literal["image", "text"]
-#: The analyses a run can hold, in the order they run.
 SHIPPED = Path(__file__).parent / "configs"
+#: The analyses a run holds by default, in the order they run (any other registered analysis may be named too).
 RUN_ANALYSES = ("probe", "decompose", "intervene", "complexity", "crossmodal", "geometry")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+#: A settings error's own prefix (``invalid ProbeSettings: ``), replaced by where the settings came from.
+SETTINGS_PREFIX = re.compile(r"^invalid \w+: ")
 
 
 def checked(check: Any, *args: Any) -> Any:
@@ -54,7 +54,7 @@ def checked(check: Any, *args: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-class DatasetConfig(Strict):
+class DatasetConfig(Schema):
     """One dataset of the run: a built-in preset or a YAML file, optionally a seeded subsample of its scenes
     that keeps every object in every slot (``max_scenes`` of its K-object scenes; the single-object scenes a
     preset adds all stay)."""
@@ -92,7 +92,7 @@ class DatasetConfig(Strict):
         return replace(preset_from_dict(data, origin=f"dataset {self.name}"), source=preset.source)
 
 
-class ModelConfig(Strict):
+class ModelConfig(Schema):
     """One model of the run: its spec, the modalities and layers embedded, the ``+rand`` control and the
     single-object bank, and the datasets it embeds (default all)."""
 
@@ -164,7 +164,7 @@ class ModelConfig(Strict):
         return re.sub(r"[^A-Za-z0-9_.+-]", "_", tail) or "model"
 
 
-class ScratchEntry(Strict):
+class ScratchEntry(Schema):
     """A controlled model trained from scratch (§9) in the run: its training config (built-in or YAML) with
     overrides, then its export (every ordered object pair embedded, with the ``+rand`` control) analysed
     like any embedding folder."""
@@ -197,7 +197,42 @@ def all_analyses() -> dict[str, dict[str, Any] | bool]:
     return dict.fromkeys(RUN_ANALYSES, True)
 
 
-class RunConfig(Strict):
+def run_order() -> list[str]:
+    """The analyses a run config may name, in the order they run: the shipped ones, then any other registered."""
+    return [*RUN_ANALYSES, *(n for n in list_analyses() if n not in RUN_ANALYSES)]
+
+
+def analysis_settings(name: str, data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Settings:
+    """An analysis's settings from a mapping: a run config's ``analyses.<name>`` section, or the options,
+    ``--set`` and ``--settings`` of its command (one path for both).
+
+    Parameters
+    ----------
+    name
+        A registered analysis.
+    data
+        Values of its settings fields; complexity's ``budget`` may be a budget's name or a mapping of a name and
+        overrides (:func:`named_budget`).
+    defaults
+        Values for the fields ``data`` does not give, where the settings have them (a run's seeds and device).
+
+    Raises
+    ------
+    BindscopeError
+        For an unknown key (naming the allowed ones) or a bad value (the settings class's one line).
+    """
+    analysis = get_analysis(name)
+    fields = analysis.Settings.model_fields
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise BindscopeError(f"unknown keys {unknown}; allowed: {', '.join(sorted(fields))}")
+    values = {**{k: v for k, v in (defaults or {}).items() if k in fields}, **data}
+    if name == "complexity":  # a budget by name (auto: full on CUDA, cpu otherwise), with overrides
+        values["budget"] = named_budget(values.get("budget", "auto"), values.get("device", "cpu"))
+    return analysis.Settings(**values)
+
+
+class RunConfig(Schema):
     """Everything a run does (the schema of ``bindscope run CONFIG.yaml``)."""
 
     name: str
@@ -218,9 +253,9 @@ class RunConfig(Strict):
     @field_validator("analyses")
     @classmethod
     def _analyses(cls, v: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(v) - set(RUN_ANALYSES))
+        unknown = sorted(set(v) - set(run_order()))
         if unknown:
-            raise ValueError(f"unknown analyses {unknown}; a run holds {', '.join(RUN_ANALYSES)}")
+            raise ValueError(f"unknown analyses {unknown}; a run holds {', '.join(run_order())}")
         return v
 
     @model_validator(mode="after")
@@ -270,30 +305,16 @@ class RunConfig(Strict):
 
     def enabled_analyses(self) -> list[str]:
         """The analyses switched on, in run order."""
-        return [n for n in RUN_ANALYSES if self.analyses.get(n, False) is not False]
+        return [n for n in run_order() if self.analyses.get(n, False) is not False]
 
     def analysis_settings(self, name: str) -> Settings:
         """The settings of one analysis: the run's seeds and device where it has them, then its overrides."""
-        analysis = get_analysis(name)
-        fields = analysis.Settings.model_fields
         given = self.analyses.get(name)
         overrides = dict(given) if isinstance(given, dict) else {}
-        unknown = sorted(set(overrides) - set(fields))
-        if unknown:
-            raise ValueError(f"analyses.{name}: unknown keys {unknown}; allowed: {', '.join(sorted(fields))}")
-        base: dict[str, Any] = {}
-        if "seeds" in fields and "seeds" not in overrides:
-            base["seeds"] = self.seeds
-        if "device" in fields and "device" not in overrides:
-            base["device"] = self.device
         try:
-            if name == "complexity":  # a budget by name (auto: full on CUDA, cpu otherwise), with overrides
-                overrides["budget"] = named_budget(
-                    overrides.get("budget", "auto"), overrides.get("device", self.device)
-                )
-            return analysis.Settings(**{**base, **overrides})
+            return analysis_settings(name, overrides, {"seeds": self.seeds, "device": self.device})
         except BindscopeError as exc:
-            raise ValueError(f"analyses.{name}: {str(exc).split(': ', 1)[-1]}") from None
+            raise ValueError(f"analyses.{name}: {SETTINGS_PREFIX.sub('', str(exc))}") from None
 
     def models_for(self, dataset: str) -> list[ModelConfig]:
         """The models that embed ``dataset``."""
@@ -393,6 +414,7 @@ def load_config(name_or_path: str | Path, **overrides: Any) -> RunConfig:
 
 __all__ = [
     "RUN_ANALYSES",
+    "analysis_settings",
     "DatasetConfig",
     "ModelConfig",
     "RunConfig",
