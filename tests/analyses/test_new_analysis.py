@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from pydantic import Field
 
-from bindscope.analyses import load_result, register
+from bindscope.analyses import load_result, register, unregister
 from bindscope.analyses.base import Analysis, Result
 from bindscope.analyses.results import Summary
 from bindscope.cli import main
@@ -86,15 +86,12 @@ class SpreadAnalysis(Analysis):
 @pytest.fixture(scope="module")
 def registered() -> Iterator[None]:
     """``toyspread`` in the registry for this module's tests only."""
-    from bindscope.analyses import registry
-    from bindscope.analyses.results import SUMMARIES
 
     register(SpreadAnalysis)
     try:
         yield
     finally:
-        registry._REGISTRY.pop(NAME, None)
-        SUMMARIES.pop(NAME, None)
+        unregister(NAME)
 
 
 @pytest.fixture(scope="module")

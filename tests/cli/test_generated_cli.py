@@ -16,9 +16,9 @@ from typing import Any, ClassVar, Literal
 import pytest
 from pydantic import Field
 
-from bindscope.analyses import get_analysis, list_analyses, register
+from bindscope.analyses import get_analysis, list_analyses, register, unregister
 from bindscope.analyses.base import Analysis, Result
-from bindscope.analyses.results import SUMMARIES, Summary
+from bindscope.analyses.results import Summary
 from bindscope.cli import main
 from bindscope.cli.fields import nested_model, option_name, settings_options
 from bindscope.cli.generate import analysis_command, resolve_settings
@@ -73,7 +73,6 @@ class SmallAnalysis(Analysis):
 @pytest.fixture
 def small(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """``small-gen`` registered, its command's run replaced by recording the settings it would run with."""
-    from bindscope.analyses import registry
 
     seen: list[Any] = []
     monkeypatch.setitem(HOOKS, "small-gen", Hooks(run=lambda name, settings, values: seen.append(settings)))
@@ -81,8 +80,7 @@ def small(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     try:
         yield seen
     finally:
-        registry._REGISTRY.pop("small-gen", None)
-        SUMMARIES.pop("small-gen", None)
+        unregister("small-gen")
 
 
 def cli(*args: object) -> tuple[int, str, str]:
@@ -197,7 +195,6 @@ def test_bad_settings_files(small: list, tmp_path: Path, text: str, message: str
 
 
 def test_a_field_whose_option_the_command_has_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bindscope.analyses import registry
 
     class Clash(Settings):
         out: int = 1
@@ -211,8 +208,7 @@ def test_a_field_whose_option_the_command_has_is_refused(monkeypatch: pytest.Mon
         with pytest.raises(BindscopeError, match="setting out would be the option --out.*OPTION_NAMES"):
             analysis_command("clash-gen")
     finally:
-        registry._REGISTRY.pop("clash-gen", None)
-        SUMMARIES.pop("clash-gen", None)
+        unregister("clash-gen")
 
 
 def test_every_registered_analysis_has_an_option_for_every_setting() -> None:

@@ -56,7 +56,9 @@ def test_the_eos_only_last_block_has_the_same_gradients() -> None:
         grads.append({n: p.grad.clone() for n, p in model.scene.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
     for name in grads[0]:
-        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6, msg=name)
+        # float32 sums in another order: an entry near zero differs by the tensor's rounding, not its own
+        scale = float(grads[1][name].abs().max())
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-6 * max(scale, 1.0), msg=name)
 
 
 def test_a_shared_encoder_reads_queries_as_one_object_scenes() -> None:

@@ -16,7 +16,7 @@ from bindscope.analyses.decompose import DecomposeSettings
 from bindscope.analyses.geometry import GeometrySettings
 from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, load_frozen_probes, read_inputs
 from bindscope.analyses.intervene import InterveneSettings
-from bindscope.analyses.registry import get_analysis, list_analyses, load_inputs, register, run_analysis
+from bindscope.analyses.registry import get_analysis, list_analyses, load_inputs, register, run_analysis, unregister
 from bindscope.analyses.results import LoadedResult, load_result, write_result
 from bindscope.core.tidy import KEY_COLUMNS, spread
 from bindscope.estimators.probe_runs import ProbeSettings
@@ -46,5 +46,6 @@ __all__ = [
     "resolve_budget",
     "run_analysis",
     "spread",
+    "unregister",
     "write_result",
 ]

@@ -58,6 +58,13 @@ for _builtin in (
     register(_builtin)
 
 
+def unregister(name: str) -> None:
+    """Remove the analysis registered as ``name`` (e.g. a toy analysis a test registered)."""
+    get_analysis(name)  # an unknown name: one line naming the registered ones
+    del _REGISTRY[name]
+    SUMMARIES.pop(name, None)
+
+
 def list_analyses() -> list[str]:
     """The names of the registered analyses."""
     return sorted(_REGISTRY)

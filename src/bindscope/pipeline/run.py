@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from bindscope.analyses import load_inputs
+from bindscope.analyses import get_analysis, load_inputs
 from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.results import content_key
 from bindscope.core.errors import BindscopeError
@@ -47,7 +47,6 @@ Say = Callable[[str], None]
 CONFIG = "config.yaml"
 MANIFEST = "manifest.json"
 RUN_FORMAT = "bindscope-run"
-UNIMODAL = ("probe", "decompose", "intervene", "complexity", "geometry")
 
 
 @dataclass(frozen=True)
@@ -324,9 +323,10 @@ def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
     folder = state.embedding_folder(spec)
     probes = state.result_folder(spec, "probe")
     has_probes = "probe" in state.config.enabled_analyses()
-    if name in ("probe", "decompose"):
+    takes = get_analysis(name).needs | get_analysis(name).uses
+    if "control" in takes:  # the +rand sibling only where the run embedded one
         return load_inputs(name, folder, find_siblings=spec.model.control)
-    return load_inputs(name, folder, probes=probes if has_probes and name in ("complexity", "intervene") else None)
+    return load_inputs(name, folder, probes=probes if has_probes and "probes" in takes else None)
 
 
 def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
@@ -351,9 +351,14 @@ def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
         crossmodal_all(state, specs)
 
 
+def unimodal(name: str) -> bool:
+    """Whether an analysis runs on one embedding folder (every registered one but those needing a second modality)."""
+    return "other" not in get_analysis(name).needs
+
+
 def analyse_spec(state: RunState, spec: EmbeddingSpec) -> None:
     """The uni-modal analyses of one embedding folder, in order (complexity and intervene read the probes)."""
-    for name in [n for n in state.config.enabled_analyses() if n in UNIMODAL]:
+    for name in [n for n in state.config.enabled_analyses() if unimodal(n)]:
         key = f"{spec.dataset}/{spec.label}/{name}"
         why = applies(name, state, spec)
         if why:

@@ -32,7 +32,6 @@ class DecomposeSummary(Summary):
     """The numbers of ``bindscope decompose``: R² per group and model (with controls), the subtraction
     probes' accuracies per variant, chance, and the solver of every subtraction probe."""
 
-
     r2: Splits
     controls: DecomposeControls
     subtraction: dict[str, Splits]

@@ -57,7 +57,6 @@ class InterveneSummary(Summary):
     availability; retrieval and probe accuracy per edit, variant, group and k; the cases skipped per edit,
     variant and reason; where the probes came from."""
 
-
     concepts: Concepts
     edits: list[str]
     k: list[float]

@@ -57,7 +57,6 @@ class ProbeSummary(Summary):
     """The numbers of ``bindscope probe``: accuracies per group and metric, chance, the controls, the floors,
     the binding verdict, and the solver of each seed's probes."""
 
-
     train: dict[str, Spread]
     test: dict[str, Spread]
     chance: dict[str, float]
