@@ -38,7 +38,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
-from bindscope.core.tidy import NO_CONTROL, spread, tidy
+from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.scratch.export import export_model
 from bindscope.scratch.sweep import ANALYSIS as SWEEP_ANALYSIS
 from bindscope.scratch.sweep import run_name
@@ -157,16 +157,7 @@ def run_rows(numbers: dict, fraction: float, seed: int, coverage: float) -> list
 
 
 def _row(variant: str, metric: str, seed: int, value: float | None, extra: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "analysis": ANALYSIS,
-        "variant": variant,
-        "control": NO_CONTROL,
-        "group": TEST,
-        "metric": metric,
-        "seed": seed,
-        "value": np.nan if value is None else float(value),
-        **extra,
-    }
+    return result_row(ANALYSIS, variant, TEST, metric, seed, np.nan if value is None else value, **extra)
 
 
 def coverage_summary(table: pd.DataFrame, settings: ComplexitySettings) -> dict:
