@@ -8,9 +8,6 @@ validates into its settings; ``load_result`` reads its folder back into its type
 
 from __future__ import annotations
 
-import contextlib
-import io
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +20,10 @@ from pydantic import Field
 from bindscope.analyses import load_result, register, unregister
 from bindscope.analyses.base import Analysis, Result
 from bindscope.analyses.results import Summary
-from bindscope.cli import main
 from bindscope.core.errors import BindscopeError
 from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import Seeds, Settings
+from cli_checks import run_in_process as cli
 
 NAME = "toyspread"
 
@@ -105,21 +102,6 @@ def emb(tmp_path_factory: pytest.TempPathFactory, clevr_dir: Path) -> Path:
     np.save(root / "y.npy", y)
     import_embeddings(clevr_dir, root / "y.npy", name="random", modality="image", out=root / "emb")
     return root / "emb"
-
-
-def cli(*args: object) -> tuple[int, str, str]:
-    """``bindscope ARGS`` through :func:`bindscope.cli.main`, in this process: exit status, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    sigterm = signal.getsignal(signal.SIGTERM)
-    code: int = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    finally:
-        signal.signal(signal.SIGTERM, sigterm)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_its_command_has_an_option_per_setting_with_its_help(registered: None, monkeypatch: pytest.MonkeyPatch) -> None:

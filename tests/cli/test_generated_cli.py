@@ -4,9 +4,6 @@ every registered analysis's command has an option for every settings field."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,13 +16,13 @@ from pydantic import Field
 from bindscope.analyses import get_analysis, list_analyses, register, unregister
 from bindscope.analyses.base import Analysis, Result
 from bindscope.analyses.results import Summary
-from bindscope.cli import main
 from bindscope.cli.fields import nested_model, option_name, settings_options
 from bindscope.cli.generate import analysis_command, resolve_settings
 from bindscope.cli.group import BUILTIN
 from bindscope.cli.hooks import HOOKS, Hooks, hooks_of
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Seeds, Settings
+from cli_checks import run_in_process as cli
 
 
 class Inner(Settings):
@@ -81,21 +78,6 @@ def small(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         yield seen
     finally:
         unregister("small-gen")
-
-
-def cli(*args: object) -> tuple[int, str, str]:
-    """``bindscope ARGS`` in this process: exit status, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    sigterm = signal.getsignal(signal.SIGTERM)
-    code: int = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    finally:
-        signal.signal(signal.SIGTERM, sigterm)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_each_field_kind_becomes_its_option() -> None:
