@@ -117,9 +117,6 @@ def load_inputs(
         raise BindscopeError(
             f"{analysis} does not take {', '.join(refused)}; it takes {', '.join(taken) or 'the embeddings only'}"
         )
-    missing = [k for k in ("other",) if k in kind.needs and given[k] is None]
-    if missing:
-        raise BindscopeError(f"{analysis} needs {', '.join(missing)}, which was not given")
     inputs = read_inputs(
         embeddings,
         dataset,
@@ -134,6 +131,9 @@ def load_inputs(
         unimodal=dict(unimodal) if unimodal else None,
         single_objects=kind.reads_single_objects,
     )
+    missing = sorted(k for k in kind.needs if getattr(inputs, k) is None)  # not given, and no sibling holds it
+    if missing:
+        raise BindscopeError(f"{analysis} needs {', '.join(missing)}, which was not given")
     kind.check_folders(inputs)
     return inputs
 
