@@ -19,7 +19,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bindscope.analyses import get_analysis, load_result
+from bindscope.analyses.complexity import ComplexitySummary
+from bindscope.analyses.crossmodal import CrossmodalSummary
 from bindscope.analyses.decompose import DecomposeSummary
+from bindscope.analyses.geometry import GeometrySummary
 from bindscope.analyses.intervene import InterveneSummary, at_k
 from bindscope.analyses.probe import ProbeSummary, binding_reading, object_numbers, recoverable_reading
 from bindscope.analyses.results import Summary, read_header
@@ -53,10 +56,6 @@ def result_folders(root: Path) -> dict[tuple[str, str], dict[str, Path]]:
             continue
         out.setdefault((folder.parent.parent.name, folder.parent.name), {})[folder.name] = folder
     return out
-
-
-def summary_of(folder: Path) -> dict[str, Any]:
-    return read_json(folder / "summary.json", "analysis summary")
 
 
 S = TypeVar("S", bound=Summary)
@@ -101,25 +100,25 @@ def intervene_part(folder: Path, row: CardRow) -> None:
 
 
 def complexity_part(folder: Path, row: CardRow) -> None:
-    verdict = summary_of(folder)["verdict"]
-    row.cells |= {"complexity": verdict.get("simplest_generalising") or "none", "f*": verdict.get("f_star")}
-    row.readings.append(f"binding function: {verdict.get('reading')}")
+    verdict = numbers_of(folder, ComplexitySummary).verdict
+    row.cells |= {"complexity": verdict.simplest_generalising or "none", "f*": verdict.f_star}
+    row.readings.append(f"binding function: {verdict.reading}")
 
 
 def geometry_part(folder: Path, row: CardRow) -> None:
-    g = summary_of(folder)
-    slot = g["positions"][0]
-    held = slot["held_out"].get(f"{g['headline_fraction']:g}", {})
-    heads = spread_mean((held.get("heads") or {}).get("object"))
-    row.cells |= {"factorization R²": slot["r2"], "linear heads (unseen)": heads}
+    g = numbers_of(folder, GeometrySummary)
+    slot = g.positions[0]
+    held = slot.held_out.get(f"{g.headline_fraction:g}")
+    heads = spread_mean(held.heads.get("object") if held is not None else None)
+    row.cells |= {"factorization R²": slot.r2, "linear heads (unseen)": heads}
     row.readings.append(
-        f"object vectors factorise: R² {slot['r2']:.3f}; linear heads read {percent(heads)} of unseen objects "
+        f"object vectors factorise: R² {slot.r2:.3f}; linear heads read {percent(heads)} of unseen objects "
         f"(half seen)"
     )
 
 
 def crossmodal_part(folder: Path, row: CardRow) -> None:
-    swap = spread_mean(summary_of(folder)["raw"].get("swap_attribute"))
+    swap = spread_mean(numbers_of(folder, CrossmodalSummary).raw.get("swap_attribute"))
     row.cells |= {"attribute swap": swap}
     row.readings.append(
         f"image-text similarity tells the attribute swap apart {percent(swap)} of the time (chance 50%)"

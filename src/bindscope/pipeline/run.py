@@ -323,7 +323,8 @@ def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
     folder = state.embedding_folder(spec)
     probes = state.result_folder(spec, "probe")
     has_probes = "probe" in state.config.enabled_analyses()
-    takes = get_analysis(name).needs | get_analysis(name).uses
+    kind = get_analysis(name)
+    takes = kind.needs | kind.uses
     if "control" in takes:  # the +rand sibling only where the run embedded one
         return load_inputs(name, folder, find_siblings=spec.model.control)
     return load_inputs(name, folder, probes=probes if has_probes and "probes" in takes else None)
