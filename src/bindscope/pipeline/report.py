@@ -112,8 +112,7 @@ def geometry_part(folder: Path, row: CardRow) -> None:
     heads = spread_mean(held.heads.get("object") if held is not None else None)
     row.cells |= {"factorization R²": slot.r2, "linear heads (unseen)": heads}
     row.readings.append(
-        f"object vectors factorise: R² {slot.r2:.3f}; linear heads read {percent(heads)} of unseen objects "
-        f"(half seen)"
+        f"object vectors factorise: R² {slot.r2:.3f}; linear heads read {percent(heads)} of unseen objects (half seen)"
     )
 
 
