@@ -1,4 +1,4 @@
-"""Approximator families and the stacked trainer: the folded forward passes equal the docs/method.md §6
+"""Approximator families and the stacked trainer: the folded forward passes equal the docs/method/06-complexity.md
 formulas, a stack equals one-at-a-time fits, and the trainer is torch's Adam + cosine schedule."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Additive decomposition (docs/method.md §4): exact least squares, R^2, subtraction residuals."""
+"""Additive decomposition (docs/method/04-decomposition.md): exact least squares, R^2, subtraction residuals."""
 
 from __future__ import annotations
 

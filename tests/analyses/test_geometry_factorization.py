@@ -86,7 +86,7 @@ def test_held_out_sweep_separates_factorised_from_random(space: ConceptSpace) ->
     assert {r["fraction"] for r in rows} == {0.5, 0.7} and all(r["analysis"] == "geometry" for r in rows)
     noise = np.random.default_rng(0).normal(size=x.shape)
     bad = held_out_rows(noise, space, every, (0.5,), (0,))
-    # worse than predicting the training mean: reported as is, negative (docs/method.md §8)
+    # worse than predicting the training mean: reported as is, negative (docs/method/08-geometry.md)
     assert max(values(bad, "raw", "all", "r2_test")) < 0.0
     assert max(values(bad, "heads", "object", "accuracy")) < 0.2
     # absent objects take no part: the test objects are the present ones only

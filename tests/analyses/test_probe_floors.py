@@ -1,4 +1,4 @@
-"""The probes' floors (docs/method.md §3): a bag-of-concepts control on the same scenes, split and probe fit,
+"""The probes' floors (docs/method/03-probes.md): a bag-of-concepts control on the same scenes, split and probe fit,
 the ideal bag's analytic floor and chance beside every accuracy; "binds beyond a bag of concepts" only when
 every seed clears the bag by the margin. Known answers on planted embeddings, the CLI's reading, the card."""
 

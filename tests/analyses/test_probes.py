@@ -1,4 +1,4 @@
-"""Probes (docs/method.md §3): targets, set separation, chance, the optimisers, persistence."""
+"""Probes (docs/method/03-probes.md): targets, set separation, chance, the optimisers, persistence."""
 
 from __future__ import annotations
 

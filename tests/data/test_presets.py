@@ -1,4 +1,4 @@
-"""Built-in presets match docs/method.md §1; custom YAML spaces validate with clear messages."""
+"""Built-in presets match docs/method/01-concepts.md; custom YAML spaces validate with clear messages."""
 
 from __future__ import annotations
 

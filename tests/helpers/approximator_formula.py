@@ -1,4 +1,4 @@
-"""docs/method.md §6's approximator families written out literally, for tests to compare against."""
+"""The approximator families of docs/method/06-complexity.md written out literally, for tests to compare against."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bindscope.space.concepts import SceneSet
 
 
 def formula(family: Family, p: dict[str, torch.Tensor], scenes: SceneSet, g: int) -> torch.Tensor:
-    """docs/method.md §6 written out literally for model g: per-slot tables, concat / products / sums."""
+    """docs/method/06-complexity.md written out literally for model g: per-slot tables, concat / products / sums."""
     k, c = scenes.max_objects, scenes.space.num_concepts
     per_object = sum(scenes.space.sizes)
     offsets = np.cumsum([0, *scenes.space.sizes[:-1]])

@@ -1,4 +1,5 @@
-"""The ``paper`` scratch config against the published research code (docs/method.md §9-§10).
+"""The ``paper`` scratch config against the published research code (docs/method/09-scratch.md,
+docs/method/10-differences.md).
 
 Each parity option (Kmax, ``final_norm`` and ``init``, ``queries``, ``batch_eval``,
 ``heldout_negatives``) is checked against the research code's computation, re-implemented here

@@ -1,4 +1,4 @@
-"""The controlled models' data (docs/method.md §9): the seeded scene/query sampler, token sequences and
+"""The controlled models' data (docs/method/09-scratch.md): the seeded scene/query sampler, token sequences and
 fixed evaluation scenes, checked against slow per-scene Python references."""
 
 from __future__ import annotations

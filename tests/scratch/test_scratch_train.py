@@ -1,4 +1,4 @@
-"""Training controlled models (docs/method.md §9): object roles, seeded and resumable training, selection on
+"""Training controlled models (docs/method/09-scratch.md): object roles, seeded and resumable training, selection on
 validation, config errors, and the conversion into an ordinary embedding set with probes."""
 
 from __future__ import annotations

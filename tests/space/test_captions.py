@@ -1,4 +1,5 @@
-"""Captions, mention order and swap negatives (docs/method.md §1 caption template, §7 negatives)."""
+"""Captions, mention order and swap negatives (docs/method/01-concepts.md caption template,
+docs/method/07-crossmodal.md negatives)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ConceptSpace (mixed-radix object ids) and SceneSet (enumeration, sampling, views), docs/method.md §1."""
+"""ConceptSpace (mixed-radix object ids) and SceneSet (enumeration, sampling, views), docs/method/01-concepts.md."""
 
 from __future__ import annotations
 

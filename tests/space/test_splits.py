@@ -1,4 +1,4 @@
-"""Seeded scene-level and object-level splits, validation carve-outs, JSON round trip (docs/method.md §2)."""
+"""Seeded scene-level and object-level splits, validation carve-outs, JSON round trip (docs/method/02-splits.md)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class Queries(str, Enum):
     sampled = "sampled"
 
 
-# research-code parity switches (docs/method.md §10); unset: the config's value
+# research-code parity switches (docs/method/10-differences.md); unset: the config's value
 FinalNormOpt = Annotated[
     Optional[bool],
     typer.Option("--final-norm/--no-final-norm", help="A LayerNorm after the last block (the research code: none)."),
@@ -190,7 +190,7 @@ def scratch_train(
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
 ) -> None:
-    """Train a scene and a query encoder from scratch (docs/method.md §9); an interrupted run resumes."""
+    """Train a scene and a query encoder from scratch (docs/method/09-scratch.md); an interrupted run resumes."""
     from bindscope.scratch.config import load_config
     from bindscope.scratch.train import train_model
 

@@ -234,7 +234,7 @@ Device = Annotated[str, AfterValidator(_device)]
 
 class ParitySettings(Settings):
     """Settings with a parity preset: ``parity="paper"`` fills every field of :attr:`PAPER` that
-    was not given with the published research code's choice (docs/method.md §10); fields given
+    was not given with the published research code's choice (docs/method/10-differences.md); fields given
     explicitly win. ``bindscope`` keeps the class defaults."""
 
     PAPER: ClassVar[dict[str, Any]] = {}

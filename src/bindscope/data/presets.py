@@ -1,4 +1,4 @@
-"""The paper's datasets as presets, and custom spaces from YAML (docs/method.md §1).
+"""The paper's datasets as presets, and custom spaces from YAML (docs/method/01-concepts.md).
 
 A preset is a validated :class:`PresetConfig`: the concept space, objects per scene, how the
 scenes are made (all ordered tuples or a seeded sample), the caption template and the noun.

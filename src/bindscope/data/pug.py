@@ -1,4 +1,4 @@
-"""Import the ``pug_spare`` dataset from a user's copy of PUG:SPARE (docs/method.md §1).
+"""Import the ``pug_spare`` dataset from a user's copy of PUG:SPARE (docs/method/01-concepts.md).
 
 PUG:SPARE ships a CSV of rendered scenes (one row per image) and a folder of images. The paper
 uses one world's two-animal scenes in the default positions: rows whose ``world_name`` is the

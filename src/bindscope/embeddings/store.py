@@ -294,7 +294,7 @@ def read_single_objects(ds: Dataset, path: str | Path, modality: str, dim: int) 
 def check_single_objects(raw: Any, ds: Dataset, modality: str, dim: int, what: str) -> tuple[np.ndarray, int]:
     """Validate the embeddings of every object alone, as ``bindscope embed --single-objects`` writes them.
 
-    Row o embeds object id o alone (object-id order, docs/method.md §1); image arrays may instead give
+    Row o embeds object id o alone (object-id order, docs/method/01-concepts.md); image arrays may instead give
     one row per object and slot position, row ``o * S + s``. The width must be the scenes' (``dim``).
     Returns the float32 array and its positions per object (1 or S).
     """

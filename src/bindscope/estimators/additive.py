@@ -1,4 +1,4 @@
-"""Additive decomposition (docs/method.md §4): is a scene embedding a sum of its parts?
+"""Additive decomposition (docs/method/04-decomposition.md): is a scene embedding a sum of its parts?
 
 Four linear models on one-hot designs, each with an intercept ``mu``:
 
@@ -171,7 +171,7 @@ def subtract(
     seed: int = 0,
     keep_mean: bool = False,
 ) -> np.ndarray:
-    """Residual ``y - reconstruction`` for the subtraction variants (docs/method.md §4).
+    """Residual ``y - reconstruction`` for the subtraction variants (docs/method/04-decomposition.md).
 
     The model is fitted on all scenes with their true labels. With ``permuted``, the fitted
     tables are looked up with a fixed random relabelling of the ids instead, which removes a

@@ -1,4 +1,5 @@
-"""Floors: what a model that binds nothing scores under each accuracy (docs/method.md §3, §9).
+"""Floors: what a model that binds nothing scores under each accuracy (docs/method/03-probes.md,
+docs/method/09-scratch.md).
 
 An *ideal bag of concepts* represents a scene by the set of concept values it holds, and nothing
 else: a multi-hot vector over all values (:func:`bag_embeddings`). It reads an object query by how

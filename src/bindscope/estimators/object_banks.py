@@ -1,4 +1,5 @@
-"""Object-vector banks (docs/method.md §5, §8): what one object looks like inside a scene, or alone.
+"""Object-vector banks (docs/method/05-interventions.md, docs/method/08-geometry.md): what one object looks like inside
+a scene, or alone.
 
 A bank holds a vector per (slot position, object) with a mask of which exist. ``obj-avg`` and
 ``pos-avg`` average the scene embeddings that hold an object; ``single`` takes the embedding of

@@ -1,4 +1,4 @@
-"""Linear probes over seeds (docs/method.md §3): their settings, one variant's fit and score on each
+"""Linear probes over seeds (docs/method/03-probes.md): their settings, one variant's fit and score on each
 seed's scene split, and the saved probe folders. Shared by every analysis that fits probes.
 """
 
@@ -37,7 +37,7 @@ PERMUTATION_SEED = 12345
 
 
 class ProbeSettings(ProbeFit, ParitySettings):
-    """How probes are fitted and scored over seeds (docs/method.md §3 defaults): the fit (:class:`ProbeFit`),
+    """How probes are fitted and scored over seeds (docs/method/03-probes.md defaults): the fit (:class:`ProbeFit`),
     the scenes, and each seed's scene split.
 
     ``scenes``: ``full`` uses the scenes that hold all K objects (the research code: its
@@ -52,7 +52,7 @@ class ProbeSettings(ProbeFit, ParitySettings):
     parity: Literal["bindscope", "paper"] = Field(
         "bindscope",
         description="paper: every choice of the published research code that this command has, for the options "
-        "not given (docs/method.md §10); bindscope (default): bindscope's defaults.",
+        "not given (docs/method/10-differences.md); bindscope (default): bindscope's defaults.",
     )
     scenes: Literal["full", "all"] = Field(
         "full",

@@ -1,4 +1,4 @@
-"""Uni-modal probes (docs/method.md §3): is object information recoverable from an embedding?
+"""Uni-modal probes (docs/method/03-probes.md): is object information recoverable from an embedding?
 
 Bias-free linear probes, one per concept and one over objects, trained with soft set targets
 (``t[v] = #objects with value v / n``) and a soft-target cross-entropy. A scene counts as

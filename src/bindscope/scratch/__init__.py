@@ -1,4 +1,4 @@
-"""Controlled models trained from scratch (docs/method.md §9): sampler, training, sweeps, export.
+"""Controlled models trained from scratch (docs/method/09-scratch.md): sampler, training, sweeps, export.
 
 The model itself (its config schema, vocabulary, architecture and model folders) is
 :mod:`bindscope.embeddings.encoders.scratch`, which the ``scratch:`` backend loads.

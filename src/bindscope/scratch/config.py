@@ -1,4 +1,4 @@
-"""Training configs for controlled models (docs/method.md §9): built-in ``cpu-small`` and ``paper``, or YAML.
+"""Training configs for controlled models (docs/method/09-scratch.md): built-in ``cpu-small`` and ``paper``, or YAML.
 
 The schema, :class:`ScratchConfig` (with the research-code switches of ``parity: paper``), is the model's:
 :mod:`bindscope.embeddings.encoders.scratch.config`, since every model folder records its config.
@@ -20,7 +20,7 @@ def _subset(n: int) -> dict[str, list[str]]:
     return {"attribute": TEXT_ATTRIBUTES[:n], "noun": TEXT_NOUNS[:n]}
 
 
-#: Built-in configs. ``paper``: docs/method.md §9 values with the research code's legitimate choices (Kmax 2,
+#: Built-in configs. ``paper``: docs/method/09-scratch.md values with the research code's legitimate choices (Kmax 2,
 #: no final LayerNorm, xavier init, sampled queries, batch-query evaluation every 200 steps next to the strict
 #: one; not its selection on test nor its held-out negatives: ``parity: paper`` adds those), for a GPU.
 #: ``cpu-small``: bindscope's choices, minutes on two CPU cores.

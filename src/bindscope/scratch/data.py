@@ -1,4 +1,4 @@
-"""The vectorised, seeded scene/query sampler of docs/method.md §9, and fixed evaluation scenes.
+"""The vectorised, seeded scene/query sampler of docs/method/09-scratch.md, and fixed evaluation scenes.
 
 The token layout (:class:`~bindscope.embeddings.encoders.scratch.vocabulary.Vocabulary`) is the model's.
 
@@ -65,7 +65,7 @@ def step_generator(seed: int, step: int, *stream: int) -> torch.Generator:
 
 
 class SceneSampler:
-    """Seeded batches of scenes drawn from ``allowed`` objects (docs/method.md §9).
+    """Seeded batches of scenes drawn from ``allowed`` objects (docs/method/09-scratch.md).
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 The probes of a controlled model are its query encoder's L2-normalised embeddings: one per
 concept value and one per object. A scene is scored by cosine against them, and set separation
-(docs/method.md §3) decides whether it is correct. Object accuracy is also reported on the scenes
+(docs/method/03-probes.md) decides whether it is correct. Object accuracy is also reported on the scenes
 that need binding (a bag of concepts cannot decide them), beside the share a bag of concepts gets
 right (:func:`bag_of_concepts_accuracy`).
 
@@ -47,7 +47,7 @@ class ObjectRoles:
 
 
 def object_roles(config: ScratchConfig, space: ConceptSpace) -> ObjectRoles:
-    """The object-level split of docs/method.md §2 at ``config.fraction``, with validation objects held out.
+    """The object-level split of docs/method/02-splits.md at ``config.fraction``, with validation objects held out.
 
     The fit objects are the first ``floor(f*U)`` of the seeded object order (nested across fractions
     for one seed): the model trains on exactly that share (the coverage). The held-out rest is split

@@ -1,4 +1,4 @@
-"""Turning a controlled model into inputs for every analysis (docs/method.md §9, conversion).
+"""Turning a controlled model into inputs for every analysis (docs/method/09-scratch.md, conversion).
 
 ``export_model(MODEL, OUT)`` writes::
 

@@ -1,4 +1,4 @@
-"""The training losses of docs/method.md §9: soft cross-entropy of each scene's scores against its labels."""
+"""The training losses of docs/method/09-scratch.md: soft cross-entropy of each scene's scores against its labels."""
 
 from __future__ import annotations
 

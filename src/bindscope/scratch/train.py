@@ -1,4 +1,4 @@
-"""Training a controlled model (docs/method.md §9): resumable, seeded, selected on validation.
+"""Training a controlled model (docs/method/09-scratch.md): resumable, seeded, selected on validation.
 
 Each step draws a fresh batch from the fit objects (:class:`SceneSampler`), scores every scene
 against the batch's concept and object queries (every concept value and every present object plus

@@ -1,4 +1,4 @@
-"""Captions and caption negatives (docs/method.md §1, §7).
+"""Captions and caption negatives (docs/method/01-concepts.md, docs/method/07-crossmodal.md).
 
 A caption names each object with a template such as ``"a {color} {shape}"`` and joins the
 objects with ``" and "``: "a red cube and a blue sphere". Negatives are built on scenes (swap a

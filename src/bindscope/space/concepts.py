@@ -1,4 +1,4 @@
-"""Concept spaces, object ids and scene sets (docs/method.md §1).
+"""Concept spaces, object ids and scene sets (docs/method/01-concepts.md).
 
 An object is one value per concept; its id is the mixed-radix index of its values,
 ``id = v_0 + V_0 * (v_1 + V_1 * (...))``, independent of any data order. A scene set is an

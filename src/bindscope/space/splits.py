@@ -1,4 +1,4 @@
-"""Seeded train/test splits (docs/method.md §2), saved and loaded as JSON with their seed.
+"""Seeded train/test splits (docs/method/02-splits.md), saved and loaded as JSON with their seed.
 
 - scene level: permute scenes; the first ``train_fraction`` train, the rest test. The
   permutation comes from numpy (``source="bindscope"``) or, scene for scene as the research code

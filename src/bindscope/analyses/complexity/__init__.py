@@ -1,4 +1,4 @@
-"""``complexity`` (docs/method.md §6): how complex is the binding function, and does it generalise?
+"""``complexity`` (docs/method/06-complexity.md): how complex is the binding function, and does it generalise?
 
 ``settings`` (the knobs: :class:`ComplexitySettings`, :class:`Budget`), ``families`` (the approximator families),
 ``fitters/`` (stacked Adam, exact ALS), ``approximator`` (one model, sklearn style), ``plan``, ``score``,

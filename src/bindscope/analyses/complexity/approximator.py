@@ -1,5 +1,5 @@
 """One approximator as a scikit-learn style estimator, fitted as the sweep fits each of its models
-(docs/method.md §6), with the sweep's settings."""
+(docs/method/06-complexity.md), with the sweep's settings."""
 
 from __future__ import annotations
 

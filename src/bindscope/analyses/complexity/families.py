@@ -1,4 +1,4 @@
-"""The approximator families (docs/method.md §6): function families that map a scene's concept values to its
+"""The approximator families (docs/method/06-complexity.md): function families that map a scene's concept values to its
 embedding, their parameters, their forward pass, and what a family of a given width can memorise.
 
 Slot ``s = (object k, concept c)``, ``S = K * C`` slots; slot s looks its value up in a learned

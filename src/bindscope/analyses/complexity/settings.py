@@ -37,8 +37,8 @@ class Budget(Settings):
     """How a sweep fits its models, and what it may spend per fit; every result records it.
 
     ``full`` (the exact protocol on every scene), ``cpu`` (the exact protocol, capped) or ``paper``
-    (docs/method.md §6's Adam for every family, on every scene); :func:`resolve_budget` picks one by name
-    and applies the command line's overrides (:attr:`OVERRIDES`).
+    (the Adam of docs/method/06-complexity.md for every family, on every scene); :func:`resolve_budget` picks one by
+    name and applies the command line's overrides (:attr:`OVERRIDES`).
     """
 
     OPTION_NAMES: ClassVar[dict[str, str]] = {"name": "budget", "decay": "lr-decay"}
@@ -61,12 +61,12 @@ class Budget(Settings):
         description="cpu: the exact protocol, capped to finish in minutes on 2 cores (512 training scenes per fit, "
         "the embeddings' leading principal subspace, 4 starts of 5 ALS sweeps, 600 MLP epochs, L-BFGS probes; "
         "see README). full: the exact protocol on every scene. paper: the paper's Adam, 4,000 epochs on every scene "
-        "(docs/method.md §6; for a GPU). auto: full on CUDA, cpu otherwise; the output says which and why.",
+        "(docs/method/06-complexity.md; for a GPU). auto: full on CUDA, cpu otherwise; the output says which and why.",
     )
     protocol: Literal["exact", "paper"] = Field(
         "exact",
         description="exact: alternating exact least squares for the table families, Adam on standardised targets "
-        "for the MLP (the budgets' default). paper: full-batch Adam for every family (docs/method.md §6).",
+        "for the MLP (the budgets' default). paper: full-batch Adam for every family (docs/method/06-complexity.md).",
     )
     sweeps: int = Field(800, ge=1, le=MAX_STEPS, description="Override: ALS sweeps at most per fit (exact protocol).")
     epochs: int = Field(
@@ -222,7 +222,7 @@ def auto_budget(device: str) -> tuple[str, str]:
 
 
 class ComplexitySettings(ParitySettings):
-    """A complexity sweep (docs/method.md §6 defaults).
+    """A complexity sweep (docs/method/06-complexity.md defaults).
 
     Without frozen probes among the inputs, the probes are fitted first on a scene-level split
     (``probe_seed``, train fraction 0.4, the ``fast`` optimiser) and written with the result.
@@ -269,7 +269,7 @@ class ComplexitySettings(ParitySettings):
         description="cpu: the exact protocol, capped to finish in minutes on 2 cores (512 training scenes per fit, "
         "the embeddings' leading principal subspace, 4 starts of 5 ALS sweeps, 600 MLP epochs, L-BFGS probes; "
         "see README). full: the exact protocol on every scene. paper: the paper's Adam, 4,000 epochs on every scene "
-        "(docs/method.md §6; for a GPU). auto: full on CUDA, cpu otherwise; the output says which and why.",
+        "(docs/method/06-complexity.md; for a GPU). auto: full on CUDA, cpu otherwise; the output says which and why.",
     )
     r2_centre: Literal["scenes", "group"] = Field(
         "scenes",

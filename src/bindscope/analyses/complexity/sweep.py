@@ -1,4 +1,4 @@
-"""Binding-function complexity (docs/method.md §6): the sweep. Every approximator family at every
+"""Binding-function complexity (docs/method/06-complexity.md): the sweep. Every approximator family at every
 (fraction, seed), fitted on the train_only scenes of nested object-level splits (a validation share of them
 held out for selection and early stopping, never test), its *predicted* embeddings decoded by frozen probes.
 

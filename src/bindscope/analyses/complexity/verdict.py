@@ -1,4 +1,4 @@
-"""The complexity verdict (docs/method.md §6) as data: the simplest family that generalises and from what
+"""The complexity verdict (docs/method/06-complexity.md) as data: the simplest family that generalises and from what
 coverage, whether the fits it rests on converged, where the evidence is decisive, and which families'
 predictions for unseen objects the data leave open. :mod:`~bindscope.analyses.complexity.present` says it in
 words."""

@@ -1,4 +1,4 @@
-"""``crossmodal`` (docs/method.md §7): does image-text similarity see the binding?
+"""``crossmodal`` (docs/method/07-crossmodal.md): does image-text similarity see the binding?
 
 =================  ===========================================================================================
 ``settings``       the settings (concepts' roles, the bridge and its splits, a subsample), with their help text

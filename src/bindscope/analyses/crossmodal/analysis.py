@@ -1,4 +1,4 @@
-"""The registered ``crossmodal`` analysis (docs/method.md §7): the bag-of-concepts failure across modalities.
+"""The registered ``crossmodal`` analysis (docs/method/07-crossmodal.md): the bag-of-concepts failure across modalities.
 
 Image embeddings (``embeddings``) against the captions' text embeddings of the same model (``other``):
 swap tests, strict and concept-level retrieval, a linear bridge fitted on seen objects and scored on

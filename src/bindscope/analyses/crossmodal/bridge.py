@@ -1,4 +1,4 @@
-"""The linear bridge (docs/method.md §7, LABCLIP-style): a linear map from text to image embeddings.
+"""The linear bridge (docs/method/07-crossmodal.md, LABCLIP-style): a linear map from text to image embeddings.
 
 Fitted on the scenes of seen objects (``train_only`` of an object-level split) by closed-form ridge
 regression, the regularisation chosen on a validation part, or (an option) trained contrastively from

@@ -1,4 +1,4 @@
-"""Every test of ``crossmodal`` on the 2-object scenes (docs/method.md §7), as one typed result.
+"""Every test of ``crossmodal`` on the 2-object scenes (docs/method/07-crossmodal.md), as one typed result.
 
 The raw captions are scored on every scene (one width only); per seed and fraction a bridge is fitted
 on the train_only scenes of an object-level split and the captions, raw and bridged, are scored on its

@@ -1,4 +1,4 @@
-"""Half-truths (docs/method.md §7): does a correct caption gain similarity when a wrong detail is added?
+"""Half-truths (docs/method/07-crossmodal.md): does a correct caption gain similarity when a wrong detail is added?
 
 For each 2-object image (a1 o1, a2 o2) the one-object caption of its first object, "a a1 o1" (the
 single-object caption bank), is compared with the scene captions "a a1 o1 and a x y" for every object

@@ -1,4 +1,4 @@
-"""Cross-modal retrieval (docs/method.md §7): image -> text and text -> image, top-1 and top-5.
+"""Cross-modal retrieval (docs/method/07-crossmodal.md): image -> text and text -> image, top-1 and top-5.
 
 A retrieved caption (or image) is a *strict* hit when it is the scene's own or names the same objects
 in the other mention order, and a *concept-level* hit when it holds the same multiset of values of

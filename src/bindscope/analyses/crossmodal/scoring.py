@@ -1,4 +1,4 @@
-"""One scoring (docs/method.md §7): the swap tests and retrieval of images against captions, per scene too,
+"""One scoring (docs/method/07-crossmodal.md): the swap tests and retrieval of images against captions, per scene too,
 and the references every scoring is read against (chance and a perfect bag of concepts)."""
 
 from __future__ import annotations

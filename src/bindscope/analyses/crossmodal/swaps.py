@@ -1,4 +1,4 @@
-"""Swap tests (docs/method.md §7): does an image prefer its own caption to a swapped one?
+"""Swap tests (docs/method/07-crossmodal.md): does an image prefer its own caption to a swapped one?
 
 For each 2-object scene with two distinct objects, the image embedding is compared by cosine with
 its correct caption and with the captions of the attribute swap (a2 o1 / a1 o2), the noun swap

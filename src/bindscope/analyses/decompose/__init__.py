@@ -1,4 +1,4 @@
-"""``decompose`` (docs/method.md §4): is a scene embedding a sum of its parts?
+"""``decompose`` (docs/method/04-decomposition.md): is a scene embedding a sum of its parts?
 
 :mod:`.r2` scores the additive models, :mod:`.subtraction` re-runs the probes after removing each,
 :mod:`.compute` runs both, :mod:`.summary` gives the main numbers (:class:`DecomposeSummary`),

@@ -1,4 +1,4 @@
-"""The registered ``decompose`` analysis (docs/method.md §4): is a scene embedding a sum of its parts?"""
+"""The registered ``decompose`` analysis (docs/method/04-decomposition.md): is a scene embedding a sum of its parts?"""
 
 from __future__ import annotations
 

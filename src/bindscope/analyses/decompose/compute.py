@@ -1,4 +1,4 @@
-"""Additive decomposition (docs/method.md §4): is a scene embedding a sum of its parts?
+"""Additive decomposition (docs/method/04-decomposition.md): is a scene embedding a sum of its parts?
 
 R² of the four exact additive models on train and held-out scenes (with controls), and the
 five-run subtraction table: the probes re-run after removing each fitted model.

@@ -1,4 +1,4 @@
-"""R² of the four exact additive models on train and held-out scenes (docs/method.md §4), per seed."""
+"""R² of the four exact additive models on train and held-out scenes (docs/method/04-decomposition.md), per seed."""
 
 from __future__ import annotations
 

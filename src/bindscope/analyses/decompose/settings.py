@@ -17,7 +17,7 @@ class DecomposeSettings(ProbeSettings):
 
     ``residual_mean``: ``keep`` (the research code) subtracts only the model's deviation from
     the mean, so the residual keeps the mean embedding ȳ of the scenes used; ``remove`` subtracts
-    the whole fit, intercept included, leaving residuals of mean 0 (docs/method.md §4).
+    the whole fit, intercept included, leaving residuals of mean 0 (docs/method/04-decomposition.md).
     """
 
     PAPER: ClassVar[dict[str, Any]] = {**ProbeSettings.PAPER, "residual_mean": "keep", "test_fraction": 0.01}

@@ -1,5 +1,5 @@
-"""The five-run subtraction table (docs/method.md §4): the probes re-run after removing each fitted additive
-model (and its permuted-label control) from the embeddings."""
+"""The five-run subtraction table (docs/method/04-decomposition.md): the probes re-run after removing each fitted
+additive model (and its permuted-label control) from the embeddings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``geometry`` (docs/method.md §8): how are concepts laid out in the embedding space?
+"""``geometry`` (docs/method/08-geometry.md): how are concepts laid out in the embedding space?
 
 =================  ===========================================================================================
 ``settings``       the settings (the held-out sweep, heads, rank, ordinal concepts, the MDS), with their help text

@@ -1,4 +1,4 @@
-"""The registered ``geometry`` analysis (docs/method.md §8): the shape of object embeddings.
+"""The registered ``geometry`` analysis (docs/method/08-geometry.md): the shape of object embeddings.
 
 On object vectors per slot (the single-object bank when given, else the position-averaged vectors of
 the 2-object scenes): linear factorization (all objects, held-out objects, raw and whitened),

@@ -1,4 +1,4 @@
-"""Geometry across models or layers (docs/method.md §8): does factorization quality track generalisation?
+"""Geometry across models or layers (docs/method/08-geometry.md): does factorization quality track generalisation?
 
 Given several ``geometry`` results, each folder's held-out factorization R² and its linear heads'
 accuracy on unseen objects (means over seeds and slot positions) are set side by side per fraction,

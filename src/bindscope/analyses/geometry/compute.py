@@ -1,4 +1,4 @@
-"""Every measure of ``geometry`` (docs/method.md §8) on every slot's object vectors, then the MDS picture,
+"""Every measure of ``geometry`` (docs/method/08-geometry.md) on every slot's object vectors, then the MDS picture,
 as one typed result."""
 
 from __future__ import annotations

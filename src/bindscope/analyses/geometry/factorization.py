@@ -1,4 +1,4 @@
-"""Linear factorization of object vectors (docs/method.md §8): ``x[o] ≈ mu + sum_c u_c[v_c(o)]``.
+"""Linear factorization of object vectors (docs/method/08-geometry.md): ``x[o] ≈ mu + sum_c u_c[v_c(o)]``.
 
 Exact least squares on the one-hot concept design (the decomposition analysis's solver), with each
 concept's components centred over its values (the intercept absorbs their means), so that the

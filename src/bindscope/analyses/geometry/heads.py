@@ -1,4 +1,4 @@
-"""Compositional generalisation with linear heads (docs/method.md §8).
+"""Compositional generalisation with linear heads (docs/method/08-geometry.md).
 
 Per concept, a linear classifier (multinomial logistic regression, scikit-learn) is fitted on the
 object vectors of seen objects and scored on the objects never seen, whose value combinations are

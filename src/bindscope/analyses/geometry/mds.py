@@ -1,4 +1,4 @@
-"""The MDS picture (docs/method.md §8; the research code's figure): objects, their parts and scenes in 3-D.
+"""The MDS picture (docs/method/08-geometry.md; the research code's figure): objects, their parts and scenes in 3-D.
 
 For a quadruple (attribute i, noun j, attribute k, noun l), labelled after the research code as
 B = attribute i, C = noun j, R = attribute k, S = noun l:

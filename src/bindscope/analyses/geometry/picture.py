@@ -1,4 +1,4 @@
-"""The MDS picture of one quadruple from the inputs (docs/method.md §8; :mod:`.mds` draws it).
+"""The MDS picture of one quadruple from the inputs (docs/method/08-geometry.md; :mod:`.mds` draws it).
 
 The attribute and noun drawn, the quadruple's value indices, and the picture's vectors: with 2-object
 scene embeddings, the simple objects and the attribute / noun means come from the scenes (each mean over

@@ -1,4 +1,4 @@
-"""Rank axes (docs/method.md §8): does an ordinal concept (size, age) lie along one direction?
+"""Rank axes (docs/method/08-geometry.md): does an ordinal concept (size, age) lie along one direction?
 
 An axis is found from labelled objects, either from the two extreme values (mean of the objects
 with the highest value minus the mean of those with the lowest) or by least squares of the value's

@@ -1,4 +1,4 @@
-"""The geometry of one slot's object vectors (docs/method.md §8): every measure, as tidy rows and tables.
+"""The geometry of one slot's object vectors (docs/method/08-geometry.md): every measure, as tidy rows and tables.
 
 Pure functions over arrays: :func:`slot_geometry` runs the factorization, orthogonality, rank,
 held-out sweep and rank axes on the object vectors ``[U, D]`` of one slot position.

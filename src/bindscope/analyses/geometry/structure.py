@@ -1,4 +1,4 @@
-"""Orthogonality and rank of concept components (docs/method.md §8).
+"""Orthogonality and rank of concept components (docs/method/08-geometry.md).
 
 A linear factorization generalises to unseen combinations when the concepts' components are
 near-orthogonal across concepts and each concept spans few dimensions: at most ``V_c - 1`` (the

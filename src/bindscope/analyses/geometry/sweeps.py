@@ -1,4 +1,4 @@
-"""Held-out scores over object-level splits (docs/method.md §8): factorization R², linear heads, rank axes.
+"""Held-out scores over object-level splits (docs/method/08-geometry.md): factorization R², linear heads, rank axes.
 
 Objects are split at each fraction and seed (covering order, §2: every value is seen from the
 lowest fractions on); the factorization and the heads are fitted on the seen objects and scored on

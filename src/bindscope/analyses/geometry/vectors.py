@@ -1,4 +1,4 @@
-"""Object vectors for the geometry analyses (docs/method.md §8), per slot.
+"""Object vectors for the geometry analyses (docs/method/08-geometry.md), per slot.
 
 From the single-object bank when there is one (an object alone: per image position, or one caption
 per object), else the position-averaged vectors of the 2-object scenes (the mean embedding of the

@@ -1,4 +1,4 @@
-"""``intervene`` (docs/method.md §5): edit one object inside a scene embedding by vector arithmetic.
+"""``intervene`` (docs/method/05-interventions.md): edit one object inside a scene embedding by vector arithmetic.
 
 The object vectors come from :mod:`bindscope.estimators.object_banks`; :mod:`.edits` plans which edits
 to make, :mod:`.variants` the banks and the bag-of-concepts edit each plan is scored under, :mod:`.score`

@@ -1,4 +1,5 @@
-"""The registered ``intervene`` analysis (docs/method.md §5): can one object inside a scene embedding be edited?"""
+"""The registered ``intervene`` analysis (docs/method/05-interventions.md): can one object inside a scene embedding be
+edited?"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every edit of an intervention run (docs/method.md §5), scored: pure over arrays.
+"""Every edit of an intervention run (docs/method/05-interventions.md), scored: pure over arrays.
 
 Edits ``x' = x - k (e(a, o, pos) - e(t, o, pos))`` of every 2-object scene, with object vectors from
 the ``obj-avg``, ``pos-avg`` and ``single`` banks, scored by top-1 cosine retrieval of the edited

@@ -1,4 +1,4 @@
-"""Which edits an intervention run makes (docs/method.md §5): targets, sides and expected scenes.
+"""Which edits an intervention run makes (docs/method/05-interventions.md): targets, sides and expected scenes.
 
 For every 2-object scene whose objects differ in the kept concept (the noun, for attribute edits),
 one target value of the edited concept outside the scene's two values is drawn (Python's

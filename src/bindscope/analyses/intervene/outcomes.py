@@ -1,5 +1,5 @@
-"""What one scored job gives (docs/method.md §5): tidy rows of retrieval and probe accuracy per group (scenes
-whose two objects share the edited value, those that do not, all), the per-case table, and the skip counts."""
+"""What one scored job gives (docs/method/05-interventions.md): tidy rows of retrieval and probe accuracy per group
+(scenes whose two objects share the edited value, those that do not, all), the per-case table, and the skip counts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The probe metric of the edits (docs/method.md §5): do frozen concept probes read the expected scene's values
-from an edited embedding? Probes fitted here when none are given."""
+"""The probe metric of the edits (docs/method/05-interventions.md): do frozen concept probes read the expected scene's
+values from an edited embedding? Probes fitted here when none are given."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scoring edits in batches (docs/method.md §5): cosine retrieval against every scene, and probes.
+"""Scoring edits in batches (docs/method/05-interventions.md): cosine retrieval against every scene, and probes.
 
 An edit is ``x' = x - k (T[src] - T[tgt])`` for a base scene ``x`` and two rows of a direction
 table ``T`` (a bank's object vectors, or the bag-of-concepts value means). Its scores against the

@@ -1,5 +1,6 @@
-"""The variants every edit plan is scored under (docs/method.md §5): the unedited scene, one edit per object-vector
-bank (``obj-avg``, ``pos-avg``, ``single``), and the bag-of-concepts edit (value means of the edited concept)."""
+"""The variants every edit plan is scored under (docs/method/05-interventions.md): the unedited scene, one edit per
+object-vector bank (``obj-avg``, ``pos-avg``, ``single``), and the bag-of-concepts edit (value means of the edited
+concept)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``probe`` (docs/method.md §3): is object information recoverable from the embeddings?
+"""``probe`` (docs/method/03-probes.md): is object information recoverable from the embeddings?
 
 :mod:`.compute` fits the probes and their controls over seeds, :mod:`.summary` gives the main numbers
 (:class:`ProbeSummary`), :mod:`.present` the readings, :mod:`.analysis` is the registered analysis.

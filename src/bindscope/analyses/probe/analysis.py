@@ -1,4 +1,5 @@
-"""The registered ``probe`` analysis (docs/method.md §3): is object information recoverable from the embeddings?"""
+"""The registered ``probe`` analysis (docs/method/03-probes.md): is object information recoverable from the
+embeddings?"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Probes over seeds with chance and their controls (docs/method.md §3): pure functions over arrays.
+"""Probes over seeds with chance and their controls (docs/method/03-probes.md): pure functions over arrays.
 
 The base probes (with chance), the permuted-label control, the bag-of-concepts floors (the same probes fitted
 on the ideal bag of the same scenes, and the ideal bag's analytic accuracy) and, when given, the ``+rand``

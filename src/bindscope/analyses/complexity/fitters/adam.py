@@ -1,5 +1,5 @@
 """Fit stacks of approximators at once: full-batch Adam, cosine decay, validation selection and
-early stopping (docs/method.md §6); the paper's protocol for every family, and the MLP's under
+early stopping (docs/method/06-complexity.md); the paper's protocol for every family, and the MLP's under
 the exact protocol.
 
 Each model in a stack has its own training and validation scenes (padded index matrices with

@@ -1,4 +1,4 @@
-"""Exact block fits of the table families (docs/method.md §6): alternating least squares.
+"""Exact block fits of the table families (docs/method/06-complexity.md): alternating least squares.
 
 Every family but the MLP is linear in ``(W, b)`` once the tables are fixed, and linear in any one
 slot's table once ``W``, ``b`` and the other tables are fixed. So each block has a closed-form

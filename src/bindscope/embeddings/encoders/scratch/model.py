@@ -1,4 +1,4 @@
-"""The controlled model of docs/method.md §9: a scene encoder and a query encoder of the same shape.
+"""The controlled model of docs/method/09-scratch.md: a scene encoder and a query encoder of the same shape.
 
 Each encoder: token embedding, sinusoidal positions, a pre-LN transformer encoder (GELU, or
 SwiGLU with ``ff_activation``; no dropout) with a final LayerNorm (``final_norm``), the hidden

@@ -1,4 +1,4 @@
-"""The token layout of a controlled model (docs/method.md §9): scenes and queries as token sequences.
+"""The token layout of a controlled model (docs/method/09-scratch.md): scenes and queries as token sequences.
 
 Tokens: the value ``v`` of concept ``c`` is ``offset[c] + v`` (``c*V + v`` when every concept has
 V values), then SOO, EOO, EOS and PAD. A scene of n objects is ``[SOO v_0 .. v_{C-1} EOO]`` per
