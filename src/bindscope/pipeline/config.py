@@ -59,11 +59,20 @@ class DatasetConfig(Schema):
     that keeps every object in every slot (``max_scenes`` of its K-object scenes; the single-object scenes a
     preset adds all stay)."""
 
-    name: str
-    preset: str
-    images: bool = False
-    max_scenes: int | None = Field(None, ge=2)
-    subsample_seed: Seed = 0
+    name: str = Field(description="The dataset's folder name under `datasets/` and its name in results and the report.")
+    preset: str = Field(
+        description="A built-in preset (`bindscope presets`) or a preset YAML file (relative to the run config)."
+    )
+    images: bool = Field(
+        False, description="Render the images even when no model of the run embeds them (an image model renders them)."
+    )
+    max_scenes: int | None = Field(
+        None,
+        ge=2,
+        description="A seeded subsample of this many K-object scenes keeping every object in every slot (at least 2); "
+        "default: every scene.",
+    )
+    subsample_seed: Seed = Field(0, description="Seed of the `max_scenes` subsample.")
 
     @field_validator("name")
     @classmethod
@@ -96,15 +105,37 @@ class ModelConfig(Schema):
     """One model of the run: its spec, the modalities and layers embedded, the ``+rand`` control and the
     single-object bank, and the datasets it embeds (default all)."""
 
-    spec: str = Field(min_length=1)
-    name: str | None = None
-    modalities: tuple[Modality, ...] = ("text",)
-    layers: tuple[int, ...] | Literal["all"] | None = None
-    control: bool = True
-    single_objects: bool = True
-    datasets: tuple[str, ...] | None = None
-    batch_size: int | None = Field(None, ge=1, le=MAX_BATCH)
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    spec: str = Field(
+        min_length=1,
+        description="The model spec, as `bindscope embed --model` takes it: `st:all-MiniLM-L6-v2`, `hf:<id or path>`, "
+        "`openclip:<arch>/<pretrained>`, `+rand` for random weights (`bindscope models` lists examples).",
+    )
+    name: str | None = Field(
+        None, description="The model's folder name in `embeddings/` and `results/` (default: the spec's last part)."
+    )
+    modalities: tuple[Modality, ...] = Field(
+        ("text",), description="What it embeds: `text`, `image` or both (each offered by its datasets and backend)."
+    )
+    layers: tuple[int, ...] | Literal["all"] | None = Field(
+        None,
+        description="Layers embedded: unset for the final embedding, a list of layers (0 = embedding layer, "
+        "-1 = last block), or `all`.",
+    )
+    control: bool = Field(
+        True, description="Also embed with random weights (`+rand`), the control every number is read against."
+    )
+    single_objects: bool = Field(
+        True, description="Also embed every object alone (the `-single` bank of interventions, geometry, half-truths)."
+    )
+    datasets: tuple[str, ...] | None = Field(
+        None, description="Names of the run's datasets this model embeds (default: all of them)."
+    )
+    batch_size: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="Rows per forward pass (default: 32 images, 256 texts)."
+    )
+    dtype: Literal["float32", "float16", "bfloat16"] = Field(
+        "float32", description="Compute dtype: `float32`, `float16` or `bfloat16` (embeddings are stored as float32)."
+    )
 
     @field_validator("spec")
     @classmethod
@@ -169,14 +200,26 @@ class ScratchEntry(Schema):
     overrides, then its export (every ordered object pair embedded, with the ``+rand`` control) analysed
     like any embedding folder."""
 
-    name: str
-    config: str = "cpu-small"
-    fraction: float | None = Field(None, gt=0, le=1)
-    seed: Seed | None = None
-    steps: int | None = Field(None, ge=1)
-    overrides: dict[str, Any] = Field(default_factory=dict)
-    """Any other field of the training config (``d_model``, ``lr`` ...), replacing the config's value."""
-    control: bool = True
+    name: str = Field(
+        description="The model's folder name under `scratch/`; its results go under `results/scratch-<name>/`."
+    )
+    config: str = Field(
+        "cpu-small",
+        description="The training config: built-in `cpu-small` or `paper`, or a scratch-config YAML file "
+        "(relative to the run config).",
+    )
+    fraction: float | None = Field(
+        None, gt=0, le=1, description="Share of the objects trained on (default: the training config's)."
+    )
+    seed: Seed | None = Field(
+        None, description="Seed of the object split and the training (default: the training config's)."
+    )
+    steps: int | None = Field(None, ge=1, description="Training steps (default: the training config's).")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Any other field of the training config (`d_model`, `lr` ...), replacing the config's value.",
+    )
+    control: bool = Field(True, description="Also export the random-weight (`+rand`) control of the trained model.")
 
     @field_validator("name")
     @classmethod
@@ -235,15 +278,25 @@ def analysis_settings(name: str, data: Mapping[str, Any], defaults: Mapping[str,
 class RunConfig(Schema):
     """Everything a run does (the schema of ``bindscope run CONFIG.yaml``)."""
 
-    name: str
-    description: str = ""
-    device: str = "cpu"
-    seeds: Seeds = DEFAULT_SEEDS
-    datasets: tuple[DatasetConfig, ...] = ()
-    models: tuple[ModelConfig, ...] = ()
-    scratch: tuple[ScratchEntry, ...] = ()
-    analyses: dict[str, dict[str, Any] | bool] = Field(default_factory=lambda: all_analyses())
-    report: bool = True
+    name: str = Field(description="The run's name (letters, digits, `_`, `-`, `+` and `.`).")
+    description: str = Field("", description="A free-text note on the run, kept in its `config.yaml`.")
+    device: str = Field(
+        "cpu", description="Torch device of every step: `cpu`, `cuda` or `cuda:N` (`bindscope run --device` wins)."
+    )
+    seeds: Seeds = Field(
+        DEFAULT_SEEDS, description="Seed ids of every analysis, unless its own settings give `seeds` (default 0, 1, 2)."
+    )
+    datasets: tuple[DatasetConfig, ...] = Field((), description="The datasets to build and embed.")
+    models: tuple[ModelConfig, ...] = Field((), description="The models that embed the datasets (needs `datasets`).")
+    scratch: tuple[ScratchEntry, ...] = Field(
+        (), description="Controlled models to train from scratch, export and analyse like the others."
+    )
+    analyses: dict[str, dict[str, Any] | bool] = Field(
+        default_factory=lambda: all_analyses(),
+        description="Analysis name -> `true` (its defaults), `false` or a mapping of its settings; only those named "
+        "run (default: all six).",
+    )
+    report: bool = Field(True, description="Write `report.html` at the end of the run.")
 
     @field_validator("name")
     @classmethod
