@@ -98,6 +98,13 @@ def test_the_report_card_equals_the_summaries(run: tuple[Path, Path, str]) -> No
     assert any(r.startswith("objects recoverable: yes") for r in row.readings)
 
 
+def test_the_first_report_shows_this_runs_provenance(run: tuple[Path, Path, str]) -> None:
+    _, out, _ = run
+    provenance = (out / "report.html").read_text().split("<h2>Provenance</h2>", 1)[1].split("</pre>", 1)[0]
+    assert "null" not in provenance.replace('"git": null', "")  # written before: every field was null
+    assert '"clevr"' in provenance and '"minilm"' in provenance
+
+
 def test_a_second_run_does_no_work(run: tuple[Path, Path, str], run_cli) -> None:
     config, out, _ = run
     stamp = (out / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").stat().st_mtime_ns

@@ -33,7 +33,7 @@ class SingleCaptions(str, Enum):
 @embeddings_app.command("import")
 def embeddings_import(
     dataset: Annotated[Path, typer.Argument(help="The dataset folder the rows belong to.")],
-    array: Annotated[Path, typer.Argument(help="A .npy array [num_scenes, dim]; row i embeds scene i.")],
+    array: Annotated[Path, typer.Argument(help="A .npy array of shape (num_scenes, dim); row i embeds scene i.")],
     name: Annotated[str, typer.Option(help="A name for these embeddings, e.g. the model that made them.")],
     modality: Annotated[Modality, typer.Option(help="What was embedded: the images or the captions.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Embedding folder to write; must be new or empty.")],
@@ -45,7 +45,7 @@ def embeddings_import(
     singles: Annotated[
         Optional[Path],
         typer.Option(
-            help="A .npy array [num_objects, dim] of every object alone by the same model (row o = object id o; "
+            help="A .npy array of shape (num_objects, dim): every object alone by the same model (row o = object id o; "
             "images may give one row per object and slot, o * S + s): written as the single-object folder that "
             "`embed --single-objects` makes (the intervene `single` bank, crossmodal half-truths)."
         ),
@@ -97,7 +97,7 @@ def embed(
             "--model",
             "-m",
             help="Model spec, e.g. st:all-MiniLM-L6-v2, hf:openai/clip-vit-base-patch32, openclip:ViT-B-32/openai, "
-            "a local folder, +rand for random weights (see `bindscope models`).",
+            "a local folder after its backend (st:/path/to/model), +rand for random weights (see `bindscope models`).",
         ),
     ],
     modality: Annotated[Modality, typer.Option(help="Embed the rendered images or the captions.")],

@@ -518,6 +518,7 @@ def run_pipeline(
         if config.report:
             from bindscope.pipeline.report import write_report
 
+            write_manifest(state, started, "complete")  # the report's provenance is this run's manifest
             with state.log.timed("report", "report.html", root / "report.html"):
                 write_report(root)
     except BaseException:
