@@ -28,7 +28,6 @@ MAX_WIDTH = 900
 FIGURES = {
     "complexity-clevr.png": "results/clevr/minilm-text/complexity/plots/complexity.png",
     "complexity-text.png": "results/text/minilm-text/complexity/plots/complexity.png",
-    "intervene-k-curve.png": "results/clevr/minilm-text/intervene/plots/k_curve.png",
     "geometry-factorization.png": "results/clevr/minilm-text/geometry/plots/factorization.png",
     "geometry-generalization.png": "results/clevr/minilm-text/geometry/plots/generalization.png",
     "geometry-cosines.png": "results/clevr/minilm-text/geometry/plots/cosines.png",
