@@ -111,6 +111,7 @@ def test_several_folders_are_compared(planted_folders: Path, tmp_path: Path, run
     assert pooled["n"] == 6 and pooled["pearson"] > 0.8  # factorization quality tracks generalisation
     assert comparison["correlations"]["r2_raw"]["fractions"]["0.3"]["n"] == 3
     table = pd.read_csv(out / "comparison.csv")
+    assert set(table["path"]) == {str(out / label) for label in ("additive", "half", "random")}
     by = table.groupby("label")["head_object"].mean()
     assert by["additive"] > by["half"] > by["random"]
     summary = json.loads((out / "additive" / "summary.json").read_text())

@@ -123,3 +123,14 @@ def test_held_out_r2_is_the_same_after_a_shift_or_a_rotation_of_the_embeddings()
     scored = {k[2] for k in base if k[:2] == ("raw", "r2_test")}
     assert scored == {0.5, 0.8}  # below 10 seen objects (8 + 3 - 1 links) nothing unseen is determined
     assert min(v for k, v in base.items() if k[:2] == ("raw", "r2_test")) > 0.5
+
+
+def test_a_correlation_drops_undetermined_points_and_says_how_many() -> None:
+    from bindscope.analyses.geometry.compare import correlation
+
+    x = np.array([0.1, 0.4, np.nan, 0.7, 0.9])
+    y = np.array([0.2, 0.5, 0.6, np.nan, 1.0])
+    got = correlation(x, y)
+    assert got["n"] == 3 and got["left_out"] == 2 and got["pearson"] == pytest.approx(1.0, abs=0.05)
+    assert correlation(np.array([0.1, np.nan, 0.3]), np.array([0.1, 0.2, 0.3]))["pearson"] is None  # 2 left
+    assert "left_out" not in correlation(np.array([0.1, 0.2, 0.3]), np.array([0.3, 0.1, 0.2]))

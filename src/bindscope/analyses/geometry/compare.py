@@ -48,13 +48,19 @@ def comparison_table(results: dict[str, LoadedResult]) -> pd.DataFrame:
 
 
 def correlation(x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-    """Pearson and Spearman of two columns, or why not (fewer than 3 points, or a constant column)."""
+    """Pearson and Spearman of two columns over the points where both are determined, or why not (fewer
+    than 3 such points, or a constant column); ``left_out`` counts the points dropped as undetermined."""
+    keep = ~(np.isnan(x) | np.isnan(y))
+    left_out = {"left_out": int((~keep).sum())} if not keep.all() else {}
+    x, y = x[keep], y[keep]
     n = int(len(x))
     if n < 3:
-        return {"pearson": None, "spearman": None, "n": n, "why": f"{n} points; a correlation needs at least 3"}
+        why = f"{n} determined points; a correlation needs at least 3"
+        return {"pearson": None, "spearman": None, "n": n, "why": why, **left_out}
     if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return {"pearson": None, "spearman": None, "n": n, "why": "one of the two is constant"}
-    return {"pearson": float(pearsonr(x, y).statistic), "spearman": float(spearmanr(x, y).statistic), "n": n}
+        return {"pearson": None, "spearman": None, "n": n, "why": "one of the two is constant", **left_out}
+    pearson, spearman = float(pearsonr(x, y).statistic), float(spearmanr(x, y).statistic)
+    return {"pearson": pearson, "spearman": spearman, "n": n, **left_out}
 
 
 def correlations(table: pd.DataFrame) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def run_geometry(
             for name, item in zip(names, loaded)
         }
         table = comparison_table(results)
+        table["path"] = [str(out / label) for label in table["label"]]  # where each folder ends up, not the stage
         comparison = {"folders": {n: str(Path(d).resolve()) for n, d in zip(names, emb_dirs)}}
         comparison["correlations"] = correlations(table)
         table.to_parquet(stage / f"{COMPARISON}.parquet", index=False)
