@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from doc_examples import runnable_pages
+from doc_examples import page_params, runnable_pages
 
 
-@pytest.mark.parametrize("page", runnable_pages("getting-started"))
+@pytest.mark.parametrize("page", [*runnable_pages("getting-started"), *page_params(["../README.md"])])
 def test_getting_started_page_runs(page: str, doc_page) -> None:
     doc_page(page)
-
-
-def test_readme_example_runs(doc_page) -> None:
-    doc_page("../README.md")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,13 +125,17 @@ def page_limit(page: str) -> tuple[float, str] | None:
 
 
 def runnable_pages(folder: str) -> list:
-    """The pages under ``docs/<folder>`` whose blocks the suite runs, as pytest params (with a page's own
-    time limit as its ``duration_limit`` mark)."""
+    """The pages under ``docs/<folder>`` whose blocks the suite runs, as pytest params."""
+    return page_params(str(p.relative_to(DOCS)) for p in sorted((DOCS / folder).glob("*.md")))
+
+
+def page_params(pages: Iterable[str]) -> list:
+    """Pages (paths relative to ``docs/``) as pytest params, a page's own time limit as its
+    ``duration_limit`` mark."""
     import pytest
 
     params = []
-    for path in sorted((DOCS / folder).glob("*.md")):
-        page = str(path.relative_to(DOCS))
+    for page in pages:
         limit = page_limit(page)
         marks = [pytest.mark.duration_limit(limit[0], reason=limit[1])] if limit else []
         params.append(pytest.param(page, marks=marks, id=page))
