@@ -26,7 +26,10 @@ ours, seconds baseline, and the ratio baseline / ours.
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/bench_als_stacked.py [--families mult,sum_mult] [--widths 32,100] [--threads 1]
+    .venv/bin/python benchmarks/bench_als_stacked.py [--families mult,sum_mult] [--widths 32,100] [--threads 1] \\
+        [--csv PATH]
+
+The figures go to ``benchmarks/results/bench_als_stacked.csv`` (or ``--csv``): one row per width and family.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import time
 
 import numpy as np
 import torch
+from record import Measurement, add_csv_argument, write_results
 
 from bindscope.analyses.complexity.families import Family, Layout
 from bindscope.analyses.complexity.fitters.als import Solver, fit_stack_exact
@@ -93,6 +97,7 @@ def main() -> None:
     parser.add_argument("--widths", default="32,100", help="embedding widths (the table width follows)")
     parser.add_argument("--space", type=int, default=10, help="values per concept")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    add_csv_argument(parser, __file__)
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -102,6 +107,7 @@ def main() -> None:
     sizes = [len(t) for t in parts[0]]
     print(f"{len(scenes)} scenes, {len(sizes)} models fitted on {min(sizes)}-{max(sizes)} scenes; {SOLVER}")
     print(f"torch threads: {torch.get_num_threads()}")
+    measured = []
     for width in map(int, args.widths.split(",")):
         y = planted_embeddings(scenes, "mult_within_object", dim=width, noise=0.05, seed=0)
         data = SceneIndex.of(scenes, y)
@@ -115,6 +121,19 @@ def main() -> None:
                 f"width {width:3d} {name:20s} ours {ours:7.1f} s  baseline {base:7.1f} s  ratio {base / ours:5.2f}x  "
                 f"(sweeps {int(sweeps.sum())}, same sweeps {same}, max rel MSE diff {diff:.1e})"
             )
+            measured.append(
+                Measurement(
+                    f"{name}, width {width}, {len(sizes)} models on a {args.space} x {args.space} space "
+                    f"({len(scenes):,} scenes), {torch.get_num_threads()} torch threads",
+                    f"fit_stack_exact on the stack of {len(sizes)} models at once",
+                    "fit_stack_exact one model at a time",
+                    "s",
+                    ours,
+                    base,
+                    checks=f"same sweep counts: {same}; selected validation MSE within {diff:.1e} (relative)",
+                )
+            )
+    print(f"wrote {write_results(__file__, measured, args.csv)}")
 
 
 if __name__ == "__main__":

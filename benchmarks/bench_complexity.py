@@ -1,4 +1,4 @@
-"""Benchmark the binding-function complexity sweep (docs/method.md §6) against fitting one model at a time.
+"""Benchmark the binding-function complexity sweep (docs/method/06-complexity.md) against fitting one model at a time.
 
 What is timed
 -------------
@@ -31,7 +31,10 @@ sample of) the scenes, not timed.
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/bench_complexity.py [--sizes clevr,text] [--kind K] [--slice-epochs N]
+    .venv/bin/python benchmarks/bench_complexity.py [--sizes clevr,text] [--kind K] [--slice-epochs N] [--csv PATH]
+
+The figures go to ``benchmarks/results/bench_complexity.csv`` (or ``--csv``): per size, ours (early
+stopping) against the baseline, and at clevr size also ours without early stopping against it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import time
 
 import numpy as np
 import torch
+from record import Measurement, add_csv_argument, write_results
 from torch import nn
 
 from bindscope.analyses.complexity import ComplexitySettings, complexity_summary, complexity_sweep, resolve_budget
@@ -59,7 +63,7 @@ PROBE_ROWS = 20_000
 
 
 class Literal(nn.Module):
-    """One approximator written as docs/method.md §6 states it (per-slot ``nn.Embedding`` tables)."""
+    """One approximator written as docs/method/06-complexity.md states it (per-slot ``nn.Embedding`` tables)."""
 
     def __init__(self, family: Family, scenes: SceneSet, width: int, params: dict[str, torch.Tensor]) -> None:
         super().__init__()
@@ -198,7 +202,7 @@ def _seconds(summary: dict) -> dict[str, float]:
     return {k: v["seconds"] for k, v in summary["approximators"].items()}
 
 
-def run(size: str, kind: str, slice_epochs: int) -> None:
+def run(size: str, kind: str, slice_epochs: int) -> list[Measurement]:
     scenes = get_preset(size).build_scenes()
     scenes = scenes.subset(np.flatnonzero(scenes.num_objects() == 2))
     y = planted_embeddings(scenes, kind, dim=DIM, noise=0.5, seed=0)
@@ -234,6 +238,21 @@ def run(size: str, kind: str, slice_epochs: int) -> None:
         for name in acc_base:
             print(f"  {name:20s} {acc_ours[name]:.4f}  {acc_plain[name]:.4f}  {acc_base[name]:.4f}")
     print(f"verdict (ours): {summary['verdict']['reading']}")
+    case = f"{size}: {len(scenes):,} scenes x {DIM}, planted {kind}, default sweep (9 fractions x 3 seeds x 5 families)"
+    base_name = (
+        f"one nn.Module at a time, Adam every epoch of the cpu budget ({how})"
+        if not extrapolated
+        else f"one nn.Module at a time, Adam every epoch of the cpu budget (EXTRAPOLATED from {slice_epochs} "
+        "epochs of one model per family; validation and scoring left out)"
+    )
+    if extrapolated:
+        return [Measurement(case, "complexity_sweep, stacked, early stopping", base_name, "s", t_ours, t_base)]
+    worst = max(abs(acc_plain[name] - acc_base[name]) for name in acc_base)
+    checks = f"test_only object_acc of ours every epoch within {worst:.4f} of the baseline (same trajectories)"
+    return [
+        Measurement(case, "complexity_sweep, stacked, early stopping", base_name, "s", t_ours, t_base, checks=checks),
+        Measurement(case, "complexity_sweep, stacked, every epoch", base_name, "s", t_plain, t_base, checks=checks),
+    ]
 
 
 def main() -> None:
@@ -241,10 +260,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="clevr,text")
     parser.add_argument("--kind", default="mult_within_object")
     parser.add_argument("--slice-epochs", type=int, default=10)
+    add_csv_argument(parser, __file__)
     args = parser.parse_args()
     torch.manual_seed(0)
+    measured = []
     for size in args.sizes.split(","):
-        run(size.strip(), args.kind, args.slice_epochs)
+        measured += run(size.strip(), args.kind, args.slice_epochs)
+    print(f"wrote {write_results(__file__, measured, args.csv)}")
 
 
 if __name__ == "__main__":

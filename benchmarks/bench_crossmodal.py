@@ -1,4 +1,4 @@
-"""Benchmark ``bindscope crossmodal`` (docs/method.md §7) against a per-scene loop.
+"""Benchmark ``bindscope crossmodal`` (docs/method/07-crossmodal.md) against a per-scene loop.
 
 What is timed
 -------------
@@ -43,6 +43,9 @@ Run it from the repository root::
     .venv/bin/python benchmarks/bench_crossmodal.py [--sizes clevr,text] [--sample N] [--noise X]
         [--max-scenes N] [--retrieval-queries N]
 
+The figures go to ``benchmarks/results/bench_crossmodal.csv`` (or ``--csv PATH``): per size, ours against
+the loop's total.
+
 ``--max-scenes`` scores a seeded subsample of the scenes (a quick try of the ``text`` path).
 ``--retrieval-queries N`` times ours with retrieval estimated from N seeded queries per scoring
 (each ranked exactly against the whole gallery), and extrapolates the loop's retrieval to as many.
@@ -58,6 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from record import Measurement, add_csv_argument, write_results
 
 from bindscope.analyses import AnalysisInputs
 from bindscope.analyses.crossmodal import CrossmodalSettings
@@ -393,8 +397,8 @@ def ours_line(result: Any) -> str:
 
 
 # -- the benchmark ------------------------------------------------------------------------------
-def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries: int | None) -> None:
-    """Time ours and the loop on one scene set, print the table and the agreement."""
+def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries: int | None) -> Measurement:
+    """Time ours and the loop on one scene set, print the table and the agreement; the measurement."""
     scenes = scenes_for(size, max_scenes)
     noun = get_preset(size).noun
     image, text = planted(scenes, noise)
@@ -428,9 +432,21 @@ def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries:
     print(f"    total           {total:9.1f} s   ratio loop / ours = {total / t_ours:6.1f}x")
     cosines = ours_cosines(result, image, text, scenes, noun, rows)
     top1 = ours_top1(image, text, scenes, rows)
-    print(agreement_line(loop, cosines, top1, (alphas, ours_alphas(result, scenes, image, text, settings))))
+    agreement = agreement_line(loop, cosines, top1, (alphas, ours_alphas(result, scenes, image, text, settings)))
+    print(agreement)
     print(f"  loop on the sample: image_to_text_strict@1 {100 * loop.strict1.mean():.1f}%")
     print(ours_line(result))
+    retrieval = "" if queries is None else f", retrieval from {queries:,} queries per scoring"
+    return Measurement(
+        f"{size}: {len(scenes):,} scenes x {DIM}, {splits} bridge splits{retrieval}",
+        "crossmodal_analysis (swaps, retrieval, ridge bridge)",
+        f"per-scene loop (swaps, retrieval, ridge bridge){note}; "
+        f"bridge timed on the first seed, x{len(settings.seeds)}",
+        "s",
+        t_ours,
+        total,
+        checks=agreement.strip(),
+    )
 
 
 def main() -> None:
@@ -445,10 +461,14 @@ def main() -> None:
         default=None,
         help="retrieval from this many queries per scoring (ours and loop)",
     )
+    add_csv_argument(parser, __file__)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    for size in args.sizes.split(","):
+    measured = [
         bench(size.strip(), args.sample, args.noise, args.max_scenes, args.retrieval_queries)
+        for size in args.sizes.split(",")
+    ]
+    print(f"\nwrote {write_results(__file__, measured, args.csv)}")
 
 
 if __name__ == "__main__":

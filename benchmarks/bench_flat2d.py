@@ -19,7 +19,9 @@ Target: ours >= 1,000 images/s on 2 cores.
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_flat2d.py [--repeats 3] [--jitter 0.3]
+    .venv/bin/python benchmarks/bench_flat2d.py [--repeats 3] [--jitter 0.3] [--csv PATH]
+
+The figures go to ``benchmarks/results/bench_flat2d.csv`` (or ``--csv``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 
 import numpy as np
 from PIL import Image, ImageDraw
+from record import Measurement, add_csv_argument, write_results
 
 from bindscope.data.render import flat2d
 from bindscope.data.render.base import PALETTE, SceneBatch
@@ -101,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per side; the best counts (default 3)")
     parser.add_argument("--jitter", type=float, default=0.3, help="jitter of the second 'ours' row (default 0.3)")
+    add_csv_argument(parser, __file__)
     args = parser.parse_args(argv)
     batch, colors, shapes = clevr2d_batch()
     n = len(batch)
@@ -123,6 +127,31 @@ def main(argv: list[str] | None = None) -> int:
         f"identify() on the baseline's images: {base_ok}/{2 * n} objects right"
     )
     print(f"target    ours >= {TARGET:,.0f} images/s: {'met' if min(rate, n / t_jit) >= TARGET else 'NOT met'}")
+    case = f"clevr2d, {n} scenes at {SIZE} x {SIZE} px"
+    baseline_name = "PIL ImageDraw, one image at a time (no jitter)"
+    checks = f"pixels identical to the baseline {same:.2%}; identify() on the baseline's images {base_ok}/{2 * n} right"
+    target = f"{TARGET:.0f} images/s"
+    path = write_results(
+        __file__,
+        [
+            Measurement(
+                f"{case}, no jitter", "flat2d.render", baseline_name, "images/s", rate, n / t_base, target, checks
+            ),
+            Measurement(
+                f"{case}, jitter {args.jitter:g}",
+                f"flat2d.render, jitter {args.jitter:g}",
+                baseline_name,
+                "images/s",
+                n / t_jit,
+                n / t_base,
+                target,
+                checks,
+            ),
+        ],
+        args.csv,
+        argv=argv,
+    )
+    print(f"wrote {path}")
     return 0 if min(rate, n / t_jit) >= TARGET else 1
 
 

@@ -1,4 +1,4 @@
-"""Benchmark the held-out sweep of ``bindscope geometry`` (docs/method.md §8) against scikit-learn per split.
+"""Benchmark the held-out sweep of ``bindscope geometry`` (docs/method/08-geometry.md) against scikit-learn per split.
 
 What is timed
 -------------
@@ -12,9 +12,13 @@ sklearn
     The same per split written with scikit-learn: ``OneHotEncoder`` + ``LinearRegression`` on the
     raw and the whitened vectors (the whitening map from ``scipy.linalg.sqrtm`` of the same
     regularised covariance, inverted), ``r2``-style scores pooled over dimensions around the seen
-    objects' mean, and the same ``LogisticRegression`` heads.
+    objects' mean, and the same ``LogisticRegression`` heads. As ours, the held-out R² is taken on the
+    unseen objects the seen ones determine (whose design row, intercept and one-hot values, lies in the
+    row space of the seen objects' design: here tested with ``scipy.linalg.orth``); the others are
+    counted.
 
-Both produce the same numbers: R² agree to 1e-6 and head accuracies exactly (checked). The heads
+Both produce the same numbers: R² agree to 1e-6, the counts of undetermined objects and head accuracies
+exactly (checked). The heads
 take the same time on both sides, so the ratio is what the closed forms save on the rest.
 
 Data: planted factorised object vectors (a random vector per value, summed, plus noise) on the
@@ -23,7 +27,9 @@ Data: planted factorised object vectors (a random vector per value, summed, plus
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/bench_geometry.py [--seeds 0,1,2]
+    .venv/bin/python benchmarks/bench_geometry.py [--seeds 0,1,2] [--csv PATH]
+
+The figures go to ``benchmarks/results/bench_geometry.csv`` (or ``--csv``) once both sizes agree.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ import argparse
 import time
 
 import numpy as np
-from scipy.linalg import sqrtm
+from record import Measurement, add_csv_argument, write_results
+from scipy.linalg import orth, sqrtm
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.preprocessing import OneHotEncoder
 
@@ -50,12 +57,26 @@ def planted(space: ConceptSpace, dim: int, seed: int = 0) -> np.ndarray:
     return np.asarray(x + 0.3 * rng.normal(size=(space.num_objects, dim)), dtype=np.float64)
 
 
+def determined_rows(objects: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """The ``test`` objects whose design row (intercept and one-hot values) lies in the row space of the
+    ``train`` objects' design: the only ones every least-squares fit on ``train`` predicts alike."""
+    encoder = OneHotEncoder(handle_unknown="ignore").fit(objects)
+    design = np.hstack([np.ones((len(objects), 1)), encoder.transform(objects).toarray()])
+    basis = orth(design[train].T)
+    rows = design[test]
+    return test[np.linalg.norm(rows - (rows @ basis) @ basis.T, axis=1) < 1e-8 * np.sqrt(design.shape[1])]
+
+
 def sklearn_r2(x: np.ndarray, objects: np.ndarray, train: np.ndarray, test: np.ndarray) -> tuple[float, float]:
+    """R² on ``train`` and on ``test`` (the determined unseen objects; NaN when there are none)."""
     encoder = OneHotEncoder(handle_unknown="ignore").fit(objects[train])
     model = LinearRegression().fit(encoder.transform(objects[train]), x[train])
     centre = x[train].mean(axis=0)
     out = []
     for rows in (train, test):
+        if not len(rows):
+            out.append(float("nan"))
+            continue
         sse = ((x[rows] - model.predict(encoder.transform(objects[rows]))) ** 2).sum()
         out.append(1 - sse / ((x[rows] - (x[rows].mean(axis=0) if rows is train else centre)) ** 2).sum())
     return out[0], out[1]
@@ -70,7 +91,12 @@ def sklearn_sweep(x: np.ndarray, space: ConceptSpace, seeds: tuple[int, ...]) ->
             cov = np.cov(x[train], rowvar=False)
             cov += 0.1 * np.trace(cov) / len(cov) * np.eye(len(cov))
             w = np.linalg.inv(np.real(sqrtm(cov)))
-            scores = {"raw": sklearn_r2(x, objects, train, test), "whitened": sklearn_r2(x @ w, objects, train, test)}
+            scored = determined_rows(objects, train, test)
+            scores = {
+                "raw": sklearn_r2(x, objects, train, scored),
+                "whitened": sklearn_r2(x @ w, objects, train, scored),
+                "undetermined": float(len(test) - len(scored)),
+            }
             xs = (x - x[train].mean(axis=0)) / (x[train].std(axis=0).mean() or 1.0)
             for c, name in enumerate(space.concepts):
                 head = LogisticRegression(C=10.0, max_iter=2000).fit(xs[train], objects[train, c])
@@ -82,6 +108,7 @@ def sklearn_sweep(x: np.ndarray, space: ConceptSpace, seeds: tuple[int, ...]) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
+    add_csv_argument(parser, __file__)
     args = parser.parse_args()
     seeds = tuple(int(s) for s in args.seeds.split(","))
     sizes = {
@@ -94,6 +121,7 @@ def main() -> None:
             512,
         ),
     }
+    measured = []
     for label, (space, dim) in sizes.items():
         x = planted(space, dim)
         every = np.arange(space.num_objects)
@@ -103,10 +131,13 @@ def main() -> None:
         start = time.perf_counter()
         base = sklearn_sweep(x, space, seeds)
         theirs = time.perf_counter() - start
-        worst = 0.0
+        worst, undetermined = 0.0, 0.0
         for r in rows:
             ref = base[(r["seed"], r["fraction"])]
-            if r["variant"] in ("raw", "whitened"):
+            if r["metric"] == "undetermined":
+                assert ref["undetermined"] == r["value"], (r, ref["undetermined"])
+                undetermined += r["value"]
+            elif r["variant"] in ("raw", "whitened"):
                 got = ref[r["variant"]][0 if r["metric"] == "r2_train" else 1]
                 worst = max(worst, abs(got - r["value"]))
             elif r["variant"] == "heads" and r["group"] != "object":
@@ -116,6 +147,19 @@ def main() -> None:
             f"({theirs / ours:.2f}x); largest R² difference {worst:.1e}; head accuracies identical"
         )
         assert worst < 1e-6
+        measured.append(
+            Measurement(
+                f"{label}, {len(base)} splits",
+                "geometry.sweeps.held_out_rows (closed-form factorization and whitening)",
+                "scikit-learn per split (OneHotEncoder + LinearRegression, scipy sqrtm whitening, LogisticRegression)",
+                "s",
+                ours,
+                theirs,
+                checks=f"R2 within {worst:.1e} (bar 1e-6); head accuracies identical; "
+                f"undetermined unseen objects counted alike ({undetermined:.0f} over the splits)",
+            )
+        )
+    print(f"wrote {write_results(__file__, measured, args.csv)}")
 
 
 if __name__ == "__main__":

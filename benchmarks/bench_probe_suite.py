@@ -1,4 +1,5 @@
-"""Benchmark the probe and decomposition suite (docs/method.md §3-§4) against the paper's way of computing it.
+"""Benchmark the probe and decomposition suite (docs/method/03-probes.md, docs/method/04-decomposition.md) against
+the paper's way of computing it.
 
 What is timed
 -------------
@@ -33,7 +34,10 @@ noise of about 6, so the default there (8) keeps every probe on the ``lbfgs`` pa
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/bench_probe_suite.py [--sizes clevr,text] [--noise X] [--text-steps N] [--seeds N]
+    .venv/bin/python benchmarks/bench_probe_suite.py [--sizes clevr,text] [--noise X] [--text-steps N] [--seeds N] \\
+        [--csv PATH]
+
+The figures go to ``benchmarks/results/bench_probe_suite.csv`` (or ``--csv``): one row per size.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import time
 import numpy as np
 import pandas as pd
 import torch
+from record import Measurement, add_csv_argument, write_results
 
 from bindscope.analyses.decompose import SUBTRACTION_VARIANTS, decompose_analysis
 from bindscope.data.presets import get_preset
@@ -227,7 +232,7 @@ def accuracy_table(ours: Accuracy, baseline: Accuracy | None, seeds: int) -> lis
     return lines
 
 
-def run_size(size: str, noise: float, seeds: tuple[int, ...], text_steps: int) -> None:
+def run_size(size: str, noise: float, seeds: tuple[int, ...], text_steps: int) -> Measurement:
     scenes = get_preset(size).build_scenes()
     y = planted_embeddings(scenes, "object_additive", dim=DIM, noise=noise, seed=0)
     fits = len(SUBTRACTION_VARIANTS) * len(seeds)
@@ -273,6 +278,24 @@ def run_size(size: str, noise: float, seeds: tuple[int, ...], text_steps: int) -
             "          the loss has a unique optimum in logit space, which the reference schedule also reaches"
         )
     print(flush=True)
+    checks = f"R2 within {r2_diff:.1e} of the baseline ({len(r2)} values)"
+    if base_acc is not None:
+        ours_acc = ours_accuracy(table)
+        worst = max(abs(a - b) for v in ours_acc for a, b in zip(ours_acc[v], base_acc[v]))
+        checks += f"; test accuracies within {100 * worst:.2f} points (mean over seeds)"
+    else:
+        checks += "; baseline accuracies not measured"
+    lstsq_note = "" if not lstsq_extra else f"; lstsq extrapolated from the first seed x {len(seeds)}"
+    probe_note = "" if size == "clevr" else f"; probes EXTRAPOLATED from {text_steps} Adam steps of one fit"
+    return Measurement(
+        f"{size}: {len(scenes):,} scenes x {DIM}, planted object_additive, noise {noise:g}, {len(seeds)} seeds",
+        "decompose_analysis, fast optimiser",
+        f"dense numpy lstsq + autograd Adam ({STEPS:,} steps), one fit at a time{lstsq_note}{probe_note}",
+        "s",
+        ours_s,
+        total,
+        checks=checks,
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -288,6 +311,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--text-steps", type=int, default=20, help="Adam steps of one fit timed for the text-size baseline (default 20)"
     )
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    add_csv_argument(parser, __file__)
     args = parser.parse_args(argv)
     args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     if not args.sizes or any(s not in SIZES for s in args.sizes):
@@ -302,9 +326,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    measured = []
     for size in args.sizes:
         noise = DEFAULT_NOISE[size] if args.noise is None else args.noise
-        run_size(size, noise, tuple(range(args.seeds)), args.text_steps)
+        measured.append(run_size(size, noise, tuple(range(args.seeds)), args.text_steps))
+    print(f"wrote {write_results(__file__, measured, args.csv, argv=argv)}")
     return 0
 
 

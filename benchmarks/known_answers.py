@@ -5,8 +5,8 @@ test_complexity_known.py``: 10 x 10 values, the true family against the simplest
 budget). What needs the paper's own scale lives here: planted binding functions on a text-like space (20 x 20
 values, 400 objects, 160,000 ordered pairs) in 32 dimensions with 2% noise, probes fitted by L-BFGS on 6,000
 scenes, every family, one seed, the default ``cpu`` budget (the exact protocol) untouched, and the verdict the
-complexity sweep reaches for each (docs/method.md §6). These were the suite's known-answer tests until the suite
-had to fit in 10 minutes: the assertions are theirs, unchanged.
+complexity sweep reaches for each (docs/method/06-complexity.md). These were the suite's known-answer tests until the
+suite had to fit in 10 minutes: the assertions are theirs, unchanged.
 
 The tier also runs the README's main job at its shipped quick size (``bindscope demo --quick``, twice: every
 step computed, then every step reused), which the suite checks on a smaller copy of the same config.
