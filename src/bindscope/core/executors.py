@@ -224,18 +224,15 @@ class LocalExecutor(Executor):
         yield from self._pool(units, shared, setup, token)
 
     def _pool(self, units: list[Unit], shared: Any, setup: Callable[[Any], Any], token: str) -> Iterator[Done]:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
+
+        from bindscope.core.processes import spawn_pool, submit_all
 
         threads = max(1, (os.cpu_count() or 1) // self.workers)
-        pool = ProcessPoolExecutor(
-            max_workers=min(self.workers, len(units)),
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_set_threads,
-            initargs=(threads,),
-        )
+        pool = spawn_pool(min(self.workers, len(units)), _set_threads, (threads,))
         try:
-            futures = {pool.submit(run_unit, setup, shared, token, u.fn, u.args): u for u in units}
+            submitted = submit_all(pool, ((run_unit, (setup, shared, token, u.fn, u.args)) for u in units))
+            futures = dict(zip(submitted, units))
             for future in as_completed(futures):
                 yield Done(futures[future], _reported(futures[future], _pool_result, future))
         finally:

@@ -7,10 +7,9 @@ missing. Once every file exists the caller records the paths (``datasets.attach_
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
 from bindscope.core.io import atomic_file
+from bindscope.core.processes import spawn_pool, submit_all
 from bindscope.data.presets import Preset
 from bindscope.data.render import RENDERERS, get_renderer
 from bindscope.data.render.base import PALETTE, SceneBatch
@@ -172,9 +172,8 @@ def _run(
             advance(render_files(*task))
             kill_point("render-chunk")
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for future in as_completed([pool.submit(render_files, *task) for task in tasks]):
+    with spawn_pool(workers) as pool:
+        for future in as_completed(submit_all(pool, ((render_files, task) for task in tasks))):
             try:
                 advance(future.result())
             except BrokenProcessPool:
