@@ -40,13 +40,17 @@ def _run_bash(block: Block, workspace: Path, run_cli: Callable[..., subprocess.C
         _fail(block, block.code.strip().splitlines()[0] + " ...", result)
 
 
-def _run_python(block: Block, namespace: dict, workspace: Path) -> None:
-    previous = Path.cwd()
-    os.chdir(workspace)
-    try:
-        exec(compile(block.code, block.where, "exec"), namespace)
-    finally:
-        os.chdir(previous)
+def _run_python(blocks: list[Block], workspace: Path, scripts: Path) -> None:
+    """Consecutive python blocks saved as one script (no main guard, as a user saves one) and run as
+    ``python SCRIPT`` in the workspace, in a fresh interpreter."""
+    first = blocks[0]
+    script = scripts / f"{first.page.replace('/', '-').replace('..', 'up')}-{first.line}.py"
+    script.write_text("\n".join(f"# {b.where}\n{b.code}" for b in blocks))
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=workspace, env=dict(os.environ), capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        _fail(first, f"python {script.name} (the python blocks from line {first.line})", result)
 
 
 def run_page(page: str, workspace: Path, run_cli: Callable[..., subprocess.CompletedProcess]) -> Path:
@@ -54,8 +58,9 @@ def run_page(page: str, workspace: Path, run_cli: Callable[..., subprocess.Compl
     before = page_prerequisite(page)
     if before is not None:
         shutil.copytree(page_workspace(before, workspace.parent, run_cli), workspace, symlinks=True, dirs_exist_ok=True)
-    namespace: dict = {"__name__": "__docs__"}
-    ran = 0
+    scripts = workspace.parent / f"{workspace.name}-scripts"
+    scripts.mkdir(exist_ok=True)
+    python: list[Block] = []  # python blocks since the last bash block: one script
     for block in page_blocks(page):
         if block.file is not None:
             target = workspace / block.file
@@ -63,12 +68,15 @@ def run_page(page: str, workspace: Path, run_cli: Callable[..., subprocess.Compl
             target.write_text(block.code)
         if block.skip_reason is not None or block.language not in ("bash", "python"):
             continue
-        if block.language == "bash":
-            _run_bash(block, workspace, run_cli)
-        else:
-            _run_python(block, namespace, workspace)
-        ran += 1
-    assert ran or before is None or page_blocks(page), f"{page}: no block ran"
+        if block.language == "python":
+            python.append(block)
+            continue
+        if python:
+            _run_python(python, workspace, scripts)
+            python = []
+        _run_bash(block, workspace, run_cli)
+    if python:
+        _run_python(python, workspace, scripts)
     return workspace
 
 

@@ -1,6 +1,8 @@
 """The code blocks of the documentation pages, as steps a test runs in order (the docs cannot rot).
 
-A page's ``bash`` and ``python`` blocks run, top to bottom, in one fresh folder (the page's workspace).
+A page's ``bash`` and ``python`` blocks run, top to bottom, in one fresh folder (the page's workspace):
+bash through real ``bindscope`` processes; python blocks saved as a script, as a user saves one (no
+``if __name__ == "__main__":`` guard), consecutive python blocks forming one script.
 An HTML comment on the line before a block changes that:
 
 - ``<!-- docs: not run (REASON) -->``  shown, not run (it needs the hub, a GPU, hours); the reason is required.
