@@ -126,8 +126,8 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     demo = ("run", tmp_path / "demo.yaml")
     out = run_cli(*demo, "--out", tmp_path / "run", "--quiet")
     assert out.returncode == 0, out.stderr
-    assert "dataset      clevr: 264 scenes (computed)" in out.stdout and "dataset      text" in out.stdout
-    assert "embeddings   clevr/minilm-text+rand (embedded)" in out.stdout
+    assert "dataset      clevr: 264 scenes (computed, " in out.stdout and "dataset      text" in out.stdout
+    assert "embeddings   clevr/minilm-text+rand (embedded, " in out.stdout
     for step in ("probe", "decompose", "intervene", "complexity", "geometry"):
         assert (tmp_path / "run" / "results" / "clevr" / "minilm-text" / step / "summary.json").is_file()
     probe = json.loads((tmp_path / "run" / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").read_text())
@@ -138,7 +138,7 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     stamp = (tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json").stat().st_mtime_ns
     again = run_cli(*demo, "--out", tmp_path / "run", "--quiet")  # finished steps are no-ops
     assert again.returncode == 0, again.stderr
-    assert "(computed)" not in again.stdout.split("report")[0] and "(embedded)" not in again.stdout
+    assert "(computed, " not in again.stdout.split("report")[0] and "(embedded, " not in again.stdout
     path = tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json"
     assert path.stat().st_mtime_ns == stamp
 

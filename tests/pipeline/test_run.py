@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
     for name in ANALYSES:
         result = load_result(out / "results" / "clevr" / "minilm-text" / name, name)
         assert result.header.seeds == [0] or name == "intervene"
-        assert f"{name:<12} clevr/minilm-text/{name} (computed)" in stdout
+        assert re.search(rf"{name:<12} clevr/minilm-text/{name} \(computed, \d+\.\d s\)", stdout)
     probe = load_result(out / "results" / "clevr" / "minilm-text" / "probe")
     assert probe.numbers["controls"]["rand"] is not None  # the +rand sibling was found
     intervene = load_result(out / "results" / "clevr" / "minilm-text" / "intervene")
@@ -97,6 +98,20 @@ def test_the_report_card_equals_the_summaries(run: tuple[Path, Path, str]) -> No
     complexity = load_result(folder / "complexity").numbers
     assert row.cells["f*"] == complexity["verdict"]["f_star"]
     assert any(r.startswith("objects recoverable: yes") for r in row.readings)
+
+
+def test_every_step_says_its_wall_time_and_the_run_ends_with_a_time_table(run: tuple[Path, Path, str]) -> None:
+    _, out, stdout = run
+    steps = json.loads((out / "manifest.json").read_text())["steps"]
+    table = stdout.split("time per step:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table[0].split() == ["step", "status", "seconds"] and table[-1].split()[0] == "total"
+    ran = [s for s in steps if s["status"] != "skipped"]
+    for s in ran:  # each step has its row in the table, with the manifest's seconds
+        assert any(line.split()[:2] == [s["kind"], s["name"]] for line in table), s
+    assert abs(float(table[-1].split()[-1]) - sum(s["seconds"] for s in ran)) < 0.1 * len(ran)
+    assert re.search(r"dataset      clevr: 264 scenes \(computed, \d+\.\d s\)", stdout)
+    report = (out / "report.html").read_text()
+    assert "<h2>Time per step</h2>" in report and "analysis clevr/minilm-text/probe" in report
 
 
 def test_the_first_report_shows_this_runs_provenance(run: tuple[Path, Path, str]) -> None:
@@ -268,7 +283,7 @@ def test_a_signal_mid_run_resumes(
     monkeypatch.delenv("BINDSCOPE_KILL_AT")
     done = run_cli("run", config, "--out", out, "-q")
     assert done.returncode == 0, done.stderr
-    assert "probe        clevr/minilm-text/probe (reused)" in done.stdout
+    assert re.search(r"probe        clevr/minilm-text/probe \(reused, \d+\.\d s\)", done.stdout)
     assert numbers(out) == numbers(clean)
 
 

@@ -47,12 +47,16 @@ def run_command(
 def run_and_answer(settings: Any, out: Path, quiet: bool) -> None:
     """Run a config into ``out``, then print the plain-language answers and where the report is."""
     from bindscope.pipeline.run import run_pipeline
+    from bindscope.pipeline.steps import time_table
 
     def bars(name: str) -> Any:
         return progress_bar(name, "step", quiet)
 
-    run_pipeline(settings, out, say=typer.echo, progress=None if quiet else bars)
+    state = run_pipeline(settings, out, say=typer.echo, progress=None if quiet else bars)
     answers(out)
+    typer.echo("\ntime per step:")
+    for line in time_table(state.log.to_list()):
+        typer.echo(f"  {line}")
     typer.echo(f"\nreport: {out / 'report.html'}" if settings.report else f"\nwrote {out}")
 
 

@@ -32,6 +32,7 @@ from bindscope.core.io import atomic_file, read_json
 from bindscope.core.locks import writes
 from bindscope.estimators.floors import SHORT_READINGS
 from bindscope.estimators.metrics import percent, spread_mean
+from bindscope.pipeline.steps import time_table
 
 REPORT = "report.html"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
@@ -302,6 +303,8 @@ def write_report(root: str | Path) -> Path:
         *(section_html(f, root) for group in folders.values() for f in group.values()),
         "<h2>Provenance</h2>",
         f"<pre>{html.escape(json.dumps({k: manifest.get(k) for k in PROVENANCE}, indent=2))}</pre>",
+        "<h2>Time per step</h2>",
+        f"<pre>{html.escape(chr(10).join(time_table(manifest.get('steps') or [])) or 'not recorded')}</pre>",
         "<h2>Reproduce</h2>",
         f"<pre>bindscope run {html.escape(str(config_path))} --out {html.escape(str(root))}</pre>",
         "</body></html>",

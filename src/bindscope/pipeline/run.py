@@ -41,7 +41,7 @@ from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
-from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, step
+from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, described, step
 
 Say = Callable[[str], None]
 CONFIG = "config.yaml"
@@ -142,7 +142,7 @@ def build_datasets(state: RunState) -> None:
             ds = build_dataset(dataset_preset(entry), folder, images=images, progress=state.progress is not None)
             outcome["status"] = "reused" if existed else "computed"
         state.datasets[entry.name] = ds
-        state.say(f"dataset      {entry.name}: {len(ds):,} scenes ({outcome['status']})")
+        state.say(f"dataset      {entry.name}: {len(ds):,} scenes ({described(outcome)})")
 
 
 def layer_counts(spec: str, device: str) -> dict[str, int]:
@@ -232,7 +232,7 @@ def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob], 
             )
             state.sources[model_spec] = model_source(result.embeddings.manifest["model"])
             outcome["status"] = "reused" if result.status == "existing" else result.status
-        state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({outcome['status']})")
+        state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({described(outcome)})")
     del encoder
 
 
@@ -291,11 +291,12 @@ def scratch_all(state: RunState) -> list[EmbeddingSpec]:
                 entry.training_config(), root / "model", device=state.config.device, progress=state.progress is not None
             )
             outcome["status"] = "reused" if trained.status == "existing" else trained.status
-        state.say(f"scratch      {entry.name}: model ({outcome['status']})")
+        state.say(f"scratch      {entry.name}: model ({described(outcome)})")
         with state.log.timed("export", f"{entry.name}/export", root / "export") as outcome:
             existed = (root / "export" / "export.json").is_file()
             export_model(root / "model", root / "export", control=entry.control, device=state.config.device)
             outcome["status"] = "reused" if existed else "computed"
+        state.say(f"export       {entry.name}: embeddings and probes ({described(outcome)})")
         dataset = f"scratch-{entry.name}"
         state.datasets[dataset] = load_dataset(root / "export" / "dataset")
         model = ModelConfig(
@@ -390,10 +391,6 @@ def run_step(
         outcome["status"], outcome["reason"] = "skipped", str(exc)
         return
     state.summaries[key] = summary
-
-
-def described(outcome: dict[str, Any]) -> str:
-    return outcome["status"] + (f", {outcome['reason']}" if outcome.get("reason") else "")
 
 
 def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:

@@ -66,19 +66,30 @@ class StepLog:
         start = time.perf_counter()
         outcome: dict[str, Any] = {"status": "computed"}
         yield outcome
-        self.records.append(
-            StepRecord(
-                kind,
-                name,
-                str(folder) if folder else None,
-                outcome["status"],
-                round(time.perf_counter() - start, 3),
-                outcome.get("reason"),
-            )
-        )
+        outcome["seconds"] = round(time.perf_counter() - start, 3)
+        where = str(folder) if folder else None
+        self.records.append(StepRecord(kind, name, where, outcome["status"], outcome["seconds"], outcome.get("reason")))
 
     def skip(self, kind: str, name: str, reason: str) -> None:
         self.records.append(StepRecord(kind, name, None, "skipped", 0.0, reason))
 
     def to_list(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.records]
+
+
+def described(outcome: dict[str, Any]) -> str:
+    """How a step ended, as its line says it: status, wall time, and the reason where there is one."""
+    took = f", {outcome['seconds']:.1f} s" if "seconds" in outcome else ""
+    return outcome["status"] + took + (f", {outcome['reason']}" if outcome.get("reason") else "")
+
+
+def time_table(steps: list[dict[str, Any]]) -> list[str]:
+    """The run's steps (as the manifest lists them) with their wall times, and the total, as text lines."""
+    timed = [s for s in steps if s["status"] != "skipped"]
+    if not timed:
+        return []
+    width = max(len(f"{s['kind']} {s['name']}") for s in timed)
+    lines = [f"{'step':<{width}}  {'status':<10}  seconds"]
+    lines += [f"{s['kind'] + ' ' + s['name']:<{width}}  {s['status']:<10}  {s['seconds']:>7.1f}" for s in timed]
+    lines.append(f"{'total':<{width}}  {'':<10}  {sum(s['seconds'] for s in timed):>7.1f}")
+    return lines
