@@ -40,12 +40,21 @@ def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytes
     assert calls == ["st:all-MiniLM-L6-v2"]  # loaded once to count its layers, not per dataset
     for dataset in ("clevr", "again"):
         folders = sorted(p.name for p in (tmp_path / "run" / "embeddings" / dataset).iterdir())
-        assert folders == sorted([f"m-text-L{i}" for i in range(7)] + [f"m-text-L{i}-single" for i in range(7)])
+        layers = [f"m-text-L{i}" for i in range(7)] + [f"m-text-L{i}-single" for i in range(7)]
+        assert folders == sorted([*layers, "m-text", "m-text-single"])  # the final embedding is kept beside them
     rows = {(r.dataset, r.label): r for r in report_card(tmp_path / "run")}
-    assert all(("clevr", f"m-text-L{i}") in rows for i in range(7))
+    assert all(("clevr", f"m-text-L{i}") in rows for i in range(7)) and ("clevr", "m-text") in rows
     assert rows[("clevr", "m-text-L6")].cells["object probe"] > rows[("clevr", "m-text-L0")].cells["chance"]
     assert sorted(p.name for p in (tmp_path / "run" / "report").iterdir()) == [
         "depth-again-m-text.png",
         "depth-clevr-m-text.png",
     ]
     assert "Layer sweep: clevr / m-text" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_a_layer_sweep_keeps_the_final_embedding() -> None:
+    from bindscope.pipeline.config import ModelConfig
+
+    sweep = ModelConfig(spec="st:all-MiniLM-L6-v2", layers=(2, 4))
+    assert run_module.layers_of(sweep, "text", {}, "cpu") == [None, 2, 4]  # None: the model's output
+    assert run_module.layers_of(ModelConfig(spec="st:all-MiniLM-L6-v2"), "text", {}, "cpu") == [None]

@@ -118,8 +118,8 @@ class ModelConfig(Schema):
     )
     layers: tuple[int, ...] | Literal["all"] | None = Field(
         None,
-        description="Layers embedded: unset for the final embedding, a list of layers (0 = embedding layer, "
-        "-1 = last block), or `all`.",
+        description="Layers embedded beside the final embedding (which is always kept): unset for the final "
+        "embedding only, a list of layers (0 = embedding layer, -1 = last block), or `all`.",
     )
     control: bool = Field(
         True, description="Also embed with random weights (`+rand`), the control every number is read against."

@@ -153,16 +153,16 @@ def layer_counts(spec: str, device: str) -> dict[str, int]:
 
 
 def layers_of(model: ModelConfig, modality: str, counts: dict[str, dict[str, int]], device: str) -> list[int | None]:
-    """The layers a model is embedded at: the final embedding, the listed layers, or all of them (``counts``
-    keeps each model's layer counts for the run, so a model is loaded once for them, not per dataset and
-    modality)."""
+    """The layers a model is embedded at: its final embedding (``None``: the model's output, projected and
+    pooled as it is used), always, then the listed layers or all of them (``counts`` keeps each model's layer
+    counts for the run, so a model is loaded once for them, not per dataset and modality)."""
     if model.layers is None:
         return [None]
     if model.layers != "all":
-        return list(model.layers)
+        return [None, *model.layers]
     if model.spec not in counts:
         counts[model.spec] = layer_counts(model.spec, device)
-    return list(range(counts[model.spec][modality] + 1))
+    return [None, *range(counts[model.spec][modality] + 1)]
 
 
 def embedding_specs(state: RunState) -> list[EmbeddingSpec]:
