@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +158,25 @@ def test_ctrl_c_then_the_same_command_resumes(run_cli, model_cli_server, clevr_d
     np.testing.assert_array_equal(
         np.load(tmp_path / "e" / "embeddings.npy"), np.load(tmp_path / "whole" / "embeddings.npy")
     )
+
+
+def test_models_check_a_ready_folder(run_cli, tiny_clip: Path) -> None:
+    out = run_cli("models", "check", f"hf:{tiny_clip}")
+    assert out.returncode == 0, out.stderr
+    assert "CLIPModel" in out.stdout
+    assert "image  ok: a blank 224 px image -> 24 dims" in out.stdout
+    assert "text   ok: 'a red cube and a blue sphere' -> 24 dims" in out.stdout
+    assert f"ready: bindscope embed DATASET --model hf:{tiny_clip} --modality image|text" in out.stdout
+
+
+def test_models_check_names_what_a_folder_lacks(run_cli, tiny_clip: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "no-processor"
+    shutil.copytree(tiny_clip, broken)
+    (broken / "preprocessor_config.json").unlink()
+    out = run_cli("models", "check", f"hf:{broken}")
+    assert_one_line_error(out, "preprocessor_config.json")
+
+
+def test_models_check_a_missing_folder(run_cli, tmp_path: Path) -> None:
+    out = run_cli("models", "check", f"hf:{tmp_path / 'nowhere'}")
+    assert_one_line_error(out, "nowhere")

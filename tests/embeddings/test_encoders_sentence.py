@@ -237,6 +237,14 @@ def test_broken_folder(tmp_path):
         load_encoder(f"st:{tmp_path / 'm'}")
 
 
+def test_folder_without_tokenizer_files(tmp_path):
+    shutil.copytree(FOLDER, tmp_path / "m")
+    for name in ("tokenizer.json", "vocab.txt"):
+        (tmp_path / "m" / name).unlink()
+    with pytest.raises(BindscopeError, match="its tokenizer has no vocabulary .only 5 special tokens.*tokenizer files"):
+        load_encoder(f"st:{tmp_path / 'm'}")
+
+
 def test_hub_name_offline(monkeypatch):
     # huggingface_hub reads HF_HUB_OFFLINE when imported (here at collection, before conftest sets it)
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)

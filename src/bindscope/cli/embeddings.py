@@ -21,6 +21,7 @@ from bindscope.cli.common import (
     print_table,
     quiet_model_libraries,
 )
+from bindscope.core.errors import BindscopeError
 
 
 class SingleCaptions(str, Enum):
@@ -174,9 +175,57 @@ def embed(
     typer.echo(emb.summary())
 
 
-@app.command()
-def models() -> None:
-    """List the model backends, what they need, and spec examples."""
+models_app = typer.Typer(
+    help="List the model backends, what they need, and spec examples; `models check SPEC` checks one model.",
+    invoke_without_command=True,
+)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
+def models(ctx: typer.Context) -> None:
+    """List the model backends, what they need, and spec examples (`bindscope models check SPEC` checks a
+    model folder or hub id before a long run)."""
+    if ctx.invoked_subcommand is None:
+        list_backends()
+
+
+@models_app.command("check")
+def models_check(
+    spec: Annotated[
+        str,
+        typer.Argument(
+            help="A model spec: a local folder after its backend (hf:/path, st:/path, openclip:local-dir:/path), "
+            "a hub id (hf:openai/clip-vit-base-patch32), with +rand for random weights.",
+            show_default=False,
+        ),
+    ],
+    layer: Annotated[Optional[int], typer.Option(help="Check this layer instead of the final embedding.")] = None,
+    device: DeviceOpt = "cpu",
+) -> None:
+    """Check that a model loads and that each of its towers embeds a test caption or image: run it on a model
+    folder before a long run."""
+    from bindscope.embeddings.check import TEST_CAPTION, check_model
+
+    quiet_model_libraries()
+    found = check_model(spec, device=device, layer=layer)
+    d = found.description
+    params = f"{d['parameters']:,} parameters" if d.get("parameters") else "parameters unknown"
+    rows = [("model", f"{found.spec} -> {d.get('resolved')}"), ("class", f"{d.get('model_class')}, {params}")]
+    for modality in sorted({*found.widths, *found.problems}):
+        test = f"'{TEST_CAPTION}'" if modality == "text" else "a blank 224 px image"
+        state = f"ok: {test} -> {found.widths[modality]} dims" if modality in found.widths else "cannot embed"
+        layers = (d.get("num_layers") or {}).get(modality)
+        rows.append((modality, state + (f" ({layers} layers: --layer 0..{layers})" if layers else "")))
+    print_table(rows)
+    if not found.ready:
+        modality, why = next(iter(found.problems.items()))
+        raise BindscopeError(f"{found.spec} cannot embed {modality}: {why}")
+    typer.echo(f"\nready: bindscope embed DATASET --model {found.spec} --modality {'|'.join(sorted(found.widths))}")
+
+
+def list_backends() -> None:
+    """The backends table, spec examples and the embedded default (what `bindscope models` prints)."""
     from bindscope.embeddings.encoders import BACKENDS, embedded_default
 
     rows = [("backend", "embeds", "installed", "what")]

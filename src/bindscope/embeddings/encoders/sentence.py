@@ -227,7 +227,22 @@ def open_model(target: str, spec: ModelSpec, *, local: bool, device: str, hub: H
         ) from exc
     if hasattr(model, "supports") and not model.supports("text"):
         raise BindscopeError(f"{spec} does not embed text; bindscope's st: backend is for text encoders")
+    check_vocabulary(model, spec, target)
     return model
+
+
+def check_vocabulary(model: Any, spec: ModelSpec, target: str) -> None:
+    """Refuse a model whose tokenizer has only special tokens: every word would read as unknown."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not hasattr(tokenizer, "all_special_ids"):
+        return
+    if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+        # transformers builds an empty tokenizer of the config's type when a folder has no vocabulary file
+        raise BindscopeError(
+            f"{spec} cannot embed texts: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), "
+            f"so every word would read as unknown; save the model with its tokenizer files to {target} "
+            "(SentenceTransformer.save writes them)"
+        )
 
 
 def reinitialise(model: Any, seed: int) -> None:
