@@ -15,7 +15,10 @@ from bindscope.cli.common import QuietOpt, WaitOpt, quiet_model_libraries
 from bindscope.core.errors import BindscopeError, disk_error_message
 
 
-@app.command()
+@app.command(
+    short_help="The main job on the embedded default model (all-MiniLM-L6-v2, offline): every analysis, "
+    "then the report."
+)
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder.")] = Path("runs/demo"),
     quick: Annotated[

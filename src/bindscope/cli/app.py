@@ -17,7 +17,7 @@ app = typer.Typer(
     "binding-function complexity.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
 )
 dataset_app = typer.Typer(help="Build, inspect and split dataset folders.", no_args_is_help=True)
 embeddings_app = typer.Typer(help="Bring in and inspect embedding folders.", no_args_is_help=True)

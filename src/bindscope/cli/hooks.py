@@ -202,7 +202,7 @@ HOOKS: dict[str, Hooks] = {
                 "Embedding folders: scene embeddings (their single-object bank is found beside them) or "
                 "single-object folders (`bindscope embed --single-objects`). Several folders (models or layers) are "
                 "also compared: factorization R² against linear-head generalisation.",
-                "EMB...",
+                "EMB",
                 many=True,
             ),
         ),
