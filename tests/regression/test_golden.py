@@ -7,6 +7,7 @@ tests/helpers/golden_cases.py. After a change that is meant to change the number
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,11 @@ from typing import Any
 import pytest
 
 from bindscope.analyses import list_analyses
-from golden_cases import REGEN, World, build_world, golden_path, load_golden, run_case
+from golden_cases import REGEN, golden_path, load_golden, run_pinned
 
 # Numbers may differ from the golden by rtol * |golden| + atol. The cases are deterministic (seeded, one torch
-# thread; two regens write the same bytes), so on one machine any tolerance passes; on another,
+# thread, the CPU kernels pinned to their AVX2 paths; two regens write the same bytes), so on one machine any
+# tolerance passes; on another,
 # float32 and BLAS/SIMD kernels (summation order, FMA) move the last bits of float32 results (~1e-7 relative),
 # which short fits can carry a little further. Measured here by switching kernels (ATEN_CPU_CAPABILITY avx512 /
 # avx2 / default, OPENBLAS_CORETYPE=Nehalem, MKL_ENABLE_INSTRUCTIONS=SSE4_2): at most 1.5e-7 relative with one
@@ -30,19 +32,23 @@ MAX_REPORTED = 25
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_world(tmp_path_factory.mktemp("golden-world"))
+def fresh_cases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every case run afresh, in one process of its own on the pinned kernels (golden_cases.PINNED_KERNELS)."""
+    folder = tmp_path_factory.mktemp("golden-fresh")
+    done = run_pinned(["--fresh", str(folder)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder
 
 
 @pytest.mark.parametrize("name", list_analyses())
-def test_analysis_matches_its_golden(name: str, world: World, tmp_path: Path) -> None:
+def test_analysis_matches_its_golden(name: str, fresh_cases: Path) -> None:
     if not golden_path(name).is_file():
         pytest.fail(
             f"{name} has no golden result ({golden_path(name)}); add its case to tests/helpers/golden_cases.py "
             f"(SETTINGS) and run: {REGEN} {name}",
             pytrace=False,
         )
-    fresh = run_case(name, world, tmp_path / name)
+    fresh = json.loads((fresh_cases / f"{name}.json").read_text())
     found = differences(load_golden(name), fresh)
     if found:
         shown = "\n  ".join(found[:MAX_REPORTED])
