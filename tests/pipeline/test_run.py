@@ -98,6 +98,17 @@ def test_the_report_card_equals_the_summaries(run: tuple[Path, Path, str]) -> No
     complexity = load_result(folder / "complexity").numbers
     assert row.cells["f*"] == complexity["verdict"]["f_star"]
     assert any(r.startswith("objects recoverable: yes") for r in row.readings)
+    # each rate's n: the test scenes of the probe's seed, the edits per seed, the unseen objects
+    per_scene = load_result(folder / "probe").read_table("per_scene")
+    tested = int(((per_scene.group == "test") & (per_scene.probe == "object")).sum())
+    assert row.counts["object probe"] == row.counts["random weights"] == tested == SCENES - int(0.4 * SCENES)
+    intervene = load_result(folder / "intervene").typed
+    edits = intervene.results[intervene.edits[0]]["obj-avg"]["shared"][f"{intervene.table_k:g}"]
+    assert row.counts["edit shared"] == edits.cases > 0  # one seed
+    held = geometry["positions"][0]["held_out"][f"{geometry['headline_fraction']:g}"]
+    assert row.counts["linear heads (unseen)"] == held["objects"]
+    assert isinstance(row.cells["complexity"], str) and " seen" in row.cells["complexity"]  # in words
+    assert any("(95% CI " in r and f"n = {tested})" in r for r in row.readings)
 
 
 def test_every_step_says_its_wall_time_and_the_run_ends_with_a_time_table(run: tuple[Path, Path, str]) -> None:
@@ -147,6 +158,9 @@ def test_two_runs_never_share_a_folder(run: tuple[Path, Path, str], run_cli, tmp
     assert_one_line_error(done, "holds files that are not a bindscope run; choose another --out")
 
 
+STORY = ["probe", "decompose", "intervene", "complexity", "geometry"]  # this run's steps, in the paper's order
+
+
 def test_the_report_in_headless_chromium(run: tuple[Path, Path, str], tmp_path: Path) -> None:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
@@ -173,10 +187,52 @@ def test_the_report_in_headless_chromium(run: tuple[Path, Path, str], tmp_path: 
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         card = driver.execute_script("return document.querySelector('table').innerText")
-        assert "object probe" in card and "minilm-text" in card
+        assert "object probe, %" in card and "minilm-text" in card
+        page = driver.execute_script(READ_PAGE)
         assert driver.save_screenshot(str(tmp_path / "report.png"))
     finally:
         driver.quit()
+    # a table of contents near the top whose every link lands on a section, before the card
+    assert page["contentsBeforeCard"] and page["links"] and not page["broken"], page["broken"]
+    assert {f"#{a}" for a in STORY} | {"#card", "#provenance"} <= set(page["links"])
+    # the steps in the paper's order, each result folder's section titled in words with its path aside
+    assert page["steps"] == STORY and [s["analysis"] for s in page["sections"]] == STORY
+    for section in page["sections"]:
+        assert section["title"].endswith("? clevr / minilm-text") and "/" + section["analysis"] not in section["title"]
+        assert section["path"] == f"results/clevr/minilm-text/{section['analysis']}"
+    # every figure with a sentence saying what it shows
+    assert page["figures"] == len(widths) and all(len(c.split()) >= 8 for c in page["captions"])
+    # every rate of the card with its interval and n; the complexity cell in words
+    rates = page["rates"]
+    assert len(rates) == 5  # object probe, random weights, edit shared, edit different, linear heads (unseen)
+    for cell in rates:
+        assert re.fullmatch(r"\d+\.\d%\n?95% CI \d+\.\d–\d+\.\d%\n?n = [\d,]+", cell["text"].strip()), cell
+        assert float(cell["low"]) <= float(cell["value"]) / 100 + 1e-9 <= float(cell["high"]) + 2e-9
+    assert re.search(r"(low|moderate|high|unknown|cannot tell)[^|]*: ", page["complexity"])
+
+
+# The page as Chromium lays it out: contents, steps, sections, figures, the card's rate cells.
+READ_PAGE = """
+const ids = new Set(Array.from(document.querySelectorAll('[id]')).map(e => e.id));
+const links = Array.from(document.querySelectorAll('nav#contents a')).map(a => a.getAttribute('href'));
+const nav = document.querySelector('nav#contents'), card = document.getElementById('card');
+const heads = Array.from(document.querySelectorAll('table.card thead tr:last-child th')).map(t => t.innerText);
+const column = heads.indexOf('complexity');
+return {
+  links: links,
+  broken: links.filter(h => !h.startsWith('#') || !ids.has(h.slice(1))),
+  contentsBeforeCard: !!(nav && card && (nav.compareDocumentPosition(card) & Node.DOCUMENT_POSITION_FOLLOWING)),
+  steps: Array.from(document.querySelectorAll('section.step')).map(s => s.dataset.analysis),
+  sections: Array.from(document.querySelectorAll('section.result')).map(s => ({
+    analysis: s.dataset.analysis, title: s.querySelector('h3').innerText, path: s.querySelector('.path').innerText})),
+  figures: document.querySelectorAll('figure').length,
+  captions: Array.from(document.querySelectorAll('figure'))
+    .map(f => (f.querySelector('figcaption') || {}).innerText || ''),
+  rates: Array.from(document.querySelectorAll('table.card td.rate')).map(td => ({
+    text: td.innerText, low: td.dataset.low, high: td.dataset.high, value: td.innerText.split('%')[0]})),
+  complexity: column < 0 ? '' : document.querySelector('table.card tbody tr').children[column].innerText,
+};
+"""
 
 
 def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) -> None:
@@ -191,11 +247,16 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     card = pd.read_csv(tmp_path / "cmp" / "card.csv")
     assert list(card.run) == ["run", "again"] and card["object probe"].nunique() == 1
+    (row,) = report_card(out)
+    assert list(card["object probe n"]) == [row.counts["object probe"]] * 2  # each rate's n beside it
     merged = pd.read_parquet(tmp_path / "cmp" / "results.parquet")
     assert set(merged.run) == {"run", "again"} and set(merged.analysis_folder) == set(ANALYSES)
     assert list(merged.columns[:4]) == ["run", "dataset", "embeddings", "analysis_folder"]
     assert (tmp_path / "cmp" / "plots" / "object_probe.png").is_file()
-    assert "<img" in (tmp_path / "cmp" / "compare.html").read_text()
+    page = (tmp_path / "cmp" / "compare.html").read_text()
+    assert page.count("<figure><img") == len(list((tmp_path / "cmp" / "plots").glob("*.png"))) >= 4
+    assert "<figcaption>object probe of each run" in page and "marked: random weights, chance, bag of concepts" in page
+    assert page.count("n = ") >= 2 * 5  # the card's rates with their n, in both runs' rows
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["datasets"]["clevr"]["hash"] = "0" * 64
     (other / "manifest.json").write_text(json.dumps(manifest))

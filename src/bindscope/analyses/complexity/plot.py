@@ -8,6 +8,15 @@ import pandas as pd
 
 from bindscope.core.figures import pyplot, save_figure
 
+#: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
+CAPTIONS = {
+    "complexity": "How well each approximator family, fitted on the objects seen, predicts embeddings of scenes "
+    "built from unseen objects (left) and of scenes mixing seen and unseen objects (right): object accuracy of "
+    "the frozen probes on the predicted embeddings against the fraction of objects seen in training, a band of "
+    "one standard deviation over seeds, with the probes on the true embeddings (dashed) and chance (dotted). The "
+    "simplest family that reaches 90% of the dashed line, and from what fraction (f*), is the verdict.",
+}
+
 PANELS = (
     ("test_only", "scenes of unseen objects (test_only)"),
     ("mixed", "scenes mixing seen and unseen objects (mixed)"),

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from bindscope.analyses.base import Rows
 from bindscope.analyses.complexity.curves import COVERED_AT, GENERALISES_AT
-from bindscope.analyses.complexity.families import Memorises
+from bindscope.analyses.complexity.families import Family, Memorises
 from bindscope.analyses.complexity.reuse import FITS
-from bindscope.analyses.complexity.summary import ComplexitySummary, Curve, FittedIn
+from bindscope.analyses.complexity.summary import ComplexitySummary, Curve, FittedIn, VerdictNumbers
 from bindscope.analyses.complexity.verdict import FitsDisagree, Open, Verdict
 from bindscope.estimators.metrics import format_spread
 
@@ -185,3 +185,43 @@ def plot_title(title: str, budget: str, selection: str) -> str:
     """The complexity figure's title: the embeddings', the budget and an optimistic selection."""
     out = f"{title}: binding-function complexity ({budget} budget)"
     return out + (", selected on test (optimistic)" if selection == "test" else "")
+
+
+# -- the report card's cell -----------------------------------------------------------------------------------
+#: How complex a binding function is when a family of this kind is the simplest that generalises: the product
+#: within an object is as cheap as a sum of objects; products across objects and an MLP are not.
+LEVELS = {"additive": "low", "mult_within_object": "low", "mult": "moderate", "sum_mult": "moderate", "mlp": "high"}
+
+
+def largest_fraction(summary: ComplexitySummary) -> float | None:
+    """The largest fraction of objects seen in the sweep (None: no curve recorded)."""
+    fractions = [float(f) for a in summary.approximators.values() for f in a.object_acc]
+    fractions += [float(f) for f in summary.in_distribution]
+    return max(fractions) if fractions else None
+
+
+def card_words(summary: ComplexitySummary) -> str:
+    """The verdict in a few words for the report card: its level, then the family and from what share of the
+    objects seen (``low: mult within object generalises from 20% seen``), or what no family does
+    (``high: no family up to 50% seen``)."""
+    verdict = summary.verdict
+    caveat = "" if verdict.reliable else " (unreliable: fits did not converge)"
+    if verdict.simplest_generalising is not None and verdict.f_star is not None:
+        family = Family.parse(verdict.simplest_generalising)
+        named = verdict.simplest_generalising.replace("_", " ")
+        return f"{LEVELS[family.name]}: {named} generalises from {verdict.f_star:.0%} seen{caveat}"
+    return _no_family_words(verdict, largest_fraction(summary))
+
+
+def _no_family_words(verdict: VerdictNumbers, largest: float | None) -> str:
+    """The card's words when no family generalises (the finding of
+    :attr:`~bindscope.analyses.complexity.verdict.Verdict.finding`)."""
+    said = "no family" + ("" if largest is None else f" up to {largest:.0%} seen")
+    if not verdict.reliable:
+        return f"unknown: {said}, but fits did not converge"
+    decisive = verdict.decisive_fractions
+    if largest is not None and decisive is not None and not any(abs(f - largest) < 1e-9 for f in decisive):
+        return f"cannot tell: {said}, evidence not decisive"
+    if verdict.undetermined:
+        return f"high but for {', '.join(verdict.undetermined)} (left open): {said}"
+    return f"high: {said}"

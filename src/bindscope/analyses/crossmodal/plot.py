@@ -10,6 +10,18 @@ import pandas as pd
 
 from bindscope.core.figures import pyplot, save_figure
 
+#: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
+CAPTIONS = {
+    "swaps": "How often image-text similarity prefers an image's own caption over one with two attributes "
+    "swapped, two nouns swapped or the objects in the other order (left), and top-1 retrieval in both directions "
+    "(right), in percent; chance (dotted) and what an ideal bag of concepts scores (dashed) on each bar.",
+    "bridge": "The same tests on scenes of objects the linear bridge between the two towers never saw, against "
+    "the fraction of objects it saw: before the bridge (dashed) and through it (solid), mean and standard "
+    "deviation over seeds; on the swaps, 50% is both chance and a bag of concepts.",
+    "half_truths": "Half-truths: how often a longer caption that is wrong about one object beats a shorter true "
+    "one (red), and how often the full correct caption beats the short one (green), in percent of pairs.",
+}
+
 SWAPS = ("swap_attribute", "swap_noun", "order_sensitivity")
 RETRIEVAL = ("image_to_text_strict@1", "image_to_text_concept@1", "text_to_image_strict@1", "text_to_image_concept@1")
 BRIDGE_METRICS = ("swap_attribute", "swap_noun", "image_to_text_strict@1", "text_to_image_strict@1")

@@ -11,7 +11,8 @@
 ``picture``        the MDS picture of one quadruple from the inputs; ``mds``: its points and 3-D MDS
 ``summary``        the typed numbers of ``summary.json`` (:class:`GeometrySummary`)
 ``present``        the words: the terminal's table and readings
-``plot``           the figures; ``compare``: several geometry results compared
+``plot``           the figures and their captions; ``labels``: MDS labels that never overlap
+``compare``        several geometry results compared
 ``analysis``       the registered analysis
 =================  ===========================================================================================
 """

@@ -10,8 +10,27 @@ import numpy as np
 import pandas as pd
 
 from bindscope.analyses.geometry.compute import GeometryResult
+from bindscope.analyses.geometry.labels import label_points_3d
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file
+
+#: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
+CAPTIONS = {
+    "factorization": "How much of the object vectors' variance each concept's part explains, raw and whitened, "
+    "per slot; the legend gives the factorization R² of a sum of per-concept parts.",
+    "cosines": "|cos| between the components of one concept (within) and of two different concepts (across): "
+    "mass near 0 across concepts means the concepts take orthogonal directions.",
+    "spectra": "Each concept's singular values over its largest, on a log scale (first slot): how many "
+    "directions a concept takes.",
+    "generalization": "Left: accuracy of linear heads, fitted on the objects seen, on objects never seen, against "
+    "the fraction of objects seen (mean and standard deviation over seeds; dotted: object chance). Right: R² of "
+    "the factorization on the unseen objects, raw and whitened.",
+    "rank_axes": "For each ordinal concept, the Spearman correlation on held-out objects of an axis fitted from "
+    "a few labelled objects, against how many were labelled.",
+    "mds": "Metric MDS in three dimensions of one quadruple of values: the attribute and noun means (B, C, R, S), "
+    "the four objects they make, mean scene vectors of two objects and synthetic sums, from 1 - cos distances. "
+    "Objects that bind sit apart from the sums of their parts.",
+}
 
 CATEGORY_STYLE = {
     "mean": ("#d62728", "s"),
@@ -152,7 +171,8 @@ def rank_axis_plot(table: pd.DataFrame, path: Path, *, title: str = "") -> Path:
 
 
 def mds_plot(points: pd.DataFrame, path: Path, *, title: str = "") -> Path:
-    """The 3-D MDS picture, points labelled and styled by category."""
+    """The 3-D MDS picture, points styled by category and labelled so that no two labels overlap
+    (:func:`~bindscope.analyses.geometry.labels.label_points_3d`)."""
     plt = pyplot()
     fig = plt.figure(figsize=(7, 6))
     ax = fig.add_subplot(projection="3d")
@@ -160,10 +180,13 @@ def mds_plot(points: pd.DataFrame, path: Path, *, title: str = "") -> Path:
         rows = points[points.category == category]
         if len(rows):
             ax.scatter(rows.x, rows.y, rows.z, c=color, marker=marker, s=40, label=category)
-            for _, r in rows.iterrows():
-                ax.text(r.x, r.y, r.z, f" {r.label}", fontsize=7, color=color)
     ax.legend(fontsize=8, loc="upper left")
-    return finish(fig, title, path)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    colors = [CATEGORY_STYLE.get(str(c), ("#444444", "o"))[0] for c in points.category]
+    label_points_3d(fig, ax, points, colors)
+    return save_figure(fig, path)
 
 
 def mds_html(points: pd.DataFrame, path: Path, *, title: str = "") -> Path:

@@ -8,6 +8,14 @@ import pandas as pd
 
 from bindscope.core.figures import pyplot, save_figure
 
+#: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
+CAPTIONS = {
+    "k_curve": "Editing one object of a scene embedding by vector arithmetic, against the edit's strength k: how "
+    "often the edited embedding retrieves the expected scene (left) and how often the probes read the edited "
+    "object (right), per variant, for scenes whose two objects share the edited value (solid), differ in it "
+    "(dashed) or both (dotted); mean and standard deviation over seeds, in percent.",
+}
+
 STYLES = {"shared": "-", "different": "--", "all": ":"}
 
 

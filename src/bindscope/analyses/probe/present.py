@@ -7,6 +7,7 @@ from bindscope.analyses.base import Rows
 from bindscope.analyses.probe.compute import BAG, FLOOR_METRICS
 from bindscope.analyses.probe.summary import ProbeSummary
 from bindscope.estimators.floors import clearance_text
+from bindscope.estimators.intervals import Rate, rate_text
 from bindscope.estimators.metrics import pct, percent, spread_mean
 
 #: How far above random weights and chance the object probe must be to read "objects recoverable".
@@ -20,15 +21,14 @@ def object_numbers(summary: ProbeSummary) -> tuple[float | None, float | None, f
     return acc, spread_mean((rand or {}).get("object_acc")), summary.chance.get("object_acc")
 
 
-def recoverable_reading(summary: ProbeSummary) -> str:
-    """``objects recoverable: yes|no``: the test object accuracy against ``+rand`` and chance."""
+def recoverable_reading(summary: ProbeSummary, tested: Rate | None = None) -> str:
+    """``objects recoverable: yes|no``: the test object accuracy against ``+rand`` and chance (``tested``: the
+    accuracy as a :class:`~bindscope.estimators.intervals.Rate` of the test scenes, to show its interval and n)."""
     acc, rand, chance = object_numbers(summary)
     floor = max(v for v in (rand, chance, 0.0) if v is not None)
     verdict = "yes" if acc is not None and acc > floor + RECOVERABLE_MARGIN else "no"
-    return (
-        f"objects recoverable: {verdict}, {percent(acc)} vs {percent(rand)} for random weights "
-        f"(chance {percent(chance)})"
-    )
+    shown = rate_text(tested) if tested is not None else percent(acc)
+    return f"objects recoverable: {verdict}, {shown} vs {percent(rand)} for random weights (chance {percent(chance)})"
 
 
 def floor_reading(summary: ProbeSummary, metric: str) -> str:

@@ -2,9 +2,10 @@
 
 The output folder holds ``results.parquet`` / ``.csv`` (every run's tidy tables, with ``run``,
 ``dataset``, ``embeddings`` and ``analysis_folder`` columns first), ``card.csv`` (the report card of every
-run as one table), ``plots/<metric>.png`` (a bar per model for each headline metric) and
-``compare.html`` (the card and the figures, self-contained). Runs sharing a dataset name must hold
-the same dataset (content hash).
+run as one table: rates as shares, each with its n in a ``<column> n`` column), ``plots/<metric>.png`` (a
+horizontal bar per model for each headline metric, rates with their 95% Wilson interval, the floors the card
+has drawn as reference marks) and ``compare.html`` (the card and the captioned figures, self-contained). Runs
+sharing a dataset name must hold the same dataset (content hash).
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ from bindscope.core.io import atomic_file, read_json, staged_dir
 from bindscope.core.locks import writes
 from bindscope.core.validation import short_repr
 from bindscope.data.datasets import DATASET_FORMAT
+from bindscope.estimators.intervals import rate
 from bindscope.pipeline.report import (
     DEPTH_METRICS,
     STYLE,
-    cell_text,
-    image_tag,
+    CardRow,
+    card_html,
+    column_of,
+    figure_html,
     report_card,
     result_folders,
-    table_html,
 )
 from bindscope.pipeline.run import MANIFEST, RUN_FORMAT
 
@@ -118,26 +121,93 @@ def merged_tables(runs: dict[str, Path]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def card_table(runs: dict[str, Path]) -> pd.DataFrame:
-    rows = []
-    for label, run in runs.items():
-        for r in report_card(run):
-            rows.append({"run": label, "dataset": r.dataset, "embeddings": r.label, **r.cells})
-    return pd.DataFrame(rows)
+def card_rows(runs: dict[str, Path]) -> list[tuple[str, CardRow]]:
+    """Every run's report-card rows, each with its run's label."""
+    return [(label, r) for label, run in runs.items() for r in report_card(run)]
+
+
+def card_table(rows: list[tuple[str, CardRow]]) -> pd.DataFrame:
+    """The report cards as one table: ``run``, ``dataset``, ``embeddings``, the cells, then ``<column> n`` (the
+    cases per seed behind each rate)."""
+    records = []
+    for label, r in rows:
+        counts = {f"{c} n": n for c, n in r.counts.items()}
+        records.append({"run": label, "dataset": r.dataset, "embeddings": r.label, **r.cells, **counts})
+    table = pd.DataFrame(records)
+    numbers = [c for c in table.columns if not c.endswith(" n")]
+    sizes = [c for c in table.columns if c.endswith(" n")]
+    return table[numbers + sizes].astype({c: "Int64" for c in sizes})
+
+
+#: The card's floors of a metric, drawn as reference marks on its chart: per row (a column of the card) or
+#: fixed (a value every model shares).
+ROW_FLOORS = {"object probe": ("random weights", "chance", "bag of concepts")}
+FIXED_FLOORS = {
+    "attribute swap": {"chance (= bag of concepts)": 0.5},
+    "edit shared": {"bag of concepts (at most)": 0.5},
+}
+FLOOR_STYLE = {"random weights": ("#dd8452", "D"), "chance": ("k", "|"), "bag of concepts": ("#c44e52", "s")}
 
 
 def metric_plot(card: pd.DataFrame, metric: str, path: Path) -> Path:
+    """A horizontal bar per model (run / dataset / embeddings on the left, readable) of one card metric: rates in
+    percent with their 95% Wilson interval, R² as is; the metric's floors as reference marks and lines."""
     plt = pyplot()
-    names = [f"{r.run}/{r.dataset}/{r.embeddings}" for r in card.itertuples()]
+    names = [f"{r.run} / {r.dataset} / {r.embeddings}" for r in card.itertuples()]
+    scale = 100.0 if column_of(metric).unit in ("rate", "percent") else 1.0
     values = pd.to_numeric(card[metric], errors="coerce").to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(names) + 2), 3.8))
-    ax.bar(np.arange(len(names)), np.nan_to_num(values), color="#4c72b0")
-    ax.set_xticks(np.arange(len(names)), names, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel(metric)
+    y = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(8.5, 1.9 + 0.45 * len(names)))
+    ax.barh(y, scale * np.nan_to_num(values), color="#4c72b0", height=0.6, label=metric)
+    low, high = intervals(card, metric, values)
+    if np.isfinite(low).any():
+        err = np.nan_to_num(np.stack([values - low, high - values]) * scale)
+        ax.errorbar(scale * np.nan_to_num(values), y, xerr=err, fmt="none", ecolor="k", capsize=3, lw=1)
+    draw_floors(ax, card, metric, y, scale)
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()  # the first run on top, as in the card
+    ax.set_xlabel(f"{metric} %" if scale == 100.0 else metric)
+    if scale == 100.0:
+        ax.set_xlim(0, 102)
     ax.set_title(metric)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / fig.get_figheight() - 0.12), ncol=4)
+    fig.tight_layout()  # the legend below the axes, clear of the bars
     return save_figure(fig, path)
+
+
+def intervals(card: pd.DataFrame, metric: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's 95% Wilson interval of a rate (NaN where the card has no n for it)."""
+    counts = card[f"{metric} n"] if f"{metric} n" in card.columns else pd.Series([None] * len(card))
+    low, high = np.full(len(card), np.nan), np.full(len(card), np.nan)
+    for i, (value, n) in enumerate(zip(values, counts)):
+        shown = rate(float(value), None if pd.isna(n) else int(n))
+        if shown is not None:
+            low[i], high[i] = shown.low, shown.high
+    return low, high
+
+
+def draw_floors(ax: Any, card: pd.DataFrame, metric: str, y: np.ndarray, scale: float) -> None:
+    """The floors of a metric the card has: a mark per row for a column's floor, a line for a fixed one."""
+    for floor in ROW_FLOORS.get(metric, ()):
+        if floor in card.columns:
+            values = scale * pd.to_numeric(card[floor], errors="coerce").to_numpy(dtype=float)
+            color, marker = FLOOR_STYLE[floor]
+            ax.scatter(values, y, color=color, marker=marker, s=40, zorder=3, label=floor)
+    for label, value in FIXED_FLOORS.get(metric, {}).items():
+        ax.axvline(scale * value, color="k", ls=":", lw=1, label=label)
+
+
+def caption(metric: str) -> str:
+    """What a comparison chart shows."""
+    unit = column_of(metric).unit
+    text = f"{metric} of each run's embeddings (run / dataset / embeddings)"
+    if unit == "rate":
+        text += ", in percent, with its 95% Wilson interval (from the card's n)"
+    floors = [*ROW_FLOORS.get(metric, ()), *FIXED_FLOORS.get(metric, {})]
+    if floors:
+        text += f"; marked: {', '.join(floors)}, the floors to read it against"
+    return text + "."
 
 
 @writes("out", what="comparison folder", kind="comparison", reads=("run_dirs",))
@@ -152,23 +222,19 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         merged = merged_tables(runs)
         merged.to_parquet(stage / "results.parquet", index=False)
         merged.to_csv(stage / "results.csv", index=False)
-        card = card_table(runs)
+        rows = card_rows(runs)
+        card = card_table(rows)
         card.to_csv(stage / "card.csv", index=False)
         figures = []
         for metric in [m for m in DEPTH_METRICS if m in card.columns]:
             slug = re.sub(r"[^a-z0-9]+", "_", metric.lower()).strip("_")
-            figures.append(metric_plot(card, metric, stage / "plots" / f"{slug}.png"))
-        body = [
-            ["run", "dataset", "embeddings", *[c for c in card.columns if c not in ("run", "dataset", "embeddings")]]
-        ]
-        for row in card.itertuples(index=False):
-            body.append([cell_text(v) for v in row])
+            figures.append(figure_html(metric_plot(card, metric, stage / "plots" / f"{slug}.png"), caption(metric)))
         page = [
             "<!doctype html><html><head><meta charset='utf-8'><title>bindscope compare</title>",
             f"<style>{STYLE}</style></head><body><h1>bindscope compare</h1>",
             "<p>" + ", ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in runs.items()) + "</p>",
-            table_html(body) if len(body) > 1 else "<p>No results.</p>",
-            *(image_tag(f) for f in figures),
+            card_html([r for _, r in rows], runs=[label for label, _ in rows]) if rows else "<p>No results.</p>",
+            *figures,
             "</body></html>",
         ]
         with atomic_file(stage / "compare.html", "w") as fh:

@@ -1,0 +1,153 @@
+"""The report's parts without a run: rates with their n and 95% Wilson interval, the card's cells, the complexity
+verdict in words, a caption for every figure an analysis writes, and MDS labels that never overlap.
+
+The report of a real run, read in headless Chromium, is tested in test_run.py (it shares that module's run)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bindscope.analyses.complexity.present import card_words
+from bindscope.analyses.complexity.summary import ComplexitySummary, Spread, VerdictNumbers
+from bindscope.analyses.geometry.labels import label_points_3d, place_labels
+from bindscope.estimators.intervals import rate, rate_text, successes, wilson_interval
+from bindscope.pipeline.report import CAPTIONS, STORY, CardRow, card_cell_html, card_html
+
+ANALYSES = Path(__file__).resolve().parents[2] / "src" / "bindscope" / "analyses"
+
+
+def test_the_wilson_interval() -> None:
+    low, high = wilson_interval(1.0, 14)  # 14 edits all right: far from a sure 100%
+    assert low == pytest.approx(0.7847, abs=1e-4) and high == pytest.approx(1.0)
+    z = 1.959964  # the closed form, at 30 of 100
+    p, n = 0.3, 100
+    centre, half = (
+        (p + z**2 / (2 * n)) / (1 + z**2 / n),
+        z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / (1 + z**2 / n),
+    )
+    assert wilson_interval(p, n) == pytest.approx((centre - half, centre + half), abs=1e-6)
+    assert successes(0.666, 3) == 2 and successes(1.2, 5) == 5 and successes(-0.1, 5) == 0
+    wide, narrow = rate(0.9, 20), rate(0.9, 2000)
+    assert wide is not None and narrow is not None and wide.high - wide.low > 5 * (narrow.high - narrow.low)
+    assert (
+        rate(None, 10) is None and rate(0.5, 0) is None and rate(float("nan"), 10) is None and rate(0.5, None) is None
+    )
+
+
+def test_a_rate_in_words() -> None:
+    assert rate_text(rate(1.0, 14)) == "100.0% (95% CI 78.5–100.0%, n = 14)"
+    assert rate_text(rate(0.5, 1200)) == "50.0% (95% CI 47.2–52.8%, n = 1,200)"
+    assert rate_text(None) == "-"
+
+
+def test_card_cells_carry_one_unit_each() -> None:
+    row = CardRow(
+        "clevr",
+        "m-text",
+        cells={"object probe": 0.95, "chance": 0.0056, "object-additive R²": 0.8974, "edit shared": 0.5},
+        counts={"object probe": 159},
+    )
+    probe = card_cell_html(row, "object probe")
+    assert "95.0%" in probe and "95% CI 90.4–97.4%" in probe and "n = 159" in probe and "data-n='159'" in probe
+    assert "n not recorded" in card_cell_html(row, "edit shared")  # a rate without its n says so
+    assert ">0.6%<" in card_cell_html(row, "chance") and ">0.897<" in card_cell_html(row, "object-additive R²")
+    assert card_cell_html(row, "attribute swap") == "<td>-</td>"
+    page = card_html([row])
+    heads = re.findall(r"<th>([^<]*)</th>", page)
+    assert heads[:4] == ["dataset", "embeddings", "object probe, %", "chance, %"] and "object-additive R²" in heads
+    groups = re.findall(r"<a href='#(\w+)'>", page)
+    assert groups == ["probe", "decompose", "intervene"]  # each column under its step of the story, in order
+
+
+def verdict(simplest: str | None, f_star: float | None, **kw: object) -> ComplexitySummary:
+    numbers = {
+        "simplest_generalising": simplest,
+        "f_star": f_star,
+        "reliable": True,
+        "unconverged": {},
+        "decisive_fractions": [0.2, 0.5],
+        "undetermined": {},
+        "reading": "",
+    }
+    curve = {"0.2": Spread(mean=0.5, std=None, n=1), "0.5": Spread(mean=0.5, std=None, n=1)}
+    return ComplexitySummary.model_construct(
+        verdict=VerdictNumbers.model_construct(**(numbers | kw)), approximators={}, in_distribution=curve
+    )
+
+
+def test_the_complexity_verdict_in_words() -> None:
+    assert card_words(verdict("mult_within_object", 0.2)) == "low: mult within object generalises from 20% seen"
+    assert card_words(verdict("mlp(1024)", 0.5)).startswith("high: mlp(1024) generalises from 50% seen")
+    assert card_words(verdict(None, None)) == "high: no family up to 50% seen"
+    assert card_words(verdict(None, None, decisive_fractions=[0.2])).startswith("cannot tell: no family up to 50%")
+    assert card_words(verdict(None, None, reliable=False)).startswith("unknown: no family up to 50% seen")
+    assert card_words(verdict(None, None, undetermined={"mlp(1024)": "memorises"})).startswith(
+        "high but for mlp(1024) (left open)"
+    )
+    assert "unreliable" in card_words(verdict("additive", 0.2, reliable=False))
+
+
+def test_every_figure_an_analysis_writes_has_a_caption() -> None:
+    """A figure file named in an analysis's code (``"<stem>.png"`` / ``.html``) must have a caption beside its
+    plot code: a new figure without one fails here."""
+    written: dict[str, set[str]] = {}
+    for source in ANALYSES.glob("*/*.py"):
+        stems = set(re.findall(r"[\"'](\w+)\.(?:png|html)[\"']", source.read_text()))
+        if stems:
+            written.setdefault(source.parent.name, set()).update(stems)
+    assert {"complexity", "crossmodal", "intervene", "geometry"} <= set(written)
+    for analysis, stems in written.items():
+        assert stems <= set(CAPTIONS.get(analysis, {})), (analysis, stems - set(CAPTIONS.get(analysis, {})))
+    for captions in CAPTIONS.values():
+        assert all(len(c.split()) >= 8 and c.endswith(".") for c in captions.values())  # sentences, not names
+    assert list(STORY) == ["probe", "decompose", "intervene", "complexity", "crossmodal", "geometry"]
+
+
+def boxes_overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+
+
+def test_labels_of_crowded_points_do_not_overlap() -> None:
+    rng = np.random.default_rng(0)
+    anchors = rng.uniform(0, 40, size=(30, 2))  # 30 labels for points inside a 40-pixel square
+    sizes = np.column_stack([rng.uniform(10, 45, 30), np.full(30, 9.0)])
+    boxes = place_labels(anchors, sizes, marker=3.0)
+    assert np.allclose(boxes[:, 2:] - boxes[:, :2], sizes)
+    for a, b in itertools.combinations(boxes, 2):
+        assert not boxes_overlap(a, b)
+    for box in boxes:  # no label covers a point
+        inside = (
+            (anchors[:, 0] > box[0]) & (anchors[:, 0] < box[2]) & (anchors[:, 1] > box[1]) & (anchors[:, 1] < box[3])
+        )
+        assert not inside.any()
+    assert np.array_equal(boxes, place_labels(anchors, sizes, marker=3.0))  # deterministic
+    naive = np.column_stack([anchors, anchors + sizes])  # what labels at their points would do
+    assert any(boxes_overlap(a, b) for a, b in itertools.combinations(naive, 2))
+
+
+def test_the_mds_labels_as_drawn_do_not_overlap() -> None:
+    from bindscope.core.figures import pyplot
+
+    rng = np.random.default_rng(1)
+    labels = ["B", "C", "R", "S", "BC", "BS", "RC", "RS", "BCRS", "BSRC", "BCRC", "BSRS", "B+C", "R+S", "BC + RS"]
+    points = pd.DataFrame(rng.normal(scale=0.01, size=(len(labels), 3)), columns=["x", "y", "z"]).assign(label=labels)
+    plt = pyplot()
+    fig = plt.figure(figsize=(7, 6))
+    ax = fig.add_subplot(projection="3d")
+    ax.scatter(points.x, points.y, points.z)
+    ax.set_xlim(-1, 1), ax.set_ylim(-1, 1), ax.set_zlim(-1, 1)  # the points crowd the middle
+    fig.tight_layout()
+    texts = label_points_3d(fig, ax, points, ["k"] * len(labels))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    extents = [t.get_window_extent(renderer) for t in texts]
+    plt.close(fig)
+    assert [t.get_text() for t in texts] == labels
+    for a, b in itertools.combinations(extents, 2):
+        assert not a.overlaps(b), (a, b)
