@@ -130,7 +130,8 @@ def uses_model_server(env: dict[str, str]) -> bool:
 
 
 def _run_bindscope(request: pytest.FixtureRequest, env: dict[str, str], args: tuple, cwd: Path | None):
-    env = {**env, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
+    # no progress lines on a slow machine unless a test asks for them (BINDSCOPE_PROGRESS_SECONDS=0)
+    env = {"BINDSCOPE_PROGRESS_SECONDS": "86400", **env, "NO_COLOR": "1", "COLUMNS": "200", "TERM": "dumb"}
     server = request.getfixturevalue("model_cli_server" if uses_model_server(env) else "cli_server")
     return server.run([str(a) for a in args], env, cwd=cwd, timeout=300)
 

@@ -4,6 +4,7 @@ embeddings through ``bindscope probe`` and ``bindscope complexity``; one-line er
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -400,3 +401,20 @@ def test_complexity_against_coverage_bad_inputs(run_cli, swept: Path, exported, 
         "cubic",
     )
     assert not any((tmp_path / name).exists() for name in ("a", "b", "c", ".c.complexity"))
+
+
+def test_long_work_shows_progress_lines_in_a_log_and_quiet_hides_them(
+    run_cli, workdir: Path, tiny_yaml: Path, exported, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BINDSCOPE_PROGRESS_SECONDS", "0")  # a line at every update (30 s apart by default)
+    shown = run_cli("scratch", "train", "--config", tiny_yaml, "--out", workdir / "shown")
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stderr.splitlines() if line.startswith("train: ")]
+    assert lines and "\r" not in shown.stderr, shown.stderr  # plain lines in a log, not a redrawn bar
+    assert re.fullmatch(r"train: \d+/\d+ steps \(\d+%\), \d+ s.*", lines[0]), lines[0]
+    quiet = run_cli("scratch", "train", "--config", tiny_yaml, "--out", workdir / "quiet", "-q")
+    assert quiet.returncode == 0 and "train: " not in quiet.stderr
+    exp, _ = exported
+    probe = run_cli("probe", exp / "embeddings" / "scene", "--out", workdir / "probe-shown", "--seeds", "0")
+    assert probe.returncode == 0, probe.stderr
+    assert re.search(r"^probe: \d+/\d+ \w+s \(\d+%\)", probe.stderr, re.M), probe.stderr

@@ -163,10 +163,11 @@ def warn(warnings: list[str]) -> None:
 
 @contextmanager
 def progress_bar(description: str, unit: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
-    """A ``progress(done, total)`` callback drawing a tqdm bar on stderr (nothing under ``--quiet``)."""
-    from tqdm import tqdm
+    """A ``progress(done, total)`` callback showing progress on stderr (:func:`bindscope.core.progress.progress_bar`:
+    a bar in a terminal, a line every half minute in a log; nothing under ``--quiet``)."""
+    from bindscope.core.progress import progress_bar as display
 
-    with tqdm(desc=description, unit=unit, disable=True if quiet else None) as bar:
+    with display(None, desc=description, unit=unit, enabled=not quiet) as bar:
 
         def advance(done: int, total: int) -> None:
             bar.total = total

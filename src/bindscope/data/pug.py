@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file, check_output_dir, file_sha256, read_json, staged_dir, write_json
 from bindscope.core.locks import writes
+from bindscope.core.progress import progress_bar
 from bindscope.core.version import utc_now
 from bindscope.data.datasets import IMAGES_DIR, MANIFEST, Dataset, attach_images, build_dataset, load_dataset
 from bindscope.data.presets import Preset, get_preset
@@ -272,10 +272,10 @@ def _copy_image(src: Path, dst: Path) -> None:
 def _copy_images(sources: Sequence[Path], stage: Path, progress: bool) -> list[str]:
     """Copy each scene's image to ``images/NNNNNN<ext>``; returns the paths relative to ``stage``."""
     rel = [f"{IMAGES_DIR}/{i:06d}{src.suffix}" for i, src in enumerate(sources)]
-    for src, dst in tqdm(
-        zip(sources, rel), total=len(rel), desc="copy PUG:SPARE images", unit="img", disable=not progress
-    ):
-        _copy_image(src, stage / dst)
+    with progress_bar(len(rel), desc="copy PUG:SPARE images", unit="image", enabled=progress) as bar:
+        for src, dst in zip(sources, rel):
+            _copy_image(src, stage / dst)
+            bar.update(1)
     return rel
 
 

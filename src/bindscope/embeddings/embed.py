@@ -29,6 +29,7 @@ from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
 from bindscope.core.locks import writes
+from bindscope.core.progress import progress_bar
 from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
@@ -572,7 +573,5 @@ def _manifest(
 
 
 def _progress(total: int, done: int, modality: str, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
-
     unit = "image" if modality == "image" else "text"
-    return tqdm(total=total, initial=done, unit=unit, disable=not enabled, desc="embed", dynamic_ncols=True)
+    return progress_bar(total, initial=done, desc="embed", unit=unit, enabled=enabled)

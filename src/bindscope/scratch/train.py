@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 import torch
 from pydantic import ValidationError
-from tqdm.auto import tqdm
 
 from bindscope.analyses.results import versions
 from bindscope.core.devices import check_device
@@ -34,6 +33,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
 from bindscope.core.locks import writes
+from bindscope.core.progress import progress_bar
 from bindscope.core.validation import check_fields, one_line
 from bindscope.core.version import utc_now
 from bindscope.embeddings.encoders.base import count_parameters
@@ -308,7 +308,7 @@ def train_model(
 
 def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], None] | None) -> None:
     cfg = trainer.config
-    bar = tqdm(total=cfg.steps, initial=trainer.step, desc="train", unit="step", disable=None if progress else True)
+    bar = progress_bar(cfg.steps, initial=trainer.step, desc="train", unit="step", enabled=progress)
     started = time.perf_counter() - trainer.seconds
     with bar:
         while trainer.step < cfg.steps:

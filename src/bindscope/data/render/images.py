@@ -21,6 +21,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
 from bindscope.core.io import atomic_file
 from bindscope.core.processes import spawn_pool, submit_all
+from bindscope.core.progress import progress_bar
 from bindscope.data.presets import Preset
 from bindscope.data.render import RENDERERS, get_renderer
 from bindscope.data.render.base import PALETTE, SceneBatch
@@ -135,8 +136,6 @@ def render_dataset_images(
     Returns the scene image paths and the ``[objects, positions]`` grid of single-object paths
     (None when the preset has none), relative to the folder, for :func:`attach_images`.
     """
-    from tqdm.auto import tqdm
-
     cfg = ds.preset.config
     name = cfg.renderer
     renderer = get_renderer(name)
@@ -147,7 +146,7 @@ def render_dataset_images(
     todo = [(job, rows) for job in jobs for rows in _missing_chunks(ds.root, job.paths)]
     total = sum(len(rows) for _, rows in todo)
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    with tqdm(total=total, unit="image", desc="render", disable=not progress, dynamic_ncols=True) as bar:
+    with progress_bar(total, desc="render", unit="image", enabled=progress) as bar:
         _run(todo, ds.root, name, settings, workers, bar.update)
     grid = None if singles is None else np.asarray(singles.paths, dtype=object).reshape(ds.space.num_objects, -1)
     return scenes.paths, grid
