@@ -91,6 +91,8 @@ def test_the_result_folder(factorised) -> None:
     }  # fmt: skip
     html = (folder / "plots" / "mds.html").read_text()
     assert '<div id="mds"' in html and "BCRS" in html and "plotly" in html
+    quad = factorised.summary["mds"]["quad"]
+    assert f"MDS of B = {quad[0]}, C = {quad[1]}, R = {quad[2]}, S = {quad[3]}" in html  # the letters explained
     points = pd.read_parquet(folder / "mds_points.parquet")
     assert set(points.category) == {"mean", "simple", "composite", "synthetic"} and len(points) == 28
     objects = pd.read_parquet(folder / "objects.parquet")

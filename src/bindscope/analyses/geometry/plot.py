@@ -50,7 +50,7 @@ def geometry_plots(result: GeometryResult, folder: Path, title: str) -> None:
     if table.variant.str.startswith("rank_axis:").any():
         rank_axis_plot(table, folder / "rank_axes.png", title=title)
     if result.mds is not None:
-        label = f"({', '.join(result.mds.quad)})"
+        label = ", ".join(f"{letter} = {name}" for letter, name in zip("BCRS", result.mds.quad))
         mds_plot(result.tables["mds_points"], folder / "mds.png", title=f"{title}: MDS of {label}")
         mds_html(result.tables["mds_points"], folder / "mds.html", title=f"{title}: MDS of {label}")
 
