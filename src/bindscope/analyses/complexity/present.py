@@ -9,7 +9,7 @@ from bindscope.analyses.complexity.curves import COVERED_AT, GENERALISES_AT
 from bindscope.analyses.complexity.families import Family, Memorises
 from bindscope.analyses.complexity.reuse import FITS
 from bindscope.analyses.complexity.summary import ComplexitySummary, Curve, FittedIn, VerdictNumbers
-from bindscope.analyses.complexity.verdict import FitsDisagree, Open, Verdict
+from bindscope.analyses.complexity.verdict import FitsDisagree, Open, Verdict, finding_of
 from bindscope.estimators.metrics import format_spread
 
 #: Every output of a sweep that selected checkpoints on test accuracy says so.
@@ -214,14 +214,13 @@ def card_words(summary: ComplexitySummary) -> str:
 
 
 def _no_family_words(verdict: VerdictNumbers, largest: float | None) -> str:
-    """The card's words when no family generalises (the finding of
-    :attr:`~bindscope.analyses.complexity.verdict.Verdict.finding`)."""
+    """The card's words when no family generalises, by the verdict's finding (:func:`finding_of`)."""
     said = "no family" + ("" if largest is None else f" up to {largest:.0%} seen")
-    if not verdict.reliable:
+    finding = finding_of(None, verdict.reliable, verdict.decisive_fractions, largest, bool(verdict.undetermined))
+    if finding == "unreliable":
         return f"unknown: {said}, but fits did not converge"
-    decisive = verdict.decisive_fractions
-    if largest is not None and decisive is not None and not any(abs(f - largest) < 1e-9 for f in decisive):
+    if finding == "not_decisive":
         return f"cannot tell: {said}, evidence not decisive"
-    if verdict.undetermined:
+    if finding == "open_families":
         return f"high but for {', '.join(verdict.undetermined)} (left open): {said}"
     return f"high: {said}"

@@ -74,13 +74,22 @@ class Verdict:
     @property
     def finding(self) -> Finding:
         """What the verdict finds (see :data:`Finding`)."""
-        if self.simplest is not None:
-            return "generalises"
-        if not self.reliable:
-            return "unreliable"
-        if self.decisive is not None and self.largest not in self.decisive:
-            return "not_decisive"
-        return "open_families" if self.undetermined else "high_complexity"
+        return finding_of(self.simplest, self.reliable, self.decisive, self.largest, bool(self.undetermined))
+
+
+def finding_of(
+    simplest: str | None, reliable: bool, decisive: list[float] | None, largest: float | None, open_families: bool
+) -> Finding:
+    """What a verdict finds (see :data:`Finding`) from its parts, as :class:`Verdict` holds them or a summary
+    records them (``largest`` None: no fraction is known, so the evidence is not judged by it; a summary's
+    fractions went through text, so ``largest`` is looked for in ``decisive`` to within 1e-9)."""
+    if simplest is not None:
+        return "generalises"
+    if not reliable:
+        return "unreliable"
+    if largest is not None and decisive is not None and not any(abs(f - largest) < 1e-9 for f in decisive):
+        return "not_decisive"
+    return "open_families" if open_families else "high_complexity"
 
 
 def decide(

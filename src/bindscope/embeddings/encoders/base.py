@@ -156,6 +156,12 @@ class LazyParts:
         return None
 
 
+def lacks_vocabulary(tokenizer: Any) -> bool:
+    """Whether a tokenizer holds only its special tokens: transformers builds such an empty tokenizer of the
+    config's type when a folder has no tokenizer files, and every word then reads as unknown."""
+    return len(tokenizer) <= len(set(tokenizer.all_special_ids))
+
+
 def resolve_layer(layer: int | None, num_layers: int, tower: str) -> int | None:
     """Index into a ``hidden_states`` tuple of ``num_layers + 1`` entries, or None for the final output."""
     if layer is None:

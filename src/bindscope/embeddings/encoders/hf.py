@@ -47,6 +47,7 @@ from bindscope.embeddings.encoders.base import (
     Items,
     LazyParts,
     count_parameters,
+    lacks_vocabulary,
     pool,
     resolve_layer,
     seeded_init,
@@ -544,8 +545,7 @@ def _load_tokenizer(spec: ModelSpec, source: _Source) -> Any:
     """The tokenizer; refused (for texts only) when the folder or repo has no tokenizer files."""
     auto = _auto("AutoTokenizer")
     tokenizer = _hub_call(spec, source, "tokenizer", lambda: auto.from_pretrained(source.resolved, **_where(source)))
-    if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
-        # transformers builds an empty tokenizer of the config's type when a folder has no tokenizer files
+    if lacks_vocabulary(tokenizer):
         where = f"folder {source.resolved}" if source.local else f"hub repo {source.resolved}@{source.revision}"
         raise BindscopeError(
             f"{spec} cannot embed texts: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), "

@@ -27,6 +27,7 @@ from bindscope.embeddings.encoders.base import (
     Encoder,
     Items,
     count_parameters,
+    lacks_vocabulary,
     resolve_layer,
     seeded_init,
     short_reason,
@@ -236,8 +237,7 @@ def check_vocabulary(model: Any, spec: ModelSpec, target: str) -> None:
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None or not hasattr(tokenizer, "all_special_ids"):
         return
-    if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
-        # transformers builds an empty tokenizer of the config's type when a folder has no vocabulary file
+    if lacks_vocabulary(tokenizer):
         raise BindscopeError(
             f"{spec} cannot embed texts: its tokenizer has no vocabulary (only {len(tokenizer)} special tokens), "
             f"so every word would read as unknown; save the model with its tokenizer files to {target} "
