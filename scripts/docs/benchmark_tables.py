@@ -4,25 +4,26 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
-COLUMNS = (
-    "script",
-    "case",
-    "ours",
-    "baseline",
-    "unit",
-    "ours_value",
-    "baseline_value",
-    "speedup",
-    "target",
-    "checks",
-    "measured",
-    "machine",
-    "command",
-)
+
+
+def _record_columns() -> tuple[str, ...]:
+    """The columns the benchmark scripts write: ``COLUMNS`` of ``benchmarks/record.py`` (loaded by path, as the
+    scripts load it, without putting the benchmarks folder on ``sys.path``)."""
+    spec = importlib.util.spec_from_file_location("bindscope_benchmarks_record", BENCHMARKS / "record.py")
+    assert spec is not None and spec.loader is not None, BENCHMARKS
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return tuple(module.COLUMNS)
+
+
+COLUMNS = _record_columns()
 
 
 def read_results(path: Path) -> list[dict[str, str]]:

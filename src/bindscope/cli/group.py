@@ -70,8 +70,9 @@ class Commands(TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         own = super().list_commands(ctx)
-        names = [*own, *(n for n in analysis_titles() if n not in own)]
-        return sorted(names, key=lambda n: workflow_position(n, own))
+        analyses = list(analysis_titles())
+        names = [*own, *(n for n in analyses if n not in own)]
+        return sorted(names, key=lambda n: workflow_position(n, own, analyses))
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
@@ -94,13 +95,14 @@ class Commands(TyperGroup):
         return name, command, rest
 
 
-def workflow_position(name: str, own: list[str]) -> tuple[int, int]:
+def workflow_position(name: str, own: list[str], analyses: list[str]) -> tuple[int, int]:
     """Where a command comes in the help: its panel's place in :data:`PANELS`, then its place in the panel (an
-    analysis command: the registry's order, before ``analyses``); a command in no panel comes last."""
+    analysis command: its place in ``analyses``, the registry's order, before ``analyses`` the command); a command
+    in no panel comes last."""
     panels = list(PANELS)
     for place, names in enumerate(PANELS.values()):
         if name in names:
-            return place, len(analysis_titles()) + names.index(name)
+            return place, len(analyses) + names.index(name)
     if name not in own:
-        return panels.index(ANALYSES_PANEL), list(analysis_titles()).index(name)
+        return panels.index(ANALYSES_PANEL), analyses.index(name)
     return len(panels), own.index(name)

@@ -26,7 +26,6 @@ from bindscope.core.io import atomic_file, read_json, staged_dir
 from bindscope.core.locks import writes
 from bindscope.core.validation import short_repr
 from bindscope.data.datasets import DATASET_FORMAT
-from bindscope.estimators.intervals import rate
 from bindscope.pipeline.report import (
     DEPTH_METRICS,
     STYLE,
@@ -149,9 +148,10 @@ FIXED_FLOORS = {
 FLOOR_STYLE = {"random weights": ("#dd8452", "D"), "chance": ("k", "|"), "bag of concepts": ("#c44e52", "s")}
 
 
-def metric_plot(card: pd.DataFrame, metric: str, path: Path) -> Path:
-    """A horizontal bar per model (run / dataset / embeddings on the left, readable) of one card metric: rates in
-    percent with their 95% Wilson interval, R² as is; the metric's floors as reference marks and lines."""
+def metric_plot(card: pd.DataFrame, rows: list[tuple[str, CardRow]], metric: str, path: Path) -> Path:
+    """A horizontal bar per model (run / dataset / embeddings on the left, readable) of one card metric (``card``:
+    the table of ``rows``, in their order): rates in percent with their 95% Wilson interval, R² as is; the metric's
+    floors as reference marks and lines."""
     plt = pyplot()
     names = [f"{r.run} / {r.dataset} / {r.embeddings}" for r in card.itertuples()]
     scale = 100.0 if column_of(metric).unit in ("rate", "percent") else 1.0
@@ -159,7 +159,7 @@ def metric_plot(card: pd.DataFrame, metric: str, path: Path) -> Path:
     y = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(8.5, 1.9 + 0.45 * len(names)))
     ax.barh(y, scale * np.nan_to_num(values), color="#4c72b0", height=0.6, label=metric)
-    low, high = intervals(card, metric, values)
+    low, high = intervals(rows, metric)
     if np.isfinite(low).any():
         err = np.nan_to_num(np.stack([values - low, high - values]) * scale)
         ax.errorbar(scale * np.nan_to_num(values), y, xerr=err, fmt="none", ecolor="k", capsize=3, lw=1)
@@ -176,14 +176,11 @@ def metric_plot(card: pd.DataFrame, metric: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def intervals(card: pd.DataFrame, metric: str, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's 95% Wilson interval of a rate (NaN where the card has no n for it)."""
-    counts = card[f"{metric} n"] if f"{metric} n" in card.columns else pd.Series([None] * len(card))
-    low, high = np.full(len(card), np.nan), np.full(len(card), np.nan)
-    for i, (value, n) in enumerate(zip(values, counts)):
-        shown = rate(float(value), None if pd.isna(n) else int(n))
-        if shown is not None:
-            low[i], high[i] = shown.low, shown.high
+def intervals(rows: list[tuple[str, CardRow]], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each card row's 95% Wilson interval of a rate (:meth:`CardRow.rate`; NaN where the row has no n for it)."""
+    shown = [r.rate(metric) for _, r in rows]
+    low = np.array([np.nan if x is None else x.low for x in shown], dtype=float)
+    high = np.array([np.nan if x is None else x.high for x in shown], dtype=float)
     return low, high
 
 
@@ -228,7 +225,8 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         figures = []
         for metric in [m for m in DEPTH_METRICS if m in card.columns]:
             slug = re.sub(r"[^a-z0-9]+", "_", metric.lower()).strip("_")
-            figures.append(figure_html(metric_plot(card, metric, stage / "plots" / f"{slug}.png"), caption(metric)))
+            chart = metric_plot(card, rows, metric, stage / "plots" / f"{slug}.png")
+            figures.append(figure_html(chart, caption(metric)))
         page = [
             "<!doctype html><html><head><meta charset='utf-8'><title>bindscope compare</title>",
             f"<style>{STYLE}</style></head><body><h1>bindscope compare</h1>",
