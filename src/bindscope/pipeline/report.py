@@ -93,12 +93,17 @@ def numbers_of(loaded: LoadedResult, kind: type[S]) -> S:
     return typed
 
 
-def card_row(dataset: str, label: str, folders: dict[str, Path]) -> CardRow:
+def loaded_results(root: Path) -> dict[tuple[str, str], dict[str, LoadedResult]]:
+    """Every complete result folder of a run, read once: ``(dataset, label) -> {analysis: result}``."""
+    return {key: {a: load_result(f) for a, f in group.items()} for key, group in result_folders(root).items()}
+
+
+def card_row(dataset: str, label: str, results: dict[str, LoadedResult]) -> CardRow:
     """The report card's numbers and readings for one embedding folder's results."""
     row = CardRow(dataset, label)
     for analysis, fill in CARD_PARTS.items():
-        if analysis in folders:
-            fill(load_result(folders[analysis]), row)
+        if analysis in results:
+            fill(results[analysis], row)
     return row
 
 
@@ -226,9 +231,10 @@ def intervention_cells(summary: InterveneSummary, row: CardRow) -> None:
     )
 
 
-def report_card(root: Path) -> list[CardRow]:
+def report_card(root: Path, results: dict[tuple[str, str], dict[str, LoadedResult]] | None = None) -> list[CardRow]:
     """Every row of the report card of a run folder."""
-    return [card_row(dataset, label, folders) for (dataset, label), folders in result_folders(root).items()]
+    results = loaded_results(root) if results is None else results
+    return [card_row(dataset, label, group) for (dataset, label), group in results.items()]
 
 
 LAYERED = re.compile(r"^(?P<base>.+)-L(?P<layer>-?\d+)$")
@@ -459,12 +465,17 @@ def anchor(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Section:
-    """One result folder's place in the report: its analysis, dataset and embeddings, and its anchor."""
+    """One result folder's place in the report: its analysis, dataset and embeddings, the result read from it,
+    and its anchor."""
 
     analysis: str
     dataset: str
     label: str
-    folder: Path
+    result: LoadedResult
+
+    @property
+    def folder(self) -> Path:
+        return self.result.path
 
     @property
     def id(self) -> str:
@@ -475,17 +486,17 @@ class Section:
         return f"{question(self.analysis)[0]} {self.dataset} / {self.label}"
 
 
-def story_sections(folders: dict[tuple[str, str], dict[str, Path]]) -> list[Section]:
+def story_sections(results: dict[tuple[str, str], dict[str, LoadedResult]]) -> list[Section]:
     """Every result folder as a section: by analysis in the order of the story (unknown analyses last), then
     by dataset and embedding folder."""
     order = list(STORY)
-    sections = [Section(a, d, lab, f) for (d, lab), group in folders.items() for a, f in group.items()]
+    sections = [Section(a, d, lab, r) for (d, lab), group in results.items() for a, r in group.items()]
     return sorted(sections, key=lambda s: (order.index(s.analysis) if s.analysis in order else len(order), s.id))
 
 
 def section_html(section: Section, root: Path) -> str:
     """One result folder: its title in words, its path, its headline table, notes and captioned figures."""
-    loaded = load_result(section.folder)
+    loaded = section.result
     analysis = get_analysis(loaded.analysis)
     parts = [
         f"<h3>{html.escape(section.title)}</h3>",
@@ -573,9 +584,10 @@ def write_report(root: str | Path) -> Path:
     if not config_path.is_file():
         raise BindscopeError(f"{root} is not a run folder (no config.yaml); give the --out folder of bindscope run")
     manifest = read_json(manifest_path, "run manifest") if manifest_path.is_file() else {}
-    rows = report_card(root)
+    results = loaded_results(root)
+    rows = report_card(root, results)
     steps: dict[str, list[Section]] = {}
-    for section in story_sections(result_folders(root)):
+    for section in story_sections(results):
         steps.setdefault(section.analysis, []).append(section)
     depth = depth_html(rows, root)
     name = manifest.get("run") or root.name

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.results import load_result
+from bindscope.analyses.results import LoadedResult
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json, staged_dir
@@ -33,6 +33,7 @@ from bindscope.pipeline.report import (
     card_html,
     column_of,
     figure_html,
+    loaded_results,
     report_card,
     result_folders,
 )
@@ -106,12 +107,17 @@ def run_label(run: Path, taken: set[str]) -> str:
     return label
 
 
-def merged_tables(runs: dict[str, Path]) -> pd.DataFrame:
+#: Every run's result folders, read once: run label -> (dataset, embeddings) -> {analysis: result}.
+RunResults = dict[str, dict[tuple[str, str], dict[str, LoadedResult]]]
+
+
+def merged_tables(results: RunResults) -> pd.DataFrame:
+    """Every run's results tables as one, with ``run``, ``dataset``, ``embeddings`` and ``analysis_folder`` first."""
     parts = []
-    for label, run in runs.items():
-        for (dataset, embeddings), folders in result_folders(run).items():
-            for name, folder in folders.items():
-                table = load_result(folder).table.copy()
+    for label, run in results.items():
+        for (dataset, embeddings), group in run.items():
+            for name, loaded in group.items():
+                table = loaded.table.copy()
                 for i, (column, value) in enumerate(
                     (("run", label), ("dataset", dataset), ("embeddings", embeddings), ("analysis_folder", name))
                 ):
@@ -120,9 +126,9 @@ def merged_tables(runs: dict[str, Path]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def card_rows(runs: dict[str, Path]) -> list[tuple[str, CardRow]]:
+def card_rows(runs: dict[str, Path], results: RunResults) -> list[tuple[str, CardRow]]:
     """Every run's report-card rows, each with its run's label."""
-    return [(label, r) for label, run in runs.items() for r in report_card(run)]
+    return [(label, r) for label, run in runs.items() for r in report_card(run, results[label])]
 
 
 def card_table(rows: list[tuple[str, CardRow]]) -> pd.DataFrame:
@@ -216,10 +222,11 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
     runs = {run_label(p, taken): p for p in paths}
     out = Path(out)
     with staged_dir(out, kind="comparison", overwrite=overwrite) as stage:
-        merged = merged_tables(runs)
+        results = {label: loaded_results(run) for label, run in runs.items()}
+        merged = merged_tables(results)
         merged.to_parquet(stage / "results.parquet", index=False)
         merged.to_csv(stage / "results.csv", index=False)
-        rows = card_rows(runs)
+        rows = card_rows(runs, results)
         card = card_table(rows)
         card.to_csv(stage / "card.csv", index=False)
         figures = []
