@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bindscope.analyses import load_result
 from bindscope.analyses.probe import ProbeAnalysis, ProbeSummary, binding_reading, probe_analysis, probe_summary
 from bindscope.analyses.probe.compute import bag_settings
 from bindscope.analyses.probe.summary import seed_values
@@ -130,7 +131,7 @@ def test_the_cli_reads_each_accuracy_beside_its_floors_and_the_card_too(
     assert "bag of concepts 42.6% ideal / " in done.stdout  # mean of the seeds' test scenes (all: 41.7%)
     assert "\nbinds beyond a bag of concepts; object probe 100.0% vs " in done.stdout
     summary = json.loads((out / "summary.json").read_text())
-    row = card_row("clevr", "lookup", {"probe": out})
+    row = card_row("clevr", "lookup", {"probe": load_result(out)})
     assert row.cells["bag of concepts"] == summary["binding"]["floor_mean"] and row.cells["beyond bag"] == "yes"
     assert row.cells["random weights"] == summary["floors"]["object_acc"]["rand"]
     assert row.readings[0].startswith("objects recoverable: yes") and row.readings[1].startswith("binds beyond")
