@@ -8,7 +8,11 @@ An analysis is a small class (in the spirit of open_clip's factory and lm-eval's
 - ``compute(inputs, settings) -> Result``: pure, over arrays;
 - ``Summary``: the typed numbers of ``summary.json``; ``summarize(result, settings)`` builds them;
 - ``headline(summary) -> rows``: the table the terminal shows (``notes``: lines after it);
-- ``files(result, settings, context) -> ResultFiles``: its tables, plots and artefacts.
+- ``files(result, settings, context) -> ResultFiles``: its tables, plots and artefacts;
+- its place on the report card: ``story`` (the step of the paper it answers) and ``order``, ``columns`` (the
+  questions it answers, :class:`~bindscope.analyses.card.CardColumn`), ``measure(summary)`` (each column's number
+  per seed, judged by the registry against the same analysis run on the ideal bag of concepts) and ``captions``
+  (what each of its figures shows, by file stem).
 
 :mod:`bindscope.analyses.registry` finds analyses by name and runs them into folders.
 """
@@ -22,11 +26,13 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from bindscope.analyses.card import CardColumn
 from bindscope.analyses.inputs import AnalysisInputs, Inputs
 from bindscope.analyses.results import ResultFiles
 from bindscope.analyses.results import Summary as BaseSummary
 from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import Settings
+from bindscope.estimators.verdicts import Measured
 
 Progress = Callable[[int, int], object]
 Rows = list[tuple[str, ...]]  # a header row, then rows of cells
@@ -54,6 +60,13 @@ class Analysis(ABC):
     extra_columns: ClassVar[tuple[str, ...]] = ()
     #: Whether the embedding folder may itself be a single-object bank (``embed --single-objects``).
     reads_single_objects: ClassVar[bool] = False
+    #: The step of the paper's story it answers (the report's section heading) and its place in that story.
+    story: ClassVar[str] = ""
+    order: ClassVar[int] = 100
+    #: The questions it answers on the report card, in order; each is measured by :meth:`measure`.
+    columns: ClassVar[tuple[CardColumn, ...]] = ()
+    #: What each of its figures shows, by file stem (the report's captions, in the order the figures are shown).
+    captions: ClassVar[dict[str, str]] = {}
 
     @abstractmethod
     def compute(self, inputs: AnalysisInputs, settings: Any, progress: Progress | None = None) -> Result:
@@ -66,6 +79,12 @@ class Analysis(ABC):
     @abstractmethod
     def headline(self, summary: Any) -> Rows:
         """A table for the terminal from the typed summary: a header row, then rows of strings."""
+
+    def measure(self, result: Any, settings: Any) -> dict[str, Measured]:
+        """Each card column's number per seed with its cases, chance and ``+rand`` (keys: :attr:`columns`), from
+        what ``compute`` returned; the registry judges them against the same columns measured on the ideal bag
+        of concepts."""
+        return {}
 
     def notes(self, summary: Any) -> list[str]:
         """Lines the terminal shows after the headline table (e.g. a verdict); default none."""

@@ -7,13 +7,15 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bindscope.analyses.base import Analysis, Progress, RunContext
+from bindscope.analyses.base import Analysis, Progress, Result, RunContext
+from bindscope.analyses.card import bag_inputs, judge_columns
 from bindscope.analyses.complexity import ComplexityAnalysis
 from bindscope.analyses.crossmodal import CrossmodalAnalysis
 from bindscope.analyses.decompose import DecomposeAnalysis
@@ -26,6 +28,9 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import keeping_units
 from bindscope.core.io import check_output_dir
 from bindscope.core.locks import writes
+from bindscope.estimators.verdicts import Verdict
+
+log = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, Analysis] = {}
 
@@ -184,7 +189,10 @@ def run_analysis(
     units = units_folder(out, content_key(name, record, settings.to_dict()))
     with keeping_units(units):
         result = analysis.compute(arrays, settings, progress)
-    numbers = analysis.summarize(result, settings).numbers()
+    summary = analysis.summarize(result, settings)
+    with keeping_units(units.with_name(units.name + "-bag")):
+        verdicts = judged(analysis, result, arrays, settings)
+    numbers = summary.model_copy(update={"verdicts": verdicts}).numbers()
     head = header(
         name,
         inputs=record,
@@ -198,6 +206,25 @@ def run_analysis(
     write_result(out, head, numbers, files, overwrite=overwrite)
     shutil.rmtree(units.parent, ignore_errors=True)
     return load_result(out, name)
+
+
+def judged(analysis: Analysis, result: Result, arrays: AnalysisInputs, settings: Any) -> dict[str, Verdict]:
+    """Each card column of ``result`` judged against the same analysis run on the ideal bag of concepts of the
+    same scenes and settings (docs/method/verdicts.md). Where the bag cannot be analysed (a
+    :class:`BindscopeError`), its floor is missing and every verdict reads ``undetermined``."""
+    if not analysis.columns:
+        return {}
+    measured = analysis.measure(result, settings)
+    try:
+        bag = analysis.measure(analysis.compute(bag_inputs(arrays), settings), settings)
+    except BindscopeError as exc:
+        log.warning(
+            "%s: the bag-of-concepts floor could not be measured (%s); its verdicts are undetermined",
+            analysis.name,
+            exc,
+        )
+        bag = None
+    return judge_columns(analysis.columns, measured, bag)
 
 
 def units_folder(out: Path, key: str) -> Path:

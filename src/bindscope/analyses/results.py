@@ -26,13 +26,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json
 from bindscope.core.tidy import KEY_COLUMNS
 from bindscope.core.validation import Schema, format_validation, one_line
 from bindscope.core.version import __version__, stamp
+from bindscope.estimators.verdicts import Verdict
 
 FORMAT_NAME = "bindscope-result"
 FORMAT_VERSION = 2
@@ -76,6 +77,10 @@ class Summary(Schema):
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+    #: Each card column's typed verdict (:class:`~bindscope.estimators.verdicts.Verdict`), judged by the registry
+    #: against the same analysis run on the ideal bag of concepts; empty for an analysis without card columns.
+    verdicts: dict[str, Verdict] = Field(default_factory=dict)
 
     def numbers(self) -> dict[str, Any]:
         """The numbers as ``summary.json`` holds them."""

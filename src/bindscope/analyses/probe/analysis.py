@@ -10,12 +10,14 @@ import numpy as np
 
 from bindscope.analyses.base import Analysis, Progress, Result, Rows, RunContext
 from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.probe.card import COLUMNS, measure_objects
 from bindscope.analyses.probe.compute import probe_analysis
 from bindscope.analyses.probe.present import headline_rows, readings
 from bindscope.analyses.probe.settings import ProbeSettings
 from bindscope.analyses.probe.summary import ProbeSummary, probe_summary
 from bindscope.analyses.results import ResultFiles
 from bindscope.estimators.probe_runs import ProbeRun, approximate_warnings, save_fitted_probes
+from bindscope.estimators.verdicts import Measured
 from bindscope.space.concepts import SceneSet
 
 
@@ -36,6 +38,9 @@ class ProbeAnalysis(Analysis):
     Settings = ProbeSettings
     Summary = ProbeSummary
     uses = frozenset({"control"})
+    story = "recoverable"
+    order = 10
+    columns = COLUMNS
 
     def compute(self, inputs: AnalysisInputs, settings: ProbeSettings, progress: Progress | None = None) -> ProbeResult:
         y = np.asarray(inputs.embeddings)
@@ -46,6 +51,9 @@ class ProbeAnalysis(Analysis):
 
     def summarize(self, result: ProbeResult, settings: ProbeSettings) -> ProbeSummary:
         return probe_summary(result.table, result.run.solver)
+
+    def measure(self, result: ProbeResult, settings: ProbeSettings) -> dict[str, Measured]:
+        return measure_objects(result.table, result.tables.get("per_scene"))
 
     def headline(self, summary: ProbeSummary) -> Rows:
         return headline_rows(summary)

@@ -1,0 +1,135 @@
+"""The report card's contract: the columns an analysis declares, the bag-of-concepts inputs its floors are
+measured on, and the words every verdict is rendered in (docs/method/verdicts.md).
+
+An analysis declares its card columns (:class:`CardColumn`) in its own package and measures each one per seed
+(``Analysis.measure``); the registry runs the same analysis on the ideal bag of concepts of the same data
+(:func:`bag_inputs`) and judges every column (:func:`judge_columns`). The terminal, the report and ``compare``
+render the stored :class:`~bindscope.estimators.verdicts.Verdict` with :func:`verdict_words` and
+:func:`value_text`; nothing here is stored as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.estimators.intervals import CONFIDENCE
+from bindscope.estimators.metrics import percent
+from bindscope.estimators.verdicts import BAG, CHANCE, RAND, REASONS, Measured, Verdict, judge
+from bindscope.space.concepts import SceneSet
+
+Unit = Literal["rate", "r2", "share"]
+
+#: How a verdict reads in a card cell and a sentence.
+ANSWER_WORDS = {"binds": "binds", "no_binding": "no binding", "undetermined": "undetermined"}
+
+
+@dataclass(frozen=True)
+class CardColumn:
+    """One question an analysis answers on the card.
+
+    Attributes
+    ----------
+    key
+        The column's name in summaries, tables and ``card.csv`` (e.g. ``objects recoverable``).
+    header
+        Its header on the card, with its unit (e.g. ``object probe, %``).
+    unit
+        ``rate`` (a share of counted cases: percent with n and 95% interval), ``share`` (a share without cases,
+        e.g. a fraction of objects seen) or ``r2``.
+    question
+        The question in words, for a reading (e.g. ``objects recoverable beyond a bag of concepts``).
+    """
+
+    key: str
+    header: str
+    unit: Unit
+    question: str
+
+
+def bag_counts(scenes: SceneSet) -> np.ndarray:
+    """The ideal bag of concepts: each scene as the counts of its concept values, ``[N, sum V_c]`` float32."""
+    return np.concatenate(scenes.value_counts(), axis=1).astype(np.float32)
+
+
+def single_object_bag(scenes: SceneSet, rows: int) -> np.ndarray:
+    """The bag of a single-object bank (rows object-major, ``o * S + s``): each object's multi-hot, S times."""
+    objects = scenes.space.all_objects()
+    positions = rows // len(objects)
+    offsets = np.concatenate([[0], np.cumsum(scenes.space.sizes)[:-1]])
+    hot = np.zeros((len(objects), int(sum(scenes.space.sizes))), dtype=np.float32)
+    np.put_along_axis(hot, objects + offsets, 1.0, axis=1)
+    return np.repeat(hot, positions, axis=0)
+
+
+def bag_inputs(inputs: AnalysisInputs) -> AnalysisInputs:
+    """The same inputs with every embedding array replaced by the ideal bag of concepts of its scenes (both
+    modalities alike, the single-object bank as multi-hots); no control, no frozen probes, no uni-modal results:
+    the analysis fits what it needs on the bag itself."""
+    counts = bag_counts(inputs.scenes)
+    singles = None if inputs.singles is None else single_object_bag(inputs.scenes, len(inputs.singles))
+    other = None if inputs.other is None else counts.copy()
+    return replace(inputs, embeddings=counts, control=None, probes=None, singles=singles, other=other, unimodal=None)
+
+
+def judge_columns(
+    columns: tuple[CardColumn, ...], measured: Mapping[str, Measured], bag: Mapping[str, Measured] | None
+) -> dict[str, Verdict]:
+    """Every declared column measured on the model, judged against the same column measured on the bag."""
+    return {c.key: judge(measured[c.key], (bag or {}).get(c.key)) for c in columns if c.key in measured}
+
+
+def value_text(verdict: Verdict, unit: Unit, *, interval: bool = True) -> str:
+    """A verdict's number in its unit: ``87.5% (95% CI 80.1–92.3%, n = 106)``, ``R² 0.912 (sd 0.004 over 3
+    seeds)``; ``-`` where not measured."""
+    v = verdict.value
+    if v is None:
+        return "-"
+    if unit == "r2":
+        shown = f"R² {v:.3f}"
+    else:
+        shown = percent(v)
+    if interval and verdict.n_cases is not None and verdict.ci_low is not None and verdict.ci_high is not None:
+        ci = f"{CONFIDENCE:.0%} CI {100 * verdict.ci_low:.1f}–{100 * verdict.ci_high:.1f}%"
+        shown += f" ({ci}, n = {verdict.n_cases:,})"
+    elif interval and verdict.sd is not None:
+        shown += f" (sd {sd_text(verdict.sd, unit)} over {verdict.seeds} seeds)"
+    return shown
+
+
+def sd_text(sd: float, unit: Unit) -> str:
+    """A standard deviation over seeds in the number's unit (points for a share)."""
+    return f"{sd:.3f}" if unit == "r2" else f"{100 * sd:.1f} points"
+
+
+def floor_text(verdict: Verdict, unit: Unit) -> str:
+    """The floors beside a number: ``bag of concepts 25.0%, +rand 23.6%, chance 0.4%``."""
+    parts = []
+    for name in (BAG, RAND, CHANCE):
+        value = verdict.floor_value(name)
+        if value is not None:
+            parts.append(f"{name} {f'{value:.3f}' if unit == 'r2' else percent(value)}")
+    return ", ".join(parts) or "no floor measured"
+
+
+def verdict_words(column: CardColumn, verdict: Verdict) -> str:
+    """One reading: the question, the answer, the number beside its floors, why, and what was scored."""
+    head = f"{column.question}: {ANSWER_WORDS[verdict.answer]}"
+    body = f"{value_text(verdict, column.unit)} vs {floor_text(verdict, column.unit)}"
+    why = REASONS[verdict.reason]
+    if verdict.margin is not None and verdict.floor is not None:
+        unit = "" if column.unit == "r2" else " points"
+        scale = 1.0 if column.unit == "r2" else 100.0
+        margin, needs = scale * verdict.margin, scale * verdict.required
+        why += f" (margin {margin:+.1f}{unit} over {verdict.floor.name}, needs {needs:g})"
+    scored = f"; scored on {verdict.scored_on}" if verdict.scored_on else ""
+    others = "".join(
+        f"; under {a.setting}: {ANSWER_WORDS[a.answer]}"
+        + (f" ({percent(a.value) if column.unit != 'r2' else f'{a.value:.3f}'})" if a.value is not None else "")
+        for a in verdict.alternatives
+    )
+    return f"{head}, {body}; {why}{scored}{others}"
