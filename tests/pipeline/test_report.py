@@ -13,11 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bindscope.analyses import get_analysis, list_analyses
 from bindscope.analyses.complexity.present import card_words
 from bindscope.analyses.complexity.summary import ComplexitySummary, Spread, VerdictNumbers
 from bindscope.analyses.geometry.labels import label_points_3d, place_labels
 from bindscope.estimators.intervals import rate, rate_text, successes, wilson_interval
-from bindscope.pipeline.report import CAPTIONS, STORY, CardRow, card_cell_html, card_html
+from bindscope.estimators.verdicts import Measured, Verdict, judge, skipped_verdict
+from bindscope.pipeline.card import CardRow, Cell, Skip, analyses_in_order, card_html, card_table, cell_html
 
 ANALYSES = Path(__file__).resolve().parents[2] / "src" / "bindscope" / "analyses"
 
@@ -46,23 +48,32 @@ def test_a_rate_in_words() -> None:
     assert rate_text(None) == "-"
 
 
-def test_card_cells_carry_one_unit_each() -> None:
-    row = CardRow(
-        "clevr",
-        "m-text",
-        cells={"object probe": 0.95, "chance": 0.0056, "object-additive R²": 0.8974, "edit shared": 0.5},
-        counts={"object probe": 159},
-    )
-    probe = card_cell_html(row, "object probe")
-    assert "95.0%" in probe and "95% CI 90.4–97.4%" in probe and "n = 159" in probe and "data-n='159'" in probe
-    assert "n not recorded" in card_cell_html(row, "edit shared")  # a rate without its n says so
-    assert ">0.6%<" in card_cell_html(row, "chance") and ">0.897<" in card_cell_html(row, "object-additive R²")
-    assert card_cell_html(row, "attribute swap") == "<td>-</td>"
-    page = card_html([row])
+def cell(analysis: str, key: str, verdict: Verdict) -> Cell:
+    (column,) = [c for c in get_analysis(analysis).columns if c.key == key]
+    return Cell(analysis, column, verdict)
+
+
+def test_card_cells_show_the_number_its_floors_and_the_verdict() -> None:
+    probe = judge(Measured([0.95, 0.95, 0.95], n_cases=159, chance=0.0056, rand=[0.6] * 3), Measured([0.55] * 3))
+    bag = judge(Measured([0.55] * 3, n_cases=159, chance=0.0056), Measured([0.55] * 3))
+    (key,) = [c.key for c in get_analysis("probe").columns]
+    row = CardRow("clevr", "m-text", cells={key: cell("probe", key, probe)})
+    shown = cell_html(row.cells[key])
+    assert "95.0%" in shown and "95% CI 90.4–97.4%" in shown and "n = 159" in shown and "data-n='159'" in shown
+    assert "bag of concepts 55.0%, +rand 60.0%, chance 0.6%" in shown and "data-verdict='binds'" in shown
+    assert "data-verdict='no_binding'" in cell_html(cell("probe", key, bag))
+    assert cell_html(None) == "<td class='missing'>-</td>"
+    gone = Skip("probe", "too few scenes", "raise max_scenes")
+    skipped = Cell("probe", row.cells[key].column, skipped_verdict(), gone)
+    assert "skipped" in cell_html(skipped) and "too few scenes" in cell_html(skipped)
+    page = card_html([row, CardRow("clevr", "bag", cells={key: skipped})])
     heads = re.findall(r"<th>([^<]*)</th>", page)
-    assert heads[:4] == ["dataset", "embeddings", "object probe, %", "chance, %"] and "object-additive R²" in heads
-    groups = re.findall(r"<a href='#(\w+)'>", page)
-    assert groups == ["probe", "decompose", "intervene"]  # each column under its step of the story, in order
+    assert heads[:3] == ["dataset", "embeddings", "object probe, %"]
+    assert re.findall(r"<a href='#(\w+)'>", page) == ["probe"]  # each column under its step of the story
+    assert "objects recoverable beyond a bag of concepts: binds" in page and "to run it: raise max_scenes" in page
+    table = card_table([row])
+    assert {"n_cases", "ci_low", "ci_high", "verdict", "bag", "rand", "chance"} <= set(table.columns)
+    assert table.loc[0, "verdict"] == "binds" and table.loc[0, "n_cases"] == 159
 
 
 def verdict(simplest: str | None, f_star: float | None, **kw: object) -> ComplexitySummary:
@@ -103,10 +114,11 @@ def test_every_figure_an_analysis_writes_has_a_caption() -> None:
             written.setdefault(source.parent.name, set()).update(stems)
     assert {"complexity", "crossmodal", "intervene", "geometry"} <= set(written)
     for analysis, stems in written.items():
-        assert stems <= set(CAPTIONS.get(analysis, {})), (analysis, stems - set(CAPTIONS.get(analysis, {})))
-    for captions in CAPTIONS.values():
-        assert all(len(c.split()) >= 8 and c.endswith(".") for c in captions.values())  # sentences, not names
-    assert list(STORY) == ["probe", "decompose", "intervene", "complexity", "crossmodal", "geometry"]
+        captions = get_analysis(analysis).captions
+        assert stems <= set(captions), (analysis, stems - set(captions))
+    for name in list_analyses():
+        assert all(len(c.split()) >= 8 and c.endswith(".") for c in get_analysis(name).captions.values())
+    assert analyses_in_order() == ["probe", "decompose", "intervene", "complexity", "crossmodal", "geometry"]
 
 
 def boxes_overlap(a: np.ndarray, b: np.ndarray) -> bool:

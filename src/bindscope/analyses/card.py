@@ -133,3 +133,8 @@ def verdict_words(column: CardColumn, verdict: Verdict) -> str:
         for a in verdict.alternatives
     )
     return f"{head}, {body}; {why}{scored}{others}"
+
+
+def verdict_lines(columns: tuple[CardColumn, ...], verdicts: Mapping[str, Verdict]) -> list[str]:
+    """Each declared column's verdict in words, in the declared order (columns without a verdict left out)."""
+    return [verdict_words(c, verdicts[c.key]) for c in columns if c.key in verdicts]

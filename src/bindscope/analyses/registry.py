@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bindscope.analyses.base import Analysis, Progress, Result, RunContext
 from bindscope.analyses.card import bag_inputs, judge_columns
 from bindscope.analyses.complexity import ComplexityAnalysis
@@ -192,7 +194,7 @@ def run_analysis(
     summary = analysis.summarize(result, settings)
     with keeping_units(units.with_name(units.name + "-bag")):
         verdicts = judged(analysis, result, arrays, settings)
-    numbers = summary.model_copy(update={"verdicts": verdicts}).numbers()
+    numbers = summary.model_copy(update={"verdicts": verdicts, "rand_distance": rand_distance(arrays)}).numbers()
     head = header(
         name,
         inputs=record,
@@ -225,6 +227,15 @@ def judged(analysis: Analysis, result: Result, arrays: AnalysisInputs, settings:
         )
         bag = None
     return judge_columns(analysis.columns, measured, bag)
+
+
+def rand_distance(arrays: AnalysisInputs) -> float | None:
+    """``||Y - Y_rand|| / ||Y||`` (Frobenius) where the inputs hold the ``+rand`` control; None otherwise."""
+    if arrays.control is None:
+        return None
+    y = np.asarray(arrays.embeddings, dtype=np.float64)
+    scale = float(np.linalg.norm(y))
+    return float(np.linalg.norm(y - np.asarray(arrays.control, dtype=np.float64)) / scale) if scale else 0.0
 
 
 def units_folder(out: Path, key: str) -> Path:

@@ -33,6 +33,7 @@ from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, wri
 from bindscope.core.tidy import KEY_COLUMNS
 from bindscope.core.validation import Schema, format_validation, one_line
 from bindscope.core.version import __version__, stamp
+from bindscope.estimators.intervals import with_intervals
 from bindscope.estimators.verdicts import Verdict
 
 FORMAT_NAME = "bindscope-result"
@@ -81,6 +82,9 @@ class Summary(Schema):
     #: Each card column's typed verdict (:class:`~bindscope.estimators.verdicts.Verdict`), judged by the registry
     #: against the same analysis run on the ideal bag of concepts; empty for an analysis without card columns.
     verdicts: dict[str, Verdict] = Field(default_factory=dict)
+    #: How far the embeddings are from their ``+rand`` control's (relative Frobenius distance), where the analysis
+    #: was given the control: near 0, the model's weights did not shape its embeddings.
+    rand_distance: float | None = Field(None, exclude_if=lambda v: v is None)
 
     def numbers(self) -> dict[str, Any]:
         """The numbers as ``summary.json`` holds them."""
@@ -226,6 +230,7 @@ def write_result(
     with staged_dir(out, kind="result", overwrite=overwrite) as stage:
         write_json(stage / SUMMARY, summary)
         for name, table in {"results": files.table, **files.tables}.items():
+            table = with_intervals(table) if "value" in table.columns else table
             table.to_parquet(stage / f"{name}.parquet", index=False)
             if name not in files.parquet_only:
                 table.to_csv(stage / f"{name}.csv", index=False)

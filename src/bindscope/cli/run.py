@@ -58,13 +58,23 @@ def run_and_answer(settings: Any, out: Path, quiet: bool) -> None:
     for line in time_table(state.log.to_list()):
         typer.echo(f"  {line}")
     typer.echo(f"\nreport: {out / 'report.html'}" if settings.report else f"\nwrote {out}")
+    for line in skip_lines(state.log.skips()):
+        typer.echo(line)
+
+
+def skip_lines(skips: list[Any]) -> list[str]:
+    """The run's last lines: how many analyses it skipped, then each with its reason and fix."""
+    if not skips:
+        return ["skipped: none (every analysis ran)"]
+    counted = f"skipped: {len(skips)} analys{'i' if len(skips) == 1 else 'e'}s (status complete_with_skips)"
+    return [counted, *(f"  {s.line()}" for s in skips)]
 
 
 def answers(out: Path) -> None:
     """The report card's plain-language readings, per embedding folder."""
-    from bindscope.pipeline.report import report_card
+    from bindscope.pipeline.report import run_card
 
-    for row in report_card(out):
+    for row in run_card(out):
         typer.echo(f"\n{row.dataset} / {row.label}:")
         for line in row.readings:
             typer.echo(f"  {line}")

@@ -23,11 +23,15 @@ def run_and_show(name: str, inputs: Any, out: Path, settings: Any, overwrite: bo
 def show_result(name: str, result: Any) -> None:
     """A result's headline table, notes and warnings."""
     from bindscope.analyses import get_analysis
+    from bindscope.analyses.card import verdict_lines
 
     analysis = get_analysis(name)
     print_table(analysis.headline(result.view))
     for line in analysis.notes(result.view):
         typer.echo(line)
+    verdicts = result.typed.verdicts if result.typed is not None else {}
+    for line in verdict_lines(analysis.columns, verdicts):
+        typer.echo(f"verdict: {line}")
     warn(result.header.warnings)
 
 

@@ -1,11 +1,12 @@
 """``bindscope report RUN_DIR``: one self-contained HTML page of a run (plots embedded, no network).
 
-It reads like a paper's figure page: a table of contents with links; the binding report card, a row per
-embedding folder (and per model for the cross-modal tests), rates in percent with their n and 95% Wilson
-interval, R² as R², the complexity verdict in words, each row's one-line readings below; the layer sweeps;
-then the steps of the paper's story (recoverable, additive, editable, complexity, cross-modal, geometry),
-each a section per result folder titled in words, with its headline table, notes and captioned figures; the
-provenance of each model, the time per step and the command that reproduces the run.
+It reads like a paper's figure page: a table of contents with links; the binding report card
+(:mod:`bindscope.pipeline.card`: a row per embedding folder, and per model for the cross-modal tests; a cell per
+column each analysis declares, with its number, n and 95% interval or sd over seeds, its floors and its typed
+verdict; the analyses skipped, with reason and fix), each row's readings below, the card as ``report/card.csv``;
+the layer sweeps; then the steps of the paper's story in each analysis's declared order, each a section per
+result folder titled in words, with its headline table, notes and captioned figures; the provenance of each
+model, the time per step and the command that reproduces the run.
 """
 
 from __future__ import annotations
@@ -14,238 +15,37 @@ import base64
 import html
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from bindscope.analyses import get_analysis, load_result
-from bindscope.analyses.complexity import ComplexitySummary
-from bindscope.analyses.complexity import plot as complexity_plot
-from bindscope.analyses.complexity.present import card_words
-from bindscope.analyses.crossmodal import CrossmodalSummary
-from bindscope.analyses.crossmodal import plot as crossmodal_plot
-from bindscope.analyses.decompose import DecomposeSummary
-from bindscope.analyses.geometry import GeometrySummary
-from bindscope.analyses.geometry import plot as geometry_plot
-from bindscope.analyses.intervene import InterveneSummary, at_k
-from bindscope.analyses.intervene import plot as intervene_plot
-from bindscope.analyses.probe import ProbeSummary, binding_reading, object_numbers, recoverable_reading
-from bindscope.analyses.results import LoadedResult, Summary, read_header
+from bindscope.analyses import get_analysis
+from bindscope.analyses.card import verdict_lines
+from bindscope.analyses.results import LoadedResult
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json
 from bindscope.core.locks import writes
-from bindscope.estimators.floors import SHORT_READINGS
-from bindscope.estimators.intervals import Rate, bounds_text, rate, rate_text, share_text
-from bindscope.estimators.metrics import percent, spread_mean
-from bindscope.estimators.probes import OBJECT
+from bindscope.pipeline.card import (
+    CardRow,
+    Skip,
+    analyses_in_order,
+    card_html,
+    card_table,
+    columns_in_order,
+    loaded_results,
+    report_card,
+)
 from bindscope.pipeline.steps import time_table
 
 REPORT = "report.html"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
 
 
-@dataclass
-class CardRow:
-    """One row of the report card: an embedding folder (or a model's cross-modal pair) and its numbers.
-
-    ``cells``: the numbers as measured (rates as shares in [0, 1], R² as is; the complexity verdict in words);
-    ``counts``: for each rate cell, the cases per seed it is a share of (its n, which the report shows with a 95%
-    Wilson interval); ``readings``: one line per answer, in words.
-    """
-
-    dataset: str
-    label: str
-    cells: dict[str, float | str | None] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    readings: list[str] = field(default_factory=list)
-
-    def rate(self, column: str) -> Rate | None:
-        """A rate cell with its n and interval (None: not a number, or its n is not recorded)."""
-        value = self.cells.get(column)
-        return rate(value, self.counts.get(column)) if isinstance(value, float) else None
-
-
-def result_folders(root: Path) -> dict[tuple[str, str], dict[str, Path]]:
-    """``(dataset, label) -> {analysis: folder}`` of every complete result folder of a run."""
-    out: dict[tuple[str, str], dict[str, Path]] = {}
-    for summary in sorted((root / "results").glob("*/*/*/summary.json")):
-        folder = summary.parent
-        if read_header(folder) is None:
-            continue
-        out.setdefault((folder.parent.parent.name, folder.parent.name), {})[folder.name] = folder
-    return out
-
-
-S = TypeVar("S", bound=Summary)
-
-
-def numbers_of(loaded: LoadedResult, kind: type[S]) -> S:
-    """The typed numbers of a loaded analysis folder (:func:`load_result` validates them against the analysis's
-    summary)."""
-    typed = loaded.typed
-    if not isinstance(typed, kind):
-        raise BindscopeError(f"{loaded.path} does not hold {kind.__name__} numbers; run the analysis again")
-    return typed
-
-
-def loaded_results(root: Path) -> dict[tuple[str, str], dict[str, LoadedResult]]:
-    """Every complete result folder of a run, read once: ``(dataset, label) -> {analysis: result}``."""
-    return {key: {a: load_result(f) for a, f in group.items()} for key, group in result_folders(root).items()}
-
-
-def card_row(dataset: str, label: str, results: dict[str, LoadedResult]) -> CardRow:
-    """The report card's numbers and readings for one embedding folder's results."""
-    row = CardRow(dataset, label)
-    for analysis, fill in CARD_PARTS.items():
-        if analysis in results:
-            fill(results[analysis], row)
-    return row
-
-
-def probe_part(loaded: LoadedResult, row: CardRow) -> None:
-    summary = numbers_of(loaded, ProbeSummary)
-    tested = tested_scenes(loaded)
-    row.cells |= probe_cells(summary)
-    row.counts |= {"object probe": tested, "random weights": tested} if tested is not None else {}
-    row.readings += [recoverable_reading(summary, row.rate("object probe")), binding_reading(summary)]
-
-
-def tested_scenes(loaded: LoadedResult) -> int | None:
-    """The test scenes of one seed's object probe (the same for each seed's split, and for the ``+rand`` control);
-    None where the folder has no per-scene table."""
-    try:
-        per_scene = loaded.read_table("per_scene")
-    except BindscopeError:
-        return None
-    rows = per_scene[(per_scene["group"] == "test") & (per_scene["probe"] == OBJECT)]
-    per_seed = rows.groupby("seed").size()
-    return round(float(per_seed.mean())) if len(per_seed) else None
-
-
-def decompose_part(loaded: LoadedResult, row: CardRow) -> None:
-    r2 = numbers_of(loaded, DecomposeSummary).r2.test or {}
-    obj, con = spread_mean(r2.get("object_additive")), spread_mean(r2.get("concept_additive"))
-    row.cells |= {"object-additive R²": obj, "concept-additive R²": con}
-    if obj is not None:
-        row.readings.append(
-            f"a sum of object vectors: R² {obj:.3f} on held-out scenes"
-            + (f" (of concept vectors: {con:.3f})" if con is not None else "")
-        )
-
-
-def intervene_part(loaded: LoadedResult, row: CardRow) -> None:
-    intervention_cells(numbers_of(loaded, InterveneSummary), row)
-
-
-def complexity_part(loaded: LoadedResult, row: CardRow) -> None:
-    summary = numbers_of(loaded, ComplexitySummary)
-    row.cells |= {"complexity": card_words(summary), "f*": summary.verdict.f_star}
-    row.readings.append(f"binding function: {summary.verdict.reading}")
-
-
-def crossmodal_part(loaded: LoadedResult, row: CardRow) -> None:
-    swap = spread_mean(numbers_of(loaded, CrossmodalSummary).raw.get("swap_attribute"))
-    row.cells |= {"attribute swap": swap}
-    cases = swap_cases(loaded.table, "swap_attribute")
-    row.counts |= {"attribute swap": cases} if cases else {}
-    row.readings.append(
-        f"image-text similarity tells the attribute swap apart {rate_or_percent(row, 'attribute swap')} of the "
-        "time (chance 50%)"
-    )
-
-
-def swap_cases(table: pd.DataFrame, metric: str) -> int | None:
-    """The image-caption pairs a swap test of the captions as they are was scored on (None: not recorded)."""
-    rows = table[(table["variant"] == "raw") & (table["group"] == "all") & (table["metric"] == metric)]
-    if "cases" not in rows or not len(rows):
-        return None
-    return int(rows["cases"].iloc[0])
-
-
-def geometry_part(loaded: LoadedResult, row: CardRow) -> None:
-    g = numbers_of(loaded, GeometrySummary)
-    slot = g.positions[0]
-    held = slot.held_out.get(f"{g.headline_fraction:g}")
-    heads = spread_mean(held.heads.get("object") if held is not None else None)
-    row.cells |= {"factorization R²": slot.r2, "linear heads (unseen)": heads}
-    row.counts |= {"linear heads (unseen)": held.objects} if held is not None and held.objects else {}
-    r2 = "-" if slot.r2 is None else f"{slot.r2:.3f}"
-    row.readings.append(
-        f"object vectors factorise: R² {r2}; linear heads read {rate_or_percent(row, 'linear heads (unseen)')} "
-        f"of unseen objects ({g.headline_fraction:.0%} seen)"
-    )
-
-
-def rate_or_percent(row: CardRow, column: str) -> str:
-    """A rate cell for a reading: with its interval and n where its n is known, else its percentage."""
-    value = row.cells.get(column)
-    shown = row.rate(column)
-    return rate_text(shown) if shown is not None else percent(value if isinstance(value, float) else None)
-
-
-#: What each analysis adds to a report-card row (its numbers and readings), in the order of the paper's story.
-CARD_PARTS: dict[str, Callable[[LoadedResult, CardRow], None]] = {
-    "probe": probe_part,
-    "decompose": decompose_part,
-    "intervene": intervene_part,
-    "complexity": complexity_part,
-    "crossmodal": crossmodal_part,
-    "geometry": geometry_part,
-}
-
-
-def probe_cells(summary: ProbeSummary) -> dict[str, float | str | None]:
-    """The test object accuracy beside its floors (random weights, chance, the bag of concepts: the
-    larger of the ideal and the fitted bag, mean over seeds) and whether it binds beyond the bag."""
-    binding = summary.binding
-    acc, rand, chance = object_numbers(summary)
-    return {
-        "object probe": acc,
-        "random weights": rand,
-        "chance": chance,
-        "bag of concepts": binding.floor_mean if binding is not None else None,
-        "beyond bag": SHORT_READINGS.get(binding.reading, "-") if binding is not None else "-",
-    }
-
-
-def intervention_cells(summary: InterveneSummary, row: CardRow) -> None:
-    """Retrieval of the attribute edit by the first available bank, shared and different, at the table's k, with
-    the edits per seed each is a share of (the cases over all seeds over the seeds), and its reading."""
-    banks = [b for b, v in summary.banks.items() if v.available]
-    edit = summary.edits[0]
-    if not banks:
-        return
-    numbers = {g: at_k(summary, edit, banks[0], g, summary.table_k) for g in ("shared", "different")}
-    for group, n in numbers.items():
-        row.cells[f"edit {group}"] = spread_mean(n.retrieval if n is not None else None)
-        if n is not None and n.cases:
-            row.counts[f"edit {group}"] = round(n.cases / max(n.retrieval.n, 1))
-    row.readings.append(
-        f"editing one object ({edit}, {banks[0]} bank): retrieval {rate_or_percent(row, 'edit shared')} when the "
-        f"two objects share the value, {rate_or_percent(row, 'edit different')} when they differ"
-    )
-
-
-def report_card(root: Path, results: dict[tuple[str, str], dict[str, LoadedResult]] | None = None) -> list[CardRow]:
-    """Every row of the report card of a run folder."""
-    results = loaded_results(root) if results is None else results
-    return [card_row(dataset, label, group) for (dataset, label), group in results.items()]
-
-
 LAYERED = re.compile(r"^(?P<base>.+)-L(?P<layer>-?\d+)$")
-DEPTH_METRICS = (
-    "object probe",
-    "object-additive R²",
-    "edit different",
-    "factorization R²",
-    "linear heads (unseen)",
-    "attribute swap",
-)
+CARD_CSV = "report/card.csv"
 
 
 def depth_series(rows: list[CardRow]) -> dict[tuple[str, str], list[tuple[int, CardRow]]]:
@@ -260,15 +60,15 @@ def depth_series(rows: list[CardRow]) -> dict[tuple[str, str], list[tuple[int, C
 
 def depth_figure(key: tuple[str, str], series: list[tuple[int, CardRow]], path: Path) -> Path | None:
     """Each headline metric of a layer sweep against depth."""
-    metrics = [m for m in DEPTH_METRICS if any(isinstance(r.cells.get(m), float) for _, r in series)]
+    metrics = [c.key for _, c in columns_in_order() if any(r.value(c.key) is not None for _, r in series)]
     if not metrics:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     layers = [layer for layer, _ in series]
     for m in metrics:
-        values = [r.cells.get(m) for _, r in series]
-        ax.plot(layers, [v if isinstance(v, float) else np.nan for v in values], "o-", label=m)
+        values = [r.value(m) for _, r in series]
+        ax.plot(layers, [np.nan if v is None else v for v in values], "o-", label=m)
     ax.set_xlabel("layer")
     ax.set_ylabel("value")
     ax.set_title(f"{key[0]} / {key[1]}: headline metrics against depth")
@@ -305,147 +105,30 @@ def cell_text(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-# -- the card ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Column:
-    """How the card shows one of its columns: the analysis it comes from, its unit and its header.
-
-    ``unit``: ``rate`` (a share of counted cases: percent with its 95% interval and n), ``percent`` (a reference
-    share without cases: chance, a floor, a fraction seen), ``r2`` or ``words``.
-    """
-
-    analysis: str
-    unit: Literal["rate", "percent", "r2", "words"]
-    header: str
-
-
-#: Every column of the card, in the order of the paper's story.
-COLUMNS = {
-    "object probe": Column("probe", "rate", "object probe, %"),
-    "random weights": Column("probe", "rate", "random weights, %"),
-    "chance": Column("probe", "percent", "chance, %"),
-    "bag of concepts": Column("probe", "percent", "bag of concepts, %"),
-    "beyond bag": Column("probe", "words", "beyond bag"),
-    "object-additive R²": Column("decompose", "r2", "object-additive R²"),
-    "concept-additive R²": Column("decompose", "r2", "concept-additive R²"),
-    "edit shared": Column("intervene", "rate", "edit shared, %"),
-    "edit different": Column("intervene", "rate", "edit different, %"),
-    "complexity": Column("complexity", "words", "complexity"),
-    "f*": Column("complexity", "percent", "f*, % of objects seen"),
-    "attribute swap": Column("crossmodal", "rate", "attribute swap, %"),
-    "factorization R²": Column("geometry", "r2", "factorization R²"),
-    "linear heads (unseen)": Column("geometry", "rate", "linear heads on unseen objects, %"),
-}
-
-
-def column_of(name: str) -> Column:
-    """How the card shows a column (one it does not know: as words, under its name)."""
-    return COLUMNS.get(name, Column("", "words", name))
-
-
-def card_columns(rows: list[CardRow]) -> list[str]:
-    """The columns any row has, in the order of :data:`COLUMNS` (unknown ones last)."""
-    present = dict.fromkeys(c for r in rows for c in r.cells)
-    order = list(COLUMNS)
-    return sorted(present, key=lambda c: order.index(c) if c in order else len(order))
-
-
-def card_cell_html(row: CardRow, column: str) -> str:
-    """One card cell: a rate as percent with its 95% Wilson interval and n, a reference share in percent, R² with
-    three decimals, words as they are; ``-`` where missing."""
-    value = row.cells.get(column)
-    unit = column_of(column).unit
-    missing = value is None or (isinstance(value, float) and np.isnan(value))
-    if missing or not isinstance(value, (float, int)) or unit == "words":
-        return f"<td>{html.escape(cell_text(value))}</td>"
-    if unit == "percent":
-        return f"<td class='share'>{html.escape(percent(float(value)))}</td>"
-    if unit == "r2":
-        return f"<td class='r2'>{float(value):.3f}</td>"
-    shown = row.rate(column)
-    if shown is None:
-        return f"<td class='rate'>{share_text(float(value))}<br><small class='ci'>n not recorded</small></td>"
-    return (
-        f"<td class='rate' data-n='{shown.n}' data-low='{shown.low:.6f}' data-high='{shown.high:.6f}'>"
-        f"{share_text(shown.value)}<br><small class='ci'>{html.escape(bounds_text(shown))}<br>"
-        f"n = {shown.n:,}</small></td>"
-    )
-
-
-def card_head_html(columns: list[str], lead: list[str]) -> str:
-    """The card's two header rows: the step of the story each column answers (linked to its section), then the
-    columns with their units."""
-    groups: list[tuple[str, int]] = []
-    for c in columns:
-        analysis = column_of(c).analysis
-        if groups and groups[-1][0] == analysis:
-            groups[-1] = (analysis, groups[-1][1] + 1)
-        else:
-            groups.append((analysis, 1))
-    steps = "".join(
-        f"<th colspan='{n}'>" + (f"<a href='#{a}'>{html.escape(STORY[a])}</a>" if a in STORY else "") + "</th>"
-        for a, n in groups
-    )
-    top = f"<tr><th colspan='{len(lead)}'></th>{steps}</tr>"
-    names = "".join(f"<th>{html.escape(x)}</th>" for x in [*lead, *(column_of(c).header for c in columns)])
-    return f"<thead>{top}<tr>{names}</tr></thead>"
-
-
-def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
-    """The report card as a table (``runs``: a leading run column, one label per row, as ``compare`` shows it),
-    then each row's readings."""
-    columns = card_columns(rows)
-    lead = ["run", "dataset", "embeddings"] if runs is not None else ["dataset", "embeddings"]
-    body = []
-    for i, r in enumerate(rows):
-        first = [runs[i]] if runs is not None else []
-        cells = "".join(f"<td>{html.escape(x)}</td>" for x in [*first, r.dataset, r.label])
-        body.append(f"<tr>{cells}{''.join(card_cell_html(r, c) for c in columns)}</tr>")
-    table = f"<table class='card'>{card_head_html(columns, lead)}<tbody>{''.join(body)}</tbody></table>"
-    readings = "".join(
-        f"<li><b>{html.escape(r.dataset)} / {html.escape(r.label)}</b><ul>"
-        + "".join(f"<li>{html.escape(x)}</li>" for x in r.readings)
-        + "</ul></li>"
-        for r in rows
-    )
-    return table + CARD_NOTE + f"<ul class='readings'>{readings}</ul>"
-
-
-CARD_NOTE = (
-    "<p class='note'>Rates are in percent of the cases scored, each with its n (cases per seed; a mean over seeds "
-    "is read with one seed's n) and its 95% Wilson score interval. Chance, the bag of concepts and f* are "
-    "reference shares, without cases; R² is a coefficient of determination.</p>"
-)
-
-
 # -- the sections -----------------------------------------------------------------------------------------------
-#: The analyses in the order of the paper's story, each with the step it answers.
-STORY = {
-    "probe": "recoverable",
-    "decompose": "additive",
-    "intervene": "editable",
-    "complexity": "complexity",
-    "crossmodal": "cross-modal",
-    "geometry": "geometry",
-}
-
-#: What each analysis's figures show, by file stem (kept beside each analysis's plot code).
-CAPTIONS: dict[str, dict[str, str]] = {
-    "complexity": complexity_plot.CAPTIONS,
-    "crossmodal": crossmodal_plot.CAPTIONS,
-    "intervene": intervene_plot.CAPTIONS,
-    "geometry": geometry_plot.CAPTIONS,
-}
+def story(analysis: str) -> str:
+    """The step of the paper's story an analysis answers (its declared ``story``; its name where it has none)."""
+    try:
+        return get_analysis(analysis).story or analysis
+    except BindscopeError:  # a result of an analysis not registered here
+        return analysis
 
 
 def caption(analysis: str, stem: str) -> str:
-    """What one figure of an analysis shows (its file stem named where no caption was written)."""
-    return CAPTIONS.get(analysis, {}).get(stem, f"{stem}: a figure of {analysis}")
+    """What one figure of an analysis shows (its file stem named where the analysis wrote no caption)."""
+    try:
+        captions = get_analysis(analysis).captions
+    except BindscopeError:
+        captions = {}
+    return captions.get(stem, f"{stem}: a figure of {analysis}")
 
 
 def figures_in_order(analysis: str, folder: Path, suffix: str) -> list[Path]:
     """The figures of a folder in the order its analysis's captions tell them (unknown ones last, by name)."""
-    order = list(CAPTIONS.get(analysis, {}))
+    try:
+        order = list(get_analysis(analysis).captions)
+    except BindscopeError:
+        order = []
     found = sorted(folder.glob(f"*.{suffix}"))
     return sorted(found, key=lambda p: order.index(p.stem) if p.stem in order else len(order))
 
@@ -489,7 +172,7 @@ class Section:
 def story_sections(results: dict[tuple[str, str], dict[str, LoadedResult]]) -> list[Section]:
     """Every result folder as a section: by analysis in the order of the story (unknown analyses last), then
     by dataset and embedding folder."""
-    order = list(STORY)
+    order = analyses_in_order()
     sections = [Section(a, d, lab, r) for (d, lab), group in results.items() for a, r in group.items()]
     return sorted(sections, key=lambda s: (order.index(s.analysis) if s.analysis in order else len(order), s.id))
 
@@ -503,6 +186,10 @@ def section_html(section: Section, root: Path) -> str:
         f"<p class='path'>{html.escape(str(section.folder.relative_to(root)))}</p>",
         table_html(analysis.headline(loaded.view)),
     ]
+    verdicts = loaded.typed.verdicts if loaded.typed is not None else {}
+    lines = verdict_lines(analysis.columns, verdicts)
+    if lines:
+        parts.append("<ul class='verdicts'>" + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>")
     notes = analysis.notes(loaded.view)
     if notes:
         parts.append("<ul class='notes'>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
@@ -518,7 +205,7 @@ def section_html(section: Section, root: Path) -> str:
 def step_html(analysis: str, number: int, sections: list[Section], root: Path) -> str:
     """One step of the story: its heading, what the analysis does, and a section per result folder."""
     asked, rest = question(analysis)
-    head = f"<h2>{number}. {html.escape(STORY.get(analysis, analysis).capitalize())}: {html.escape(asked)}</h2>"
+    head = f"<h2>{number}. {html.escape(story(analysis).capitalize())}: {html.escape(asked)}</h2>"
     lead = f"<p class='lead'>{html.escape(rest)}</p>" if rest else ""
     body = "".join(section_html(s, root) for s in sections)
     return f"<section id='{anchor(analysis)}' class='step' data-analysis='{analysis}'>{head}{lead}{body}</section>"
@@ -534,7 +221,7 @@ def contents_html(steps: dict[str, list[Section]], layers: bool) -> str:
         sub = "".join(
             f"<li><a href='#{s.id}'>{html.escape(s.dataset)} / {html.escape(s.label)}</a></li>" for s in sections
         )
-        name = STORY.get(analysis, analysis).capitalize()
+        name = story(analysis).capitalize()
         items.append(f"<li><a href='#{anchor(analysis)}'>{number}. {html.escape(name)}</a><ul>{sub}</ul></li>")
     items += [
         "<li><a href='#provenance'>Provenance</a></li>",
@@ -575,6 +262,49 @@ def depth_html(rows: list[CardRow], root: Path) -> list[str]:
     return parts
 
 
+def manifest_skips(manifest: dict[str, Any]) -> dict[tuple[str, str], dict[str, Skip]]:
+    """The analyses a run skipped, per ``(dataset, embeddings)``, from its manifest's steps (``name``
+    ``dataset/embeddings/analysis``, with the reason and, where recorded, the fix)."""
+    out: dict[tuple[str, str], dict[str, Skip]] = {}
+    for step in manifest.get("steps") or []:
+        if step.get("kind") != "analysis" or step.get("status") != "skipped":
+            continue
+        dataset, _, rest = str(step.get("name", "")).partition("/")
+        label, _, analysis = rest.rpartition("/")
+        if dataset and label and analysis:
+            skip = Skip(analysis, str(step.get("reason") or "no reason recorded"), step.get("fix"))
+            out.setdefault((dataset, label), {})[analysis] = skip
+    return out
+
+
+def skipped_html(manifest: dict[str, Any]) -> str:
+    """Every step the run skipped, with its reason and fix (nothing where none was)."""
+    skipped = [s for s in manifest.get("steps") or [] if s.get("status") == "skipped"]
+    if not skipped:
+        return ""
+    items = "".join(
+        f"<li><b>{html.escape(str(s.get('kind')))} {html.escape(str(s.get('name')))}</b>: skipped, "
+        f"{html.escape(str(s.get('reason') or 'no reason recorded'))}"
+        + (f"; to run it: {html.escape(str(s['fix']))}" if s.get("fix") else "")
+        + "</li>"
+        for s in skipped
+    )
+    return f"<div id='skipped'><h3>Skipped ({len(skipped)})</h3><ul class='skipped'>{items}</ul></div>"
+
+
+def run_card(root: Path) -> list[CardRow]:
+    """The report card of a run folder, its skipped analyses included (what ``bindscope run`` prints)."""
+    manifest_path = root / "manifest.json"
+    manifest = read_json(manifest_path, "run manifest") if manifest_path.is_file() else {}
+    return report_card(root, None, manifest_skips(manifest))
+
+
+def ensure_parent(path: Path) -> Path:
+    """``path``, its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 @writes("root", what="run folder", in_place=True)
 def write_report(root: str | Path) -> Path:
     """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
@@ -585,7 +315,9 @@ def write_report(root: str | Path) -> Path:
         raise BindscopeError(f"{root} is not a run folder (no config.yaml); give the --out folder of bindscope run")
     manifest = read_json(manifest_path, "run manifest") if manifest_path.is_file() else {}
     results = loaded_results(root)
-    rows = report_card(root, results)
+    skips = manifest_skips(manifest)
+    rows = report_card(root, results, skips)
+    card_table(rows).to_csv(ensure_parent(root / CARD_CSV), index=False)
     steps: dict[str, list[Section]] = {}
     for section in story_sections(results):
         steps.setdefault(section.analysis, []).append(section)
@@ -599,6 +331,8 @@ def write_report(root: str | Path) -> Path:
         contents_html(steps, bool(depth)),
         "<section id='card'><h2>Binding report card</h2>",
         card_html(rows) if rows else "<p>No results yet.</p>",
+        skipped_html(manifest),
+        f"<p class='note'>The card as a table: <a href='{CARD_CSV}'>{CARD_CSV}</a>.</p>",
         "</section>",
         *(["<section id='layers'><h2>Layer sweeps</h2>", *depth, "</section>"] if depth else []),
         *(step_html(a, i, sections, root) for i, (a, sections) in enumerate(steps.items(), 1)),
