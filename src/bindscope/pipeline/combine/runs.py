@@ -2,10 +2,11 @@
 
 The output folder holds ``results.parquet`` / ``.csv`` (every run's tidy tables, with ``run``,
 ``dataset``, ``embeddings`` and ``analysis_folder`` columns first), ``card.csv`` (the report card of every
-run as one table: rates as shares, each with its n in a ``<column> n`` column), ``plots/<metric>.png`` (a
-horizontal bar per model for each headline metric, rates with their 95% Wilson interval, the floors the card
-has drawn as reference marks) and ``compare.html`` (the card and the captioned figures, self-contained). Runs
-sharing a dataset name must hold the same dataset (content hash).
+run as one long table: a row per run, embedding folder and card column, with its value, sd over seeds,
+``n_cases``, ``ci_low``, ``ci_high``, verdict, reason and floors; :data:`bindscope.pipeline.card.CARD_COLUMNS`),
+``plots/<column>.png`` (a horizontal bar per model for each card column, rates with their 95% Wilson interval,
+each row's floors as marks and its verdict on the bar) and ``compare.html`` (the card and the captioned figures,
+self-contained). Runs sharing a dataset name must hold the same dataset (content hash).
 """
 
 from __future__ import annotations
@@ -26,17 +27,17 @@ from bindscope.core.io import atomic_file, read_json, staged_dir
 from bindscope.core.locks import writes
 from bindscope.core.validation import short_repr
 from bindscope.data.datasets import DATASET_FORMAT
-from bindscope.pipeline.report import (
-    DEPTH_METRICS,
-    STYLE,
+from bindscope.estimators.verdicts import BAG, CHANCE, RAND
+from bindscope.pipeline.card import (
     CardRow,
     card_html,
-    column_of,
-    figure_html,
+    card_table,
+    columns_in_order,
     loaded_results,
     report_card,
     result_folders,
 )
+from bindscope.pipeline.report import STYLE, figure_html, manifest_skips
 from bindscope.pipeline.run import MANIFEST, RUN_FORMAT
 
 
@@ -127,90 +128,70 @@ def merged_tables(results: RunResults) -> pd.DataFrame:
 
 
 def card_rows(runs: dict[str, Path], results: RunResults) -> list[tuple[str, CardRow]]:
-    """Every run's report-card rows, each with its run's label."""
-    return [(label, r) for label, run in runs.items() for r in report_card(run, results[label])]
+    """Every run's report-card rows (its skipped analyses included), each with its run's label."""
+    return [
+        (label, r)
+        for label, run in runs.items()
+        for r in report_card(run, results[label], manifest_skips(run_manifest(run)))
+    ]
 
 
-def card_table(rows: list[tuple[str, CardRow]]) -> pd.DataFrame:
-    """The report cards as one table: ``run``, ``dataset``, ``embeddings``, the cells, then ``<column> n`` (the
-    cases per seed behind each rate)."""
-    records = []
-    for label, r in rows:
-        counts = {f"{c} n": n for c, n in r.counts.items()}
-        records.append({"run": label, "dataset": r.dataset, "embeddings": r.label, **r.cells, **counts})
-    table = pd.DataFrame(records)
-    numbers = [c for c in table.columns if not c.endswith(" n")]
-    sizes = [c for c in table.columns if c.endswith(" n")]
-    return table[numbers + sizes].astype({c: "Int64" for c in sizes})
+#: How each floor is marked on a comparison chart: colour and marker.
+FLOOR_STYLE = {BAG: ("#c44e52", "s"), RAND: ("#dd8452", "D"), CHANCE: ("k", "|")}
 
 
-#: The card's floors of a metric, drawn as reference marks on its chart: per row (a column of the card) or
-#: fixed (a value every model shares).
-ROW_FLOORS = {"object probe": ("random weights", "chance", "bag of concepts")}
-FIXED_FLOORS = {
-    "attribute swap": {"chance (= bag of concepts)": 0.5},
-    "edit shared": {"bag of concepts (at most)": 0.5},
-}
-FLOOR_STYLE = {"random weights": ("#dd8452", "D"), "chance": ("k", "|"), "bag of concepts": ("#c44e52", "s")}
-
-
-def metric_plot(card: pd.DataFrame, rows: list[tuple[str, CardRow]], metric: str, path: Path) -> Path:
-    """A horizontal bar per model (run / dataset / embeddings on the left, readable) of one card metric (``card``:
-    the table of ``rows``, in their order): rates in percent with their 95% Wilson interval, R² as is; the metric's
-    floors as reference marks and lines."""
+def metric_plot(rows: list[tuple[str, CardRow]], column: str, path: Path) -> Path:
+    """A horizontal bar per model (run / dataset / embeddings on the left) of one card column: rates in percent
+    with their 95% Wilson interval, R² as is; each row's floors (bag of concepts, +rand, chance) as marks, and its
+    verdict beside the bar."""
     plt = pyplot()
-    names = [f"{r.run} / {r.dataset} / {r.embeddings}" for r in card.itertuples()]
-    scale = 100.0 if column_of(metric).unit in ("rate", "percent") else 1.0
-    values = pd.to_numeric(card[metric], errors="coerce").to_numpy(dtype=float)
+    shown = [(label, r, r.cells[column]) for label, r in rows if column in r.cells]
+    unit = shown[0][2].column.unit
+    scale = 1.0 if unit == "r2" else 100.0
+    names = [f"{label} / {r.dataset} / {r.label}" for label, r, _ in shown]
+    verdicts = [cell.verdict for _, _, cell in shown]
+    values = np.array([np.nan if v.value is None else v.value for v in verdicts], dtype=float)
     y = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(8.5, 1.9 + 0.45 * len(names)))
-    ax.barh(y, scale * np.nan_to_num(values), color="#4c72b0", height=0.6, label=metric)
-    low, high = intervals(rows, metric)
+    ax.barh(y, scale * np.nan_to_num(values), color="#4c72b0", height=0.6, label=column)
+    low = np.array([np.nan if v.ci_low is None else v.ci_low for v in verdicts], dtype=float)
+    high = np.array([np.nan if v.ci_high is None else v.ci_high for v in verdicts], dtype=float)
     if np.isfinite(low).any():
         err = np.nan_to_num(np.stack([values - low, high - values]) * scale)
         ax.errorbar(scale * np.nan_to_num(values), y, xerr=err, fmt="none", ecolor="k", capsize=3, lw=1)
-    draw_floors(ax, card, metric, y, scale)
+    for name, (color, marker) in FLOOR_STYLE.items():
+        floors = np.array([np.nan if (f := v.floor_value(name)) is None else f for v in verdicts], dtype=float)
+        if np.isfinite(floors).any():
+            ax.scatter(scale * floors, y, color=color, marker=marker, s=40, zorder=3, label=name)
+    for i, v in enumerate(verdicts):
+        ax.annotate(
+            v.answer.replace("_", " "),
+            (0, y[i]),
+            xytext=(3, 0),
+            textcoords="offset points",
+            fontsize=7,
+            va="center",
+            color="white" if np.nan_to_num(values[i]) * scale > 15 else "k",
+        )
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()  # the first run on top, as in the card
-    ax.set_xlabel(f"{metric} %" if scale == 100.0 else metric)
+    ax.set_xlabel(f"{column}, %" if scale == 100.0 else column)
     if scale == 100.0:
         ax.set_xlim(0, 102)
-    ax.set_title(metric)
+    ax.set_title(column)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.5 / fig.get_figheight() - 0.12), ncol=4)
     fig.tight_layout()  # the legend below the axes, clear of the bars
     return save_figure(fig, path)
 
 
-def intervals(rows: list[tuple[str, CardRow]], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each card row's 95% Wilson interval of a rate (:meth:`CardRow.rate`; NaN where the row has no n for it)."""
-    shown = [r.rate(metric) for _, r in rows]
-    low = np.array([np.nan if x is None else x.low for x in shown], dtype=float)
-    high = np.array([np.nan if x is None else x.high for x in shown], dtype=float)
-    return low, high
-
-
-def draw_floors(ax: Any, card: pd.DataFrame, metric: str, y: np.ndarray, scale: float) -> None:
-    """The floors of a metric the card has: a mark per row for a column's floor, a line for a fixed one."""
-    for floor in ROW_FLOORS.get(metric, ()):
-        if floor in card.columns:
-            values = scale * pd.to_numeric(card[floor], errors="coerce").to_numpy(dtype=float)
-            color, marker = FLOOR_STYLE[floor]
-            ax.scatter(values, y, color=color, marker=marker, s=40, zorder=3, label=floor)
-    for label, value in FIXED_FLOORS.get(metric, {}).items():
-        ax.axvline(scale * value, color="k", ls=":", lw=1, label=label)
-
-
-def caption(metric: str) -> str:
+def caption(rows: list[tuple[str, CardRow]], column: str) -> str:
     """What a comparison chart shows."""
-    unit = column_of(metric).unit
-    text = f"{metric} of each run's embeddings (run / dataset / embeddings)"
+    unit = next(r.cells[column].column.unit for _, r in rows if column in r.cells)
+    text = f"{column} of each run's embeddings (run / dataset / embeddings)"
     if unit == "rate":
-        text += ", in percent, with its 95% Wilson interval (from the card's n)"
-    floors = [*ROW_FLOORS.get(metric, ()), *FIXED_FLOORS.get(metric, {})]
-    if floors:
-        text += f"; marked: {', '.join(floors)}, the floors to read it against"
-    return text + "."
+        text += ", in percent, with its 95% Wilson interval (n: the cases per seed)"
+    return text + "; marked: its floors (bag of concepts, +rand, chance) and, on the bar, its verdict."
 
 
 @writes("out", what="comparison folder", kind="comparison", reads=("run_dirs",))
@@ -227,13 +208,13 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         merged.to_parquet(stage / "results.parquet", index=False)
         merged.to_csv(stage / "results.csv", index=False)
         rows = card_rows(runs, results)
-        card = card_table(rows)
-        card.to_csv(stage / "card.csv", index=False)
+        card_table([r for _, r in rows], runs=[label for label, _ in rows]).to_csv(stage / "card.csv", index=False)
         figures = []
-        for metric in [m for m in DEPTH_METRICS if m in card.columns]:
-            slug = re.sub(r"[^a-z0-9]+", "_", metric.lower()).strip("_")
-            chart = metric_plot(card, rows, metric, stage / "plots" / f"{slug}.png")
-            figures.append(figure_html(chart, caption(metric)))
+        present = {k for _, r in rows for k, cell in r.cells.items() if cell.skip is None}
+        for column in [c.key for _, c in columns_in_order() if c.key in present]:
+            slug = re.sub(r"[^a-z0-9]+", "_", column.lower()).strip("_")
+            chart = metric_plot(rows, column, stage / "plots" / f"{slug}.png")
+            figures.append(figure_html(chart, caption(rows, column)))
         page = [
             "<!doctype html><html><head><meta charset='utf-8'><title>bindscope compare</title>",
             f"<style>{STYLE}</style></head><body><h1>bindscope compare</h1>",
