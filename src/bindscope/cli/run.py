@@ -16,6 +16,7 @@ from bindscope.cli.common import (
     WaitOpt,
     progress_bar,
     quiet_model_libraries,
+    warn,
 )
 
 
@@ -98,7 +99,12 @@ def compare(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing output folder.")] = False,
     wait: WaitOpt = False,
 ) -> None:
-    """Several runs side by side: merged tables, the report cards as one table, a figure per headline metric."""
-    from bindscope.pipeline.combine.runs import compare_runs
+    """Several runs side by side: merged tables, the report cards as one table, a figure per headline metric;
+    a warning for each way the runs are not like for like (datasets, scene counts, seeds, solver)."""
+    import json
 
-    typer.echo(f"wrote {compare_runs(run_dirs, out, overwrite=overwrite) / 'compare.html'}")
+    from bindscope.pipeline.combine.runs import WARNINGS, compare_runs
+
+    done = compare_runs(run_dirs, out, overwrite=overwrite)
+    warn(json.loads((done / WARNINGS).read_text()))
+    typer.echo(f"wrote {done / 'compare.html'}")

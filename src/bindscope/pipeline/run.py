@@ -4,7 +4,8 @@ A run folder::
 
     config.yaml      the resolved config (every default filled in)
     manifest.json    versions, git hash, seeds, dataset hashes, model specs, every step with its status
-                     (computed / reused / replaced / skipped, and why) and seconds
+                     (computed / reused / replaced / skipped, and why and the fix) and seconds; the run's status
+                     (``complete``, ``complete_with_skips`` with the ``skipped`` analyses, or ``interrupted``)
     datasets/<name>/                         dataset folders
     embeddings/<dataset>/<model>-<modality>[-L<layer>]   embedding folders, with ``+rand`` and ``-single``
                                              siblings (the control and the single-object bank)
@@ -12,7 +13,10 @@ A run folder::
     results/<dataset>/<model>[-L<layer>]/crossmodal/              the cross-modal tests
     report.html      the report (``bindscope report RUN_DIR``)
 
-Every step whose content key (inputs, settings, version) matches is reused, so running again does
+Before anything is written, every analysis's fractions and seeds are checked against each dataset's scenes
+(:mod:`bindscope.pipeline.preflight`); an analysis that still cannot run on an embedding folder is skipped,
+recorded with its reason and fix, and the run completes with skips. Every step whose content key (inputs,
+settings, version) matches is reused, so running again does
 no work and an interrupted run resumes where it stopped; a lock keeps two runs out of one folder.
 """
 
@@ -22,7 +26,7 @@ import platform
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -41,12 +45,16 @@ from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
-from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, described, step
+from bindscope.pipeline.preflight import check_splits
+from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, Where, described, error_fix, step
 
 Say = Callable[[str], None]
 CONFIG = "config.yaml"
 MANIFEST = "manifest.json"
 RUN_FORMAT = "bindscope-run"
+#: The statuses of a finished run (every step reached): ``complete``, or ``complete_with_skips`` when some
+#: analyses could not run (the manifest's ``skipped`` lists each with its reason and fix).
+FINISHED = ("complete", "complete_with_skips")
 
 
 @dataclass(frozen=True)
@@ -117,8 +125,10 @@ def dataset_preset(entry: DatasetConfig) -> Any:
 
 
 def preflight(config: RunConfig, root: Path) -> None:
-    """What a run into ``root`` needs before it writes anything and its config cannot know (the config checked
-    everything else when it was made): images it cannot draw (e.g. PUG:SPARE's) already imported into ``root``."""
+    """What a run into ``root`` needs before it writes anything and its config alone did not check: images it
+    cannot draw (e.g. PUG:SPARE's) already imported into ``root``, and every analysis's fractions and seeds
+    splitting its datasets' scenes (:mod:`bindscope.pipeline.preflight`: a ``max_scenes`` too small refuses the
+    run, naming the smallest that works or the fractions that do)."""
     from bindscope.data.render import RENDERERS
 
     for entry in config.datasets:
@@ -131,6 +141,7 @@ def preflight(config: RunConfig, root: Path) -> None:
                 f"{preset.config.renderer}); put the dataset with its images in {folder} first (PUG:SPARE: "
                 f"`bindscope dataset import-pug CSV IMAGES --out {folder}`), or embed its text only"
             )
+    check_splits(config)
 
 
 def build_datasets(state: RunState) -> None:
@@ -309,14 +320,20 @@ def scratch_all(state: RunState) -> list[EmbeddingSpec]:
     return specs
 
 
-def applies(name: str, state: RunState, spec: EmbeddingSpec) -> str | None:
-    """Why analysis ``name`` does not apply to this embedding folder, or None when it does."""
+def applies(name: str, state: RunState, spec: EmbeddingSpec) -> tuple[str, str] | None:
+    """Why analysis ``name`` does not apply to this embedding folder and what to change, or None when it does."""
     scenes = state.datasets[spec.dataset].scenes
     two = scenes.max_objects == 2 and len(scenes.full()) > 0
     if name == "intervene" and not two:
-        return "interventions need 2-object scenes"
+        return "interventions need 2-object scenes", (
+            f"give the run a dataset of 2-object scenes (objects_per_scene: 2), or switch intervene off "
+            f"(analyses: {{intervene: false}}); dataset {spec.dataset} has up to {scenes.max_objects} objects per scene"
+        )
     if name == "geometry" and not two and not spec.model.single_objects:
-        return "geometry needs 2-object scenes or the single-object bank"
+        return "geometry needs 2-object scenes or the single-object bank", (
+            f"embed every object alone too (single_objects: true on model {spec.model.label}), or give the run a "
+            "dataset of 2-object scenes"
+        )
     return None
 
 
@@ -361,14 +378,14 @@ def unimodal(name: str) -> bool:
 def analyse_spec(state: RunState, spec: EmbeddingSpec) -> None:
     """The uni-modal analyses of one embedding folder, in order (complexity and intervene read the probes)."""
     for name in [n for n in state.config.enabled_analyses() if unimodal(n)]:
-        key = f"{spec.dataset}/{spec.label}/{name}"
+        where = Where(name, spec.dataset, spec.label)
+        key = where.key
         why = applies(name, state, spec)
         if why:
-            state.log.skip("analysis", key, why)
-            state.say(f"{name:<12} {key}: skipped, {why}")
+            skip(state, where, *why)
             continue
         folder = state.result_folder(spec, name)
-        with state.log.timed("analysis", key, folder) as outcome:
+        with state.log.timed("analysis", key, folder, where) as outcome:
             settings = state.config.analysis_settings(name)
             run_step(state, outcome, key, name, partial(analysis_inputs, name, state, spec), folder, settings)
         state.say(f"{name:<12} {key} ({described(outcome)})")
@@ -384,11 +401,12 @@ def run_step(
     settings: Any,
 ) -> None:
     """One analysis step; an analysis that cannot run on these data (a :class:`BindscopeError`, e.g. no edit can
-    be made on a subsample) is recorded as skipped with its reason, and the run goes on."""
+    be made on a subsample) is recorded as skipped with its reason (the whole message) and a fix (its last part,
+    which says what to do, in terms of the run config), and the run goes on."""
     try:
         summary, outcome["status"] = step(name, inputs(), folder, settings, state.progress)
     except BindscopeError as exc:
-        outcome["status"], outcome["reason"] = "skipped", str(exc)
+        outcome["status"], outcome["reason"], outcome["fix"] = "skipped", str(exc), error_fix(name, str(exc))
         return
     state.summaries[key] = summary
 
@@ -399,12 +417,19 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
     for spec in specs:
         by_stem.setdefault((spec.dataset, spec.stem), {})[spec.modality] = spec
     for (dataset, stem), pair in by_stem.items():
-        key = f"{dataset}/{stem}/crossmodal"
+        where = Where("crossmodal", dataset, stem)
+        key = where.key
         if set(pair) != {"image", "text"}:
-            state.log.skip("analysis", key, "the model is embedded in one modality only")
+            skip(state, where, *one_modality(state, next(iter(pair.values()))))
             continue
         if applies("intervene", state, pair["image"]):
-            state.log.skip("analysis", key, "cross-modal tests need 2-object scenes")
+            skip(
+                state,
+                where,
+                "cross-modal tests need 2-object scenes",
+                "give the run a dataset of 2-object scenes with images and captions, or switch crossmodal off "
+                "(analyses: {crossmodal: false})",
+            )
             continue
         folder = state.root / "results" / dataset / stem / "crossmodal"
         has_probes = "probe" in state.config.enabled_analyses()
@@ -416,10 +441,41 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
             other=state.embedding_folder(pair["text"]),
             unimodal=unimodal,
         )
-        with state.log.timed("analysis", key, folder) as outcome:
+        with state.log.timed("analysis", key, folder, where) as outcome:
             settings = state.config.analysis_settings("crossmodal")
             run_step(state, outcome, key, "crossmodal", inputs, folder, settings)
         state.say(f"{'crossmodal':<12} {key} ({described(outcome)})")
+
+
+def skip(state: RunState, where: Where, reason: str, fix: str) -> None:
+    """Record an analysis that does not run on ``where`` and say so, with the reason and the fix."""
+    state.log.skip(where, reason, fix)
+    state.say(f"{where.analysis:<12} {where.key}: skipped, {reason}; fix: {fix}")
+
+
+def one_modality(state: RunState, spec: EmbeddingSpec) -> tuple[str, str]:
+    """Why a model embedded in one modality has no cross-modal tests, and what to change (the dataset may lack
+    the other modality)."""
+    reason = f"model {spec.model.label} is embedded in {spec.modality} only; the cross-modal tests need both"
+    off = "switch crossmodal off (analyses: {crossmodal: false})"
+    offered = dataset_modalities(state, spec.dataset)
+    if {"image", "text"} <= offered:
+        return reason, f"embed the model in both modalities (modalities: [image, text]), or {off}"
+    return reason, (
+        f"dataset {spec.dataset} has {' and '.join(sorted(offered)) or 'no'} modality only: give the run a dataset "
+        f"with images and captions and embed the model in both modalities (modalities: [image, text]), or {off}"
+    )
+
+
+def dataset_modalities(state: RunState, dataset: str) -> set[str]:
+    """The modalities a dataset of the run offers (its preset's; a scratch export's: text)."""
+    entry = next((d for d in state.config.datasets if d.name == dataset), None)
+    return set(entry.load_preset().config.modalities) if entry is not None else {"text"}
+
+
+def run_status(log: StepLog) -> str:
+    """A finished run's status: ``complete``, or ``complete_with_skips`` when any analysis was skipped."""
+    return "complete_with_skips" if log.skips() else "complete"
 
 
 def write_config(root: Path, config: RunConfig) -> None:
@@ -474,6 +530,7 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
             "models": {m.label: model_entry(m, state.sources) for m in state.config.models},
             "seconds": round(time.perf_counter() - started, 3),
             "steps": state.log.to_list(),
+            "skipped": [asdict(s) for s in state.log.skips()],
         },
     )
 
@@ -515,11 +572,11 @@ def run_pipeline(
         if config.report:
             from bindscope.pipeline.report import write_report
 
-            write_manifest(state, started, "complete")  # the report's provenance is this run's manifest
+            write_manifest(state, started, run_status(state.log))  # the report's provenance is this run's manifest
             with state.log.timed("report", "report.html", root / "report.html"):
                 write_report(root)
     except BaseException:
         write_manifest(state, started, "interrupted")
         raise
-    write_manifest(state, started, "complete")
+    write_manifest(state, started, run_status(state.log))
     return state

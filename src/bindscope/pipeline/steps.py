@@ -4,7 +4,7 @@ what each step did."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,9 +42,25 @@ def step(
         return run_analysis(name, inputs, folder, settings, overwrite=True, progress=advance).summary, status
 
 
+@dataclass(frozen=True)
+class Where:
+    """What an analysis step ran on: the analysis, the dataset and the embeddings label (``<model>-<modality>``,
+    or ``<model>`` for the cross-modal tests)."""
+
+    analysis: str
+    dataset: str
+    label: str
+
+    @property
+    def key(self) -> str:
+        """``<dataset>/<label>/<analysis>``: the step's name in the manifest."""
+        return f"{self.dataset}/{self.label}/{self.analysis}"
+
+
 @dataclass
 class StepRecord:
-    """What one step did: its kind and name, the folder, computed / reused / replaced / skipped, the time."""
+    """What one step did: its kind and name, the folder, computed / reused / replaced / skipped, the time; for a
+    skipped step why (``reason``) and what to change (``fix``); for an analysis step what it ran on."""
 
     kind: str
     name: str
@@ -52,6 +68,10 @@ class StepRecord:
     status: str
     seconds: float
     reason: str | None = None
+    fix: str | None = None
+    analysis: str | None = None
+    dataset: str | None = None
+    label: str | None = None
 
 
 @dataclass
@@ -61,26 +81,93 @@ class StepLog:
     records: list[StepRecord] = field(default_factory=list)
 
     @contextmanager
-    def timed(self, kind: str, name: str, folder: Path | None) -> Iterator[dict[str, Any]]:
-        """Time a step; the block sets ``status`` (and ``reason``) in the dict it gets."""
+    def timed(self, kind: str, name: str, folder: Path | None, where: Where | None = None) -> Iterator[dict[str, Any]]:
+        """Time a step; the block sets ``status`` (and ``reason`` and ``fix``) in the dict it gets."""
         start = time.perf_counter()
         outcome: dict[str, Any] = {"status": "computed"}
         yield outcome
         outcome["seconds"] = round(time.perf_counter() - start, 3)
-        where = str(folder) if folder else None
-        self.records.append(StepRecord(kind, name, where, outcome["status"], outcome["seconds"], outcome.get("reason")))
+        self.records.append(
+            StepRecord(
+                kind,
+                name,
+                str(folder) if folder else None,
+                outcome["status"],
+                outcome["seconds"],
+                outcome.get("reason"),
+                outcome.get("fix"),
+                **(asdict(where) if where else {}),
+            )
+        )
 
-    def skip(self, kind: str, name: str, reason: str) -> None:
-        self.records.append(StepRecord(kind, name, None, "skipped", 0.0, reason))
+    def skip(self, where: Where, reason: str, fix: str) -> None:
+        """Record an analysis that does not run on ``where``, why and what to change."""
+        self.records.append(StepRecord("analysis", where.key, None, "skipped", 0.0, reason, fix, **asdict(where)))
 
     def to_list(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.records]
 
+    def skips(self) -> list[Skip]:
+        """The skipped analyses so far."""
+        return skipped_steps(self.to_list())
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An analysis a run skipped on one embedding folder (or model, for the cross-modal tests): why and the fix."""
+
+    analysis: str
+    dataset: str
+    label: str
+    reason: str
+    fix: str
+
+    def line(self) -> str:
+        """The skip as one line: ``<analysis> <dataset>/<label>: <reason>; fix: <fix>``."""
+        return f"{self.analysis} {self.dataset}/{self.label}: {self.reason}; fix: {self.fix}"
+
+
+#: The fix of a skip recorded by a bindscope that did not record fixes.
+UNRECORDED_FIX = "not recorded (the run was made by an older bindscope): run it again to record the fix"
+
+
+def skipped_steps(steps: Iterable[Mapping[str, Any]]) -> list[Skip]:
+    """The skipped analysis steps of a run (its manifest's ``steps``), in run order, each with its reason and fix.
+
+    Steps of older manifests, which lack the ``analysis``, ``dataset``, ``label`` and ``fix`` fields, are read
+    from their name (``<dataset>/<label>/<analysis>``).
+    """
+    out = []
+    for s in steps:
+        if s.get("status") != "skipped" or s.get("kind") != "analysis":
+            continue
+        dataset, label, analysis = (str(s.get("name", "")).split("/", 2) + ["", "", ""])[:3]
+        out.append(
+            Skip(
+                s.get("analysis") or analysis,
+                s.get("dataset") or dataset,
+                s.get("label") or label,
+                s.get("reason") or "not recorded",
+                s.get("fix") or UNRECORDED_FIX,
+            )
+        )
+    return out
+
+
+def error_fix(analysis: str, message: str) -> str:
+    """The fix of an analysis that refused its data with ``message`` (a :class:`BindscopeError`'s, whose last
+    ``; ``-separated part says what to do, by the project's convention), in terms of the run config."""
+    off = f"or switch {analysis} off (analyses: {{{analysis}: false}})"
+    if "; " in message:
+        return f"{message.rsplit('; ', 1)[1]} (analyses.{analysis} or the dataset in the run config), {off}"
+    return f"change analyses.{analysis} or the dataset in the run config so that the reason no longer holds, {off}"
+
 
 def described(outcome: dict[str, Any]) -> str:
-    """How a step ended, as its line says it: status, wall time, and the reason where there is one."""
+    """How a step ended, as its line says it: status, wall time, and the reason and fix where there are."""
     took = f", {outcome['seconds']:.1f} s" if "seconds" in outcome else ""
-    return outcome["status"] + took + (f", {outcome['reason']}" if outcome.get("reason") else "")
+    why = f", {outcome['reason']}" if outcome.get("reason") else ""
+    return outcome["status"] + took + why + (f"; fix: {outcome['fix']}" if outcome.get("fix") else "")
 
 
 def time_table(steps: list[dict[str, Any]]) -> list[str]:
