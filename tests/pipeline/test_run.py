@@ -246,11 +246,12 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     done = run_cli("compare", out, other, "--out", tmp_path / "cmp")
     assert done.returncode == 0, done.stderr
     card = pd.read_csv(tmp_path / "cmp" / "card.csv")
-    assert list(card.run) == ["run", "again"] and card["object probe"].nunique() == 1
+    # each run labelled by its config name, told apart by its folder where two share it
+    assert list(dict.fromkeys(card.run)) == ["tiny (run)", "tiny (again)"] and card["object probe"].nunique() == 1
     (row,) = report_card(out)
     assert list(card["object probe n"]) == [row.counts["object probe"]] * 2  # each rate's n beside it
     merged = pd.read_parquet(tmp_path / "cmp" / "results.parquet")
-    assert set(merged.run) == {"run", "again"} and set(merged.analysis_folder) == set(ANALYSES)
+    assert set(merged.run) == {"tiny (run)", "tiny (again)"} and set(merged.analysis_folder) == set(ANALYSES)
     assert list(merged.columns[:4]) == ["run", "dataset", "embeddings", "analysis_folder"]
     assert (tmp_path / "cmp" / "plots" / "object_probe.png").is_file()
     page = (tmp_path / "cmp" / "compare.html").read_text()

@@ -6,12 +6,16 @@ run as one long table: a row per run, embedding folder and card column, with its
 ``n_cases``, ``ci_low``, ``ci_high``, verdict, reason and floors; :data:`bindscope.pipeline.card.CARD_COLUMNS`),
 ``plots/<column>.png`` (a horizontal bar per model for each card column, rates with their 95% Wilson interval,
 each row's floors as marks and its verdict on the bar) and ``compare.html`` (the card and the captioned figures,
-self-contained). Runs sharing a dataset name must hold the same dataset (content hash).
+self-contained), and ``warnings.json`` (what makes the runs not like for like, :func:`run_warnings`; also at the
+head of ``compare.html``). Runs sharing a dataset name must hold the same dataset (content hash); runs that differ
+in datasets, scene counts, seeds or solver settings are compared with a warning. Each run is labelled by its
+config name (``name (folder)`` where two share one).
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,10 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.results import LoadedResult
+from bindscope.analyses.results import LoadedResult, read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
-from bindscope.core.io import atomic_file, read_json, staged_dir
+from bindscope.core.io import atomic_file, atomic_write_text, read_json, staged_dir
 from bindscope.core.locks import writes
 from bindscope.core.validation import short_repr
 from bindscope.data.datasets import DATASET_FORMAT
@@ -38,7 +42,7 @@ from bindscope.pipeline.card import (
     result_folders,
 )
 from bindscope.pipeline.report import STYLE, figure_html, manifest_skips
-from bindscope.pipeline.run import MANIFEST, RUN_FORMAT
+from bindscope.pipeline.run import FINISHED, MANIFEST, RUN_FORMAT
 
 
 def check_runs(run_dirs: list[Path]) -> dict[str, str]:
@@ -65,7 +69,8 @@ def check_runs(run_dirs: list[Path]) -> dict[str, str]:
 def run_manifest(run: Path) -> dict[str, Any]:
     """The manifest of a finished run folder that holds results; anything else is refused in one line naming it.
 
-    An interrupted run is refused too: its tables lack what it did not reach, and a comparison would not show it.
+    An interrupted run is refused too: its tables lack what it did not reach, and a comparison would not show it
+    (a run complete with skips is finished: its skipped analyses are cells of the card).
     """
     give = "give --out folders of bindscope run"
     why = None
@@ -82,7 +87,7 @@ def run_manifest(run: Path) -> dict[str, Any]:
     if not isinstance(kind, dict) or kind.get("name") != RUN_FORMAT:
         what = "a dataset's" if kind == DATASET_FORMAT else "not a run's"
         raise BindscopeError(f"{run} is not a finished run folder (its {MANIFEST} is {what}); {give}")
-    if manifest.get("status") != "complete":
+    if manifest.get("status") not in FINISHED:
         raise BindscopeError(
             f"{run} is not a finished run folder (status {short_repr(manifest.get('status'))}: its tables lack what it "
             f"did not reach); finish it with `bindscope run CONFIG --out {run}` (it resumes), then compare"
@@ -100,12 +105,97 @@ def run_manifest(run: Path) -> dict[str, Any]:
     return manifest
 
 
-def run_label(run: Path, taken: set[str]) -> str:
-    label, k = run.resolve().name, 2
-    while label in taken:
-        label, k = f"{run.resolve().name}-{k}", k + 1
-    taken.add(label)
-    return label
+def run_labels(run_dirs: Sequence[Path]) -> list[str]:
+    """Each run's label: its config name (the manifest's ``run``; the folder's name where it has none); names that
+    repeat are told apart by their folder, ``name (folder)``, then by a count."""
+    names = [str(run_manifest(run).get("run") or run.resolve().name) for run in run_dirs]
+    labels = [f"{n} ({run.resolve().name})" if names.count(n) > 1 else n for n, run in zip(names, run_dirs)]
+    out: list[str] = []
+    for label in labels:
+        unique, k = label, 2
+        while unique in out or (unique != label and unique in labels):
+            unique, k = f"{label}-{k}", k + 1
+        out.append(unique)
+    return out
+
+
+#: The settings that choose a solver (an analysis's ``optimizer``, and ``parity``: the research code's
+#: trajectory), whose values the compared runs should share; compared by name, whatever their values.
+SOLVER_SETTINGS = ("optimizer", "parity")
+
+
+def run_warnings(run_dirs: Sequence[Path]) -> list[str]:
+    """What makes the runs' numbers not like for like, one line each: different datasets (content hashes), scene
+    counts, and per analysis different seeds or solver settings (each result's recorded settings,
+    :data:`SOLVER_SETTINGS`, whatever their values).
+
+    Runs whose same-named datasets differ in content are refused by :func:`check_runs`, not warned about.
+    """
+    labels = run_labels(run_dirs)
+    manifests = [run_manifest(run) for run in run_dirs]
+    settings = [result_settings(run) for run in run_dirs]
+    found = [
+        differs("datasets (content hash)", labels, [dataset_facts(m, "hash") for m in manifests]),
+        differs("scene counts", labels, [dataset_facts(m, "scenes") for m in manifests]),
+        *(differs_per_analysis(key, labels, settings) for key in ("seeds", *SOLVER_SETTINGS)),
+    ]
+    return [line for line in found if line]
+
+
+LIKE_FOR_LIKE = "their numbers are not like for like"
+
+
+def differs(what: str, labels: list[str], values: list[dict[str, str]]) -> str | None:
+    """A warning line when the runs' ``values`` of ``what`` (a mapping each, e.g. dataset -> hash) differ."""
+    if len({repr(v) for v in values}) < 2:
+        return None
+    parts = [f"{label}: " + (", ".join(f"{k} {x}" for k, x in v.items()) or "none") for label, v in zip(labels, values)]
+    return f"the runs differ in {what}: " + " | ".join(parts) + f"; {LIKE_FOR_LIKE}"
+
+
+def differs_per_analysis(key: str, labels: list[str], settings: list[dict[str, dict[str, str]]]) -> str | None:
+    """A warning line naming each analysis whose setting ``key`` differs between the runs that ran it."""
+    parts = []
+    for analysis in sorted({a for s in settings for a in s}):
+        shown = [(label, s[analysis][key]) for label, s in zip(labels, settings) if key in s.get(analysis, {})]
+        if len({v for _, v in shown}) > 1:
+            parts.append(f"{analysis} (" + " | ".join(f"{label}: {v}" for label, v in shown) + ")")
+    return f"the runs differ in {key}: {'; '.join(parts)}; {LIKE_FOR_LIKE}" if parts else None
+
+
+def dataset_facts(manifest: dict[str, Any], key: str) -> dict[str, Any]:
+    """A run's datasets by name, each as one fact of its manifest entry (``hash``: its first 12 characters)."""
+    datasets = sorted((manifest.get("datasets") or {}).items())
+    if key == "hash":
+        return {name: str(entry.get("hash"))[:12] for name, entry in datasets}
+    return {name: f"{entry.get(key)} {key}" for name, entry in datasets}
+
+
+def result_settings(run: Path) -> dict[str, dict[str, str]]:
+    """Per analysis, the seeds and solver settings a run's result folders recorded (distinct values joined)."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    for summary in sorted((run / "results").glob("*/*/*/summary.json")):
+        header = read_header(summary.parent)
+        if header is None:
+            continue
+        values = seen.setdefault(header["analysis"], {})
+        values.setdefault("seeds", set()).add("[" + ", ".join(map(str, header["seeds"])) + "]")
+        for key in SOLVER_SETTINGS:
+            if key in header["settings"]:
+                values.setdefault(key, set()).add(str(header["settings"][key]))
+    return {a: {k: " / ".join(sorted(v)) for k, v in values.items()} for a, values in seen.items()}
+
+
+#: The comparison's warnings (:func:`run_warnings`): a JSON list of lines in its folder.
+WARNINGS = "warnings.json"
+
+
+def warnings_html(warnings: list[str]) -> str:
+    """The warnings at the head of ``compare.html`` (nothing when there are none)."""
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+    return f"<div class='warnings'><p><b>Warnings</b>: these runs are not like for like.</p><ul>{items}</ul></div>"
 
 
 #: Every run's result folders, read once: run label -> (dataset, embeddings) -> {analysis: result}.
@@ -199,10 +289,11 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
     """Merge the tables and report cards of several runs into ``out`` (see the module doc)."""
     paths = [Path(p) for p in run_dirs]
     check_runs(paths)
-    taken: set[str] = set()
-    runs = {run_label(p, taken): p for p in paths}
+    runs = dict(zip(run_labels(paths), paths))
+    warnings = run_warnings(paths)
     out = Path(out)
     with staged_dir(out, kind="comparison", overwrite=overwrite) as stage:
+        atomic_write_text(stage / WARNINGS, json.dumps(warnings, indent=2) + "\n")
         results = {label: loaded_results(run) for label, run in runs.items()}
         merged = merged_tables(results)
         merged.to_parquet(stage / "results.parquet", index=False)
@@ -219,6 +310,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
             "<!doctype html><html><head><meta charset='utf-8'><title>bindscope compare</title>",
             f"<style>{STYLE}</style></head><body><h1>bindscope compare</h1>",
             "<p>" + ", ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in runs.items()) + "</p>",
+            warnings_html(warnings),
             card_html([r for _, r in rows], runs=[label for label, _ in rows]) if rows else "<p>No results.</p>",
             *figures,
             "</body></html>",
