@@ -54,6 +54,7 @@ def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
         "datasets",
         "embeddings",
         "results",
+        "report",
         "report.html",
     }
     manifest = json.loads((out / "manifest.json").read_text())
@@ -247,7 +248,9 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     card = pd.read_csv(tmp_path / "cmp" / "card.csv")
     # each run labelled by its config name, told apart by its folder where two share it
-    assert list(dict.fromkeys(card.run)) == ["tiny (run)", "tiny (again)"] and card["object probe"].nunique() == 1
+    assert list(dict.fromkeys(card.run)) == ["tiny (run)", "tiny (again)"]
+    assert json.loads((tmp_path / "cmp" / "warnings.json").read_text()) == [] and "warning:" not in done.stderr
+    assert card["object probe"].nunique() == 1
     (row,) = report_card(out)
     assert list(card["object probe n"]) == [row.counts["object probe"]] * 2  # each rate's n beside it
     merged = pd.read_parquet(tmp_path / "cmp" / "results.parquet")
