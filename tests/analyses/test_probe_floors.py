@@ -23,7 +23,7 @@ from bindscope.estimators.floors import (
     binding_verdict,
 )
 from bindscope.estimators.probe_runs import ProbeSettings, seed_splits
-from bindscope.pipeline.report import card_row
+from bindscope.pipeline.card import card_row
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.planted import planted_embeddings
 
@@ -132,6 +132,9 @@ def test_the_cli_reads_each_accuracy_beside_its_floors_and_the_card_too(
     assert "\nbinds beyond a bag of concepts; object probe 100.0% vs " in done.stdout
     summary = json.loads((out / "summary.json").read_text())
     row = card_row("clevr", "lookup", {"probe": load_result(out)})
-    assert row.cells["bag of concepts"] == summary["binding"]["floor_mean"] and row.cells["beyond bag"] == "yes"
-    assert row.cells["random weights"] == summary["floors"]["object_acc"]["rand"]
-    assert row.readings[0].startswith("objects recoverable: yes") and row.readings[1].startswith("binds beyond")
+    verdict = row.verdict("objects recoverable")
+    assert verdict is not None and verdict.answer == "binds" and verdict.value == summary["test"]["object_acc"]["mean"]
+    assert verdict.floor_value("+rand") == summary["floors"]["object_acc"]["rand"]
+    assert verdict.floor_value("bag of concepts") >= summary["floors"]["object_acc"]["bag"]  # the ideal bounds it
+    assert row.readings[0].startswith("objects recoverable beyond a bag of concepts: binds, 100.0%")
+    assert "verdict: objects recoverable beyond a bag of concepts: binds" in done.stdout
