@@ -19,7 +19,8 @@ from bindscope.analyses.complexity.summary import ComplexitySummary, Spread, Ver
 from bindscope.analyses.geometry.labels import label_points_3d, place_labels
 from bindscope.estimators.intervals import rate, rate_text, successes, wilson_interval
 from bindscope.estimators.verdicts import Measured, Verdict, judge, skipped_verdict
-from bindscope.pipeline.card import CardRow, Cell, Skip, analyses_in_order, card_html, card_table, cell_html
+from bindscope.pipeline.card import CardRow, Cell, analyses_in_order, card_html, card_table, cell_html
+from bindscope.pipeline.steps import Skip
 
 ANALYSES = Path(__file__).resolve().parents[2] / "src" / "bindscope" / "analyses"
 
@@ -63,7 +64,7 @@ def test_card_cells_show_the_number_its_floors_and_the_verdict() -> None:
     assert "bag of concepts 55.0%, +rand 60.0%, chance 0.6%" in shown and "data-verdict='binds'" in shown
     assert "data-verdict='no_binding'" in cell_html(cell("probe", key, bag))
     assert cell_html(None) == "<td class='missing'>-</td>"
-    gone = Skip("probe", "too few scenes", "raise max_scenes")
+    gone = Skip("probe", "clevr", "bag", "too few scenes", "raise max_scenes")
     skipped = Cell("probe", row.cells[key].column, skipped_verdict(), gone)
     assert "skipped" in cell_html(skipped) and "too few scenes" in cell_html(skipped)
     page = card_html([row, CardRow("clevr", "bag", cells={key: skipped})])

@@ -22,18 +22,10 @@ from bindscope.analyses.results import LoadedResult, read_header
 from bindscope.estimators.intervals import CONFIDENCE
 from bindscope.estimators.metrics import percent
 from bindscope.estimators.verdicts import BAG, CHANCE, RAND, REASONS, Verdict, skipped_verdict
+from bindscope.pipeline.steps import Skip
 
 #: Relative distance (Frobenius) below which a model's embeddings count as equal to its ``+rand`` control's.
 RAND_TOLERANCE = 1e-3
-
-
-@dataclass(frozen=True)
-class Skip:
-    """An analysis that did not run on an embedding folder: why, and what to change so that it does."""
-
-    analysis: str
-    reason: str
-    fix: str | None = None
 
 
 @dataclass(frozen=True)

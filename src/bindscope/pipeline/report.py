@@ -30,7 +30,6 @@ from bindscope.core.io import atomic_file, read_json
 from bindscope.core.locks import writes
 from bindscope.pipeline.card import (
     CardRow,
-    Skip,
     analyses_in_order,
     card_html,
     card_table,
@@ -38,7 +37,7 @@ from bindscope.pipeline.card import (
     loaded_results,
     report_card,
 )
-from bindscope.pipeline.steps import time_table
+from bindscope.pipeline.steps import Skip, skipped_steps, time_table
 
 REPORT = "report.html"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
@@ -263,17 +262,10 @@ def depth_html(rows: list[CardRow], root: Path) -> list[str]:
 
 
 def manifest_skips(manifest: dict[str, Any]) -> dict[tuple[str, str], dict[str, Skip]]:
-    """The analyses a run skipped, per ``(dataset, embeddings)``, from its manifest's steps (``name``
-    ``dataset/embeddings/analysis``, with the reason and, where recorded, the fix)."""
+    """The analyses a run skipped, per ``(dataset, embeddings)``, from its manifest's steps (with reason and fix)."""
     out: dict[tuple[str, str], dict[str, Skip]] = {}
-    for step in manifest.get("steps") or []:
-        if step.get("kind") != "analysis" or step.get("status") != "skipped":
-            continue
-        dataset, _, rest = str(step.get("name", "")).partition("/")
-        label, _, analysis = rest.rpartition("/")
-        if dataset and label and analysis:
-            skip = Skip(analysis, str(step.get("reason") or "no reason recorded"), step.get("fix"))
-            out.setdefault((dataset, label), {})[analysis] = skip
+    for skip in skipped_steps(manifest.get("steps") or []):
+        out.setdefault((skip.dataset, skip.label), {})[skip.analysis] = skip
     return out
 
 
