@@ -55,7 +55,13 @@ def test_single_bank_from_single_object_images(result: Path) -> None:
     assert len(cases[(cases.variant == "unedited")]) == 2 * (576 - 192)  # every scene with two shapes, both sides
     assert (result / "plots" / "k_curve.png").is_file()
     table = pd.read_parquet(result / "results.parquet")
-    assert {"edit", "k", "cases"} <= set(table.columns) and set(table.group) == {"shared", "different", "all"}
+    assert {"edit", "k", "n_cases", "chance"} <= set(table.columns) and set(table.group) == {
+        "shared",
+        "different",
+        "all",
+    }
+    assert set(table.metric) == {"retrieval", "probe", "retrieval_binding", "probe_binding"}
+    assert set(summary["verdicts"]) == {"edit shared", "edit different", "edit probe"}
 
 
 def with_probes(run_cli, clip_embeddings: Path, result: Path, out: Path, *args: str):
@@ -67,7 +73,8 @@ def with_probes(run_cli, clip_embeddings: Path, result: Path, out: Path, *args: 
 def test_terminal_report(clip_embeddings: Path, result: Path, tmp_path: Path, run_cli) -> None:
     done = with_probes(run_cli, clip_embeddings, result, tmp_path / "iv", "--banks", "pos-avg", "--no-cases")
     assert done.returncode == 0, done.stderr
-    assert "shared retrieval % (k=1)" in done.stdout and "pos-avg" in done.stdout and "bag-of-concepts" in done.stdout
+    assert "shared retrieval (paper) % (k=1)" in done.stdout and "shared retrieval, binding edits %" in done.stdout
+    assert "pos-avg" in done.stdout and "bag-of-concepts" in done.stdout
     assert "attribute cases skipped: same shape 384" in done.stdout
     assert not (tmp_path / "iv" / "cases.parquet").exists()
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from bindscope.analyses.base import Analysis, Progress, Rows, RunContext
 from bindscope.analyses.inputs import AnalysisInputs
+from bindscope.analyses.intervene import plot
+from bindscope.analyses.intervene.card import COLUMNS, measure_edits
 from bindscope.analyses.intervene.compute import InterveneResult, intervene_analysis
 from bindscope.analyses.intervene.outcomes import EXTRA_COLUMNS
 from bindscope.analyses.intervene.plot import k_curve_plot
@@ -15,6 +17,7 @@ from bindscope.analyses.intervene.settings import InterveneSettings
 from bindscope.analyses.intervene.summary import InterveneSummary, intervene_summary
 from bindscope.analyses.results import ResultFiles
 from bindscope.estimators.probe_runs import save_fitted_probes
+from bindscope.estimators.verdicts import Measured
 
 
 class InterveneAnalysis(Analysis):
@@ -26,6 +29,10 @@ class InterveneAnalysis(Analysis):
     Summary = InterveneSummary
     uses = frozenset({"probes", "singles"})
     extra_columns = EXTRA_COLUMNS
+    story = "editable"
+    order = 30
+    columns = COLUMNS
+    captions = plot.CAPTIONS
 
     def compute(
         self, inputs: AnalysisInputs, settings: InterveneSettings, progress: Progress | None = None
@@ -34,6 +41,9 @@ class InterveneAnalysis(Analysis):
 
     def summarize(self, result: InterveneResult, settings: InterveneSettings) -> InterveneSummary:
         return intervene_summary(result, settings)
+
+    def measure(self, result: InterveneResult, settings: InterveneSettings) -> dict[str, Measured]:
+        return measure_edits(result.table, settings, result.absent, result.split)
 
     def headline(self, summary: InterveneSummary) -> Rows:
         return headline_rows(summary)

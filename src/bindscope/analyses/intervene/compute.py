@@ -92,7 +92,7 @@ def intervene_analysis(
     if probes is None:
         probes, fitted, probe_settings = fit_probes(y, scenes, settings)
         warnings += approximate_warnings({"probes": fitted.solver})
-    hits = probe_hits_for(probes, scenes, concepts, y.shape[1])
+    hits = probe_hits_for(probes, scenes, concepts, y)
     jobs, plan_tables = plan_jobs(scenes, y, concepts, banks, settings)
     tables = {**{name: bank.table for name, bank in banks.items()}, **plan_tables}
     scored = score_jobs(y, jobs, tables, settings.k, hits, device=settings.device, progress=progress)

@@ -6,6 +6,11 @@ one target value of the edited concept outside the scene's two values is drawn (
 targets are reproduced exactly). Each scene then gives two cases: the left edit (slot 1 takes the
 target) and the right edit (slot 2 does). A case whose edited scene is not in the dataset is skipped
 and counted.
+
+Each case also records the order-reversed scene of its expected scene (the same two objects in the other
+slots) and whether the edit *needs binding*: whether a scene with the expected scene's concept values bound
+the other way (a binding swap, "a blue cube and a red sphere" for "a red cube and a blue sphere") is among the
+scenes. An ideal bag of concepts embeds such a scene exactly as the expected one, so it cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bindscope.analyses.intervene.chance import case_chances
 from bindscope.core.errors import BindscopeError
 from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
@@ -29,6 +35,9 @@ class EditPlan:
     """The cases of one edit kind and target seed, sorted by scene then side (left first).
 
     Scene indices are rows of the 2-object scenes the run uses; objects are object ids of the space.
+    ``reversed`` is the row of the expected scene's order-reversed scene (-1: not among the scenes, or the
+    expected scene itself); ``binding`` whether the expected scene has a binding swap among the scenes
+    (:func:`needs_binding`); ``chance`` each metric's chance per case (:mod:`.chance`).
     """
 
     edit: str
@@ -42,6 +51,9 @@ class EditPlan:
     target_value: np.ndarray
     expected: np.ndarray
     shared: np.ndarray
+    reversed: np.ndarray
+    binding: np.ndarray
+    chance: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -55,6 +67,28 @@ def check_two_object_scenes(scenes: SceneSet) -> None:
             f"interventions edit 2-object scenes; these scenes have up to {scenes.max_objects} objects per scene "
             "(select the scenes holding exactly two objects, or use a 2-object dataset)"
         )
+
+
+def bag_classes(scenes: SceneSet) -> np.ndarray:
+    """Per scene ``[N]``: a class id shared by the scenes with the same concept values (the same count of each
+    value of each concept), which an ideal bag of concepts embeds identically."""
+    counts = np.concatenate(scenes.value_counts(), axis=1)
+    return np.unique(counts, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def reversed_rows(scenes: SceneSet, rows: np.ndarray) -> np.ndarray:
+    """The row of each 2-object scene's order-reversed scene (-1 where it is not among the scenes or is the
+    scene itself: one object twice)."""
+    ids = scenes.object_ids()[rows].astype(np.int64)
+    found = find_scenes(scene_lookup(scenes), ids[:, 1] * scenes.space.num_objects + ids[:, 0])
+    return np.where(found == rows, -1, found)
+
+
+def needs_binding(classes: np.ndarray, expected: np.ndarray, reversed_: np.ndarray) -> np.ndarray:
+    """Per case: does a scene other than the expected one and its reversed order have the expected scene's
+    concept values (a binding swap, which a bag of concepts cannot tell from it)?"""
+    size = np.bincount(classes, minlength=int(classes.max(initial=-1)) + 1)
+    return size[classes[expected]] > 1 + (reversed_ >= 0)
 
 
 def draw_targets(values: np.ndarray, eligible: np.ndarray, choices: np.ndarray, seed: int) -> np.ndarray:
@@ -111,6 +145,9 @@ def plan_edits(scenes: SceneSet, edited: str, kept: str, seed: int, edit: str) -
     expected = find_scenes(scene_lookup(scenes), ids[:, 0] * space.num_objects + ids[:, 1])
     skipped["edited scene not in the dataset"] = int((expected < 0).sum())
     keep = expected >= 0
+    expected = expected[keep]
+    reversed_ = reversed_rows(scenes, expected)
+    classes = bag_classes(scenes)
     source_object = space.object_ids(values[scene])[np.arange(len(scene)), side]
     return EditPlan(
         edit=edit,
@@ -122,7 +159,10 @@ def plan_edits(scenes: SceneSet, edited: str, kept: str, seed: int, edit: str) -
         target_object=ids[np.arange(len(scene)), side][keep],
         source_value=source_value[keep],
         target_value=targets[scene][keep],
-        expected=expected[keep],
+        expected=expected,
         shared=(values[scene, 0, e] == values[scene, 1, e])[keep],
+        reversed=reversed_,
+        binding=needs_binding(classes, expected, reversed_),
+        chance=case_chances(scenes, expected, reversed_, classes, (edited, kept)),
         skipped={k: v for k, v in skipped.items() if v},
     )

@@ -1,5 +1,10 @@
 """What one scored job gives (docs/method/05-interventions.md): tidy rows of retrieval and probe accuracy per group
-(scenes whose two objects share the edited value, those that do not, all), the per-case table, and the skip counts."""
+(scenes whose two objects share the edited value, those that do not, all), the per-case table, and the skip counts.
+
+Four metrics: the paper's ``retrieval`` and ``probe`` (the research code's, on every edit) and their bound forms
+``retrieval_binding`` and ``probe_binding``, scored on the edits that need binding only (whose expected scene has
+a binding swap among the scenes) with ties counted wrong: an ideal bag of concepts scores 0 on them by
+construction. Every row carries the cases it is a share of (``n_cases``) and its chance (:mod:`.chance`)."""
 
 from __future__ import annotations
 
@@ -16,8 +21,11 @@ from bindscope.space.concepts import SceneSet
 GROUPS = ("shared", "different")
 ALL = "all"
 NO_VECTOR = "no bank vector"
+#: The paper's metrics (the research code's hits, on every edit).
 METRICS = ("retrieval", "probe")
-EXTRA_COLUMNS = ("edit", "k", "cases")
+#: Their bound forms: on the edits that need binding, ties counted wrong.
+BOUND = {"retrieval": "retrieval_binding", "probe": "probe_binding"}
+EXTRA_COLUMNS = ("edit", "k", "n_cases", "chance")
 
 
 def case_table(job: Job, k: float, scores: Scores, rows: np.ndarray, scenes: SceneSet) -> pd.DataFrame:
@@ -43,24 +51,51 @@ def case_table(job: Job, k: float, scores: Scores, rows: np.ndarray, scenes: Sce
             "cos_retrieved": scores.cos_retrieved[valid],
             "hit": scores.hit[valid],
             "probe_hit": scores.probe_hit[valid],
+            "binding": plan.binding[valid],
+            "bound_hit": scores.bound_hit[valid],
+            "bound_probe_hit": _or_missing(scores.bound_probe_hit, valid),
         }
     )
 
 
+def _or_missing(values: np.ndarray | None, valid: np.ndarray) -> np.ndarray | pd.api.extensions.ExtensionArray:
+    """A boolean per-case column, missing (``pd.NA``) throughout where it was not measured."""
+    if values is None:
+        return pd.array([pd.NA] * int(valid.sum()), dtype="boolean")
+    return values[valid]
+
+
 def metric_rows(job: Job, k: float, scores: Scores) -> list[dict[str, Any]]:
-    """Tidy rows: retrieval and probe accuracy per group (shared, different, all; empty groups left out)."""
+    """Tidy rows per group (shared, different, all; empty groups left out): the paper's retrieval and probe
+    accuracy on every valid edit, their bound forms on the valid edits that need binding, each with its cases
+    (``n_cases``) and chance."""
     plan, valid = job.plan, scores.valid
     groups = {ALL: valid, "shared": valid & plan.shared, "different": valid & ~plan.shared}
+    hits = {
+        "retrieval": scores.hit,
+        "probe": scores.probe_hit,
+        "retrieval_binding": scores.bound_hit,
+        "probe_binding": scores.bound_probe_hit,
+    }
     out = []
-    for group, mask in groups.items():
-        n = int(mask.sum())
-        if not n:
-            continue
-        for metric, values in (("retrieval", scores.hit), ("probe", scores.probe_hit)):
-            value = values[mask].mean()
+    for group, in_group in groups.items():
+        for metric, values in hits.items():
+            mask = in_group & plan.binding if metric in BOUND.values() else in_group
+            n = int(mask.sum())
+            if not n or values is None:
+                continue
             out.append(
                 result_row(
-                    "intervene", job.variant, group, metric, plan.seed, value, edit=plan.edit, k=float(k), cases=n
+                    "intervene",
+                    job.variant,
+                    group,
+                    metric,
+                    plan.seed,
+                    values[mask].mean(),
+                    edit=plan.edit,
+                    k=float(k),
+                    n_cases=n,
+                    chance=float(plan.chance[metric][mask].mean()),
                 )
             )
     return out

@@ -10,28 +10,37 @@ from bindscope.core.figures import pyplot, save_figure
 
 #: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
 CAPTIONS = {
-    "k_curve": "Editing one object of a scene embedding by vector arithmetic, against the edit's strength k: how "
-    "often the edited embedding retrieves the expected scene (left) and how often the probes read the edited "
-    "object (right), per variant, for scenes whose two objects share the edited value (solid), differ in it "
-    "(dashed) or both (dotted); mean and standard deviation over seeds, in percent.",
+    "k_curve": "Editing one object of a scene embedding by vector arithmetic, against the edit's strength k, per "
+    "variant: how often the edited embedding retrieves the expected scene (the research code's hit; then on the "
+    "edits that need binding, with ties counted wrong, where a bag of concepts scores 0) and how often the probes "
+    "read it (the concept probes, the research code's hit; then the object probe on the edits that need binding), "
+    "for scenes whose two objects share the edited value (solid), differ in it (dashed) or both (dotted); mean "
+    "and standard deviation (sd) over the target seeds, in percent.",
 }
 
 STYLES = {"shared": "-", "different": "--", "all": ":"}
+#: The panels of one edit, left to right: each metric and its title.
+PANELS = {
+    "retrieval": "retrieval (paper)",
+    "retrieval_binding": "retrieval, binding edits",
+    "probe": "probe (paper)",
+    "probe_binding": "object probe, binding edits",
+}
 
 
 def k_curve_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
-    """Retrieval and probe accuracy against k, one line per variant and group, mean ± std over seeds.
+    """Each metric (:data:`PANELS`) against k, one line per variant and group, mean ± sd over seeds.
 
     The unedited scene does not depend on k: it is drawn as a flat line at its value.
     """
     plt = pyplot()
     edits = list(dict.fromkeys(table["edit"]))
-    fig, axes = plt.subplots(len(edits), 2, figsize=(11, 4 * len(edits)), squeeze=False)
+    fig, axes = plt.subplots(len(edits), len(PANELS), figsize=(5.5 * len(PANELS), 4 * len(edits)), squeeze=False)
     ks = sorted(table["k"].unique())
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     variants = list(dict.fromkeys(table["variant"]))
     for row, edit in enumerate(edits):
-        for col, metric in enumerate(("retrieval", "probe")):
+        for col, (metric, name) in enumerate(PANELS.items()):
             ax = axes[row][col]
             part = table[(table.edit == edit) & (table.metric == metric)]
             for v, variant in enumerate(variants):
@@ -51,11 +60,11 @@ def k_curve_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> P
                         label=f"{variant} ({group})",
                     )
             ax.set_xlabel("edit strength k")
-            ax.set_ylabel(f"{metric} accuracy %")
+            ax.set_ylabel("accuracy %")
             ax.set_ylim(-2, 102)
-            ax.set_title(f"{edit} edits: {metric}")
+            ax.set_title(f"{edit} edits: {name}")
             ax.grid(alpha=0.3)
-    axes[0][1].legend(fontsize=7, loc="best")
+    axes[0][0].legend(fontsize=7, loc="best")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -4,26 +4,52 @@ skipped cases, a missing shared/different split)."""
 from __future__ import annotations
 
 from bindscope.analyses.base import Rows
-from bindscope.analyses.intervene.outcomes import ALL, METRICS, NO_VECTOR
+from bindscope.analyses.intervene.outcomes import ALL, BOUND, NO_VECTOR
 from bindscope.analyses.intervene.summary import InterveneSummary, at_k
 from bindscope.analyses.intervene.variants import BAG, UNEDITED
 from bindscope.estimators.metrics import format_spread
 
+#: The headline's metrics: the paper's (the research code's hits) beside their bound forms (on the edits that
+#: need binding, ties counted wrong), with their names in the header.
+SHOWN = {
+    "retrieval": "retrieval (paper)",
+    BOUND["retrieval"]: "retrieval, binding edits",
+    "probe": "probe (paper)",
+    BOUND["probe"]: "object probe, binding edits",
+}
+
+
+def seeds_of(summary: InterveneSummary) -> int:
+    """The number of target seeds the spreads are over (the most any number has)."""
+    counts = [
+        at.retrieval.n
+        for variants in summary.results.values()
+        for groups in variants.values()
+        for per_k in groups.values()
+        for at in per_k.values()
+    ]
+    return max(counts, default=1)
+
 
 def headline_rows(summary: InterveneSummary) -> Rows:
-    """Per edit and variant: retrieval and probe accuracy per group at the table's k, and the cases."""
+    """Per edit and variant: the paper's retrieval and probe accuracy beside their bound forms, per group at the
+    table's k, and the cases (all, and those needing binding), over all seeds."""
     k = summary.table_k
     groups = [g for g in summary.groups if g != ALL] or [ALL]
-    rows: Rows = [("edit", "variant", *(f"{g} {m} % (k={k:g})" for g in groups for m in METRICS), "cases")]
+    seeds = seeds_of(summary)
+    sd = f", ± sd over {seeds} seeds" if seeds > 1 else ""
+    head = [f"{g} {name} % (k={k:g}{sd})" for g in groups for name in SHOWN.values()]
+    rows: Rows = [("edit", "variant", *head, "cases", "binding cases")]
     available = [b for b, v in summary.banks.items() if v.available]
     for edit in summary.edits:
         for variant in [UNEDITED, *available, BAG]:
-            cells, cases = [], 0
+            cells, cases, binding = [], 0, 0
             for g in groups:
                 part = at_k(summary, edit, variant, g, k)
                 cases += part.cases if part else 0
-                cells += [format_spread(getattr(part, m) if part else None, 1, 100) for m in METRICS]
-            rows.append((edit, variant, *cells, f"{cases:,}"))
+                binding += (part.binding_cases or 0) if part else 0
+                cells += [format_spread(getattr(part, m) if part else None, 1, 100) for m in SHOWN]
+            rows.append((edit, variant, *cells, f"{cases:,}", f"{binding:,}"))
     return rows
 
 
@@ -56,6 +82,13 @@ def note_lines(summary: InterveneSummary) -> list[str]:
             f"captions {singles.get('captions') or '-'}"
         )
     lines += skip_lines(summary)
+    lines.append(
+        "paper: the research code's hits (retrieval: the best match, a tie going to the lowest row; probe: the "
+        "concept probes read the expected values); binding edits: the edits whose expected scene has a binding "
+        "swap among the scenes, a retrieval hit only when the expected scene (or its reversed order) scores "
+        "strictly above every other scene, an object-probe hit only when the probe reads the expected objects and "
+        "tells the expected scene from its swaps; an ideal bag of concepts scores 0 on both"
+    )
     if summary.groups == [ALL]:
         lines.append("no shared/different split: every scene's two objects differ in the edited concept (overall only)")
     return lines

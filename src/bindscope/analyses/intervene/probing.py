@@ -1,5 +1,6 @@
-"""The probe metric of the edits (docs/method/05-interventions.md): do frozen concept probes read the expected scene's
-values from an edited embedding? Probes fitted here when none are given."""
+"""The probe metrics of the edits (docs/method/05-interventions.md): do frozen concept probes read the expected scene's
+values from an edited embedding (the paper's probe hit), and does the object probe read its objects, telling it from
+the scenes with the same concept values (the bound probe hit)? Probes fitted here when none are given."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bindscope.analyses.intervene.edits import bag_classes
 from bindscope.analyses.intervene.settings import InterveneSettings
 from bindscope.core.errors import BindscopeError
 from bindscope.estimators.probe_runs import ProbeRun, ProbeSettings, fit_probe_set
-from bindscope.estimators.probes import ProbeSet, set_separation_correct
+from bindscope.estimators.probes import OBJECT, ProbeSet, set_separation_correct, soft_targets
 from bindscope.space.concepts import SceneSet
 
 
@@ -34,21 +36,37 @@ def check_probes(probes: ProbeSet, scenes: SceneSet, names: list[str], dim: int)
 
 
 def probe_hits_for(
-    probes: ProbeSet, scenes: SceneSet, concepts: dict[str, str], dim: int
-) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """``hits(x_edited, expected_rows)``: do the attribute and noun probes set-separate the expected
-    scene's values, jointly?"""
-    names = list(concepts.values())
-    check_probes(probes, scenes, names, dim)
-    space = scenes.space
+    probes: ProbeSet, scenes: SceneSet, concepts: dict[str, str], y: np.ndarray
+) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]:
+    """``hits(x_edited, expected_rows) -> (paper, bound)``, bool per case each.
 
-    def hits(x: np.ndarray, expected: np.ndarray) -> np.ndarray:
-        logits = probes.decision_function(x, names)
+    ``paper``: the attribute and noun probes set-separate the expected scene's values, jointly (the research
+    code's hit). ``bound``: the object probe set-separates the expected scene's objects from the edited vector,
+    and it reads every scene of the expected scene's bag class (the scenes with its concept values: itself, its
+    reversed order, its binding swaps) right from that scene's own embedding. A bag of concepts embeds a class
+    alike, so its probe cannot read two of its object sets right: its bound hit is never true. None where the
+    probes have no object probe.
+    """
+    names = list(concepts.values())
+    check_probes(probes, scenes, names, y.shape[1])
+    space = scenes.space
+    objects = soft_targets(scenes)[OBJECT]
+    told = None
+    if OBJECT in probes.coef_:
+        read = set_separation_correct(probes.decision_function(y, [OBJECT])[OBJECT], objects)
+        classes = bag_classes(scenes)
+        told = np.bincount(classes, weights=~read, minlength=int(classes.max(initial=-1)) + 1) == 0
+        told = told[classes]  # per scene: every scene of its class read right
+
+    def hits(x: np.ndarray, expected: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        logits = probes.decision_function(x, [*names, OBJECT])
         counts = scenes.subset(expected).value_counts()  # per concept: the expected scene's values
         ok = np.ones(len(x), dtype=bool)
         for name in names:
             ok &= set_separation_correct(logits[name], counts[space.concept_index(name)])
-        return ok
+        if told is None:
+            return ok, None
+        return ok, set_separation_correct(logits[OBJECT], objects[expected]) & told[expected]
 
     return hits
 

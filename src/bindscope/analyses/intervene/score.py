@@ -9,8 +9,14 @@ unit-norm scenes ``Ŷ`` are ``Ŷ x' = Ŷ x - k (Ŷ T[src] - Ŷ T[tgt])`` (the co
 
 The Gram matrix is never held whole: it is computed one block pair ``(I, J ≥ I)`` at a time (half
 the products, by symmetry) and each block serves the cases based in ``I`` against the candidates in
-``J`` and those based in ``J`` against ``I``, keeping a running best match and a running count of
-scenes scoring above the expected one.
+``J`` and those based in ``J`` against ``I``, keeping a running best match (the research code's: on a tie
+the lowest row), a running count of scenes scoring strictly above the expected one (its rank) and a running
+count of *rivals*: scenes other than the expected one and its order-reversed scene that score as high as the
+better of the two, ties included (a bound hit needs none).
+
+Two scores closer than :data:`TIE_TOL` in cosine are a tie: the expected scene's score is computed once,
+directly, the candidates' from Gram blocks, and the two paths differ in the last float32 bits, so scenes
+with the same embedding (which a bag of concepts gives a scene and its binding swap) never score exactly alike.
 """
 
 from __future__ import annotations
@@ -29,7 +35,11 @@ CHUNK_ELEMENTS = 1 << 24
 #: Elements of one score buffer of a sub-chunk of cases: large enough to keep Python's overhead
 #: per numpy call small, small enough to stay near a core's cache (measured best at 2^18-2^19).
 CACHE_ELEMENTS = 1 << 18
-ProbeHits = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: Cosines closer than this are a tie (neither scores strictly higher): far above float32 rounding of the two
+#: paths (~1e-7), far below the cosine gaps between different scenes of any model that tells them apart.
+TIE_TOL = 1e-5
+#: ``hits(x_edited [m, D], expected [m]) -> (paper probe hit, bound probe hit or None)``, bool ``[m]`` each.
+ProbeHits = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,13 @@ class Job:
 
 @dataclass
 class Scores:
-    """Per-case outcomes of one job at one ``k`` (invalid cases: retrieved -1, rank 0, NaN cosines)."""
+    """Per-case outcomes of one job at one ``k`` (invalid cases: retrieved -1, rank 0, NaN cosines, no hits).
+
+    ``rank``: 1 + the scenes scoring strictly higher than the expected one (a tie ranks 1); ``bound_hit``: no
+    scene but the expected one and its reversed order scores as high as the better of the two (a tie is a
+    miss); ``probe_hit``: the paper's probe hit; ``bound_probe_hit``: the object probe reads the expected scene
+    and tells it from its bag class (None: no object probe).
+    """
 
     valid: np.ndarray
     expected: np.ndarray
@@ -61,10 +77,13 @@ class Scores:
     cos_expected: np.ndarray
     cos_retrieved: np.ndarray
     probe_hit: np.ndarray
+    bound_hit: np.ndarray
+    bound_probe_hit: np.ndarray | None = None
 
     @property
     def hit(self) -> np.ndarray:
-        """Per case: the best match is the expected scene."""
+        """Per case: the best match is the expected scene (the research code's hit: a tie goes to the lowest
+        row, so a tie with a scene of a lower row is a miss and one with a higher row a hit)."""
         return self.retrieved == self.expected
 
 
@@ -78,14 +97,36 @@ def block_size(num_scenes: int, chunk_elements: int = CHUNK_ELEMENTS) -> int:
     return int(max(1, min(num_scenes, int(np.sqrt(chunk_elements)))))
 
 
-def consistent_rank(rank: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    """Ranks agreeing with the best match: 1 for a hit, at least 2 otherwise.
+def count_over(
+    scores: np.ndarray,
+    rowmax: np.ndarray,
+    threshold: np.ndarray,
+    strict: bool,
+    own: list[tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows with a score over ``threshold`` (``>`` when ``strict``, else ``>=``) and how many each has,
+    less the row's own entries ``own``: ``(rows inside, their column)`` pairs of scenes never counted.
 
-    The expected scene's score is computed once, directly; the candidates' come from Gram blocks.
-    The two can differ in the last float32 bit, so a near tie (cosines within about 1e-7) could
-    otherwise be a hit of rank 2.
+    Parameters
+    ----------
+    scores
+        ``[m, width]`` scores of ``m`` cases against ``width`` candidates; ``rowmax`` their row maxima.
+    threshold
+        ``[m]`` per case.
     """
-    return np.where(hit, 1, np.maximum(rank, 2))
+    over = np.greater if strict else np.greater_equal
+    need = np.flatnonzero(over(rowmax, threshold))
+    if not len(need):
+        return need, need
+    if 2 * len(need) > len(scores):  # most rows: compare in place rather than copy them out
+        counts = np.count_nonzero(over(scores, threshold[:, None]), axis=1)[need]
+    else:
+        counts = np.count_nonzero(over(scores[need], threshold[need, None]), axis=1)
+    for inside, column in own:
+        mine = np.intersect1d(need, inside, assume_unique=True)
+        if len(mine):
+            counts[np.searchsorted(need, mine)] -= over(scores[mine, column[mine]], threshold[mine])
+    return need, counts
 
 
 def job_ks(job: Job, ks: Sequence[float]) -> list[float]:
@@ -95,20 +136,24 @@ def job_ks(job: Job, ks: Sequence[float]) -> list[float]:
 
 @dataclass
 class _Running:
-    """The running best match, and the count of scenes scoring above the expected one, of one job at
-    one k (numpy arrays: the reductions run in numpy on the CPU, which is faster than torch's); and,
-    from the edited vectors' one pass, their expected score, norm and probe hits."""
+    """The running reductions of one job at one k (numpy arrays: they run in numpy on the CPU, which is faster
+    than torch's): the best match, the count of scenes strictly above the expected one (beyond the tie
+    tolerance, ``above_at``) and the count of rivals at or above the better of the expected and the reversed
+    scene (within it, ``tie_at``); and, from the edited vectors' one pass, their expected score, norm and probe
+    hits."""
 
     best: np.ndarray
     arg: np.ndarray
     above: np.ndarray
+    rivals: np.ndarray
     at_expected: np.ndarray
+    above_at: np.ndarray
+    tie_at: np.ndarray
     norm: np.ndarray
     probe_hit: np.ndarray
+    bound_probe_hit: np.ndarray | None
 
-    def update(
-        self, s: torch.Tensor | np.ndarray, cases: slice, offset: int, inside: np.ndarray, local_exp: np.ndarray
-    ) -> None:
+    def update(self, s: torch.Tensor | np.ndarray, cases: slice, offset: int, own: _Own) -> None:
         """Fold in the scores ``s`` ``[cases, width]`` of the candidates from ``offset`` on."""
         sn = s if isinstance(s, np.ndarray) else s.cpu().numpy()
         rowmax = sn.max(axis=1)
@@ -117,18 +162,21 @@ class _Running:
         if len(better):
             best[better] = rowmax[better]
             self.arg[cases][better] = sn[better].argmax(axis=1) + offset
-        threshold = self.at_expected[cases]
-        need = np.flatnonzero(rowmax > threshold)  # rows with any scene above the expected one here
+        need, counts = count_over(sn, rowmax, self.above_at[cases], True, [own.expected])  # the expected: not itself
         if len(need):
-            if 2 * len(need) > len(sn):  # most rows: compare in place rather than copy them out
-                above = np.count_nonzero(sn > threshold[:, None], axis=1)[need]
-            else:
-                above = np.count_nonzero(sn[need] > threshold[need, None], axis=1)
-            own = np.intersect1d(need, inside, assume_unique=True)
-            if len(own):  # the expected scene never counts against itself
-                pos = np.searchsorted(need, own)
-                above[pos] -= sn[own, local_exp[own]] > threshold[own]
-            self.above[cases][need] += above
+            self.above[cases][need] += counts
+        need, counts = count_over(sn, rowmax, self.tie_at[cases], False, [own.expected, own.reversed])
+        if len(need):
+            self.rivals[cases][need] += counts
+
+
+@dataclass(frozen=True)
+class _Own:
+    """Where a sub-chunk's expected and reversed scenes fall among a block's candidates: ``(cases inside the
+    block, their column)`` each."""
+
+    expected: tuple[np.ndarray, np.ndarray]
+    reversed: tuple[np.ndarray, np.ndarray]
 
 
 class _Engine:
@@ -196,20 +244,37 @@ class _Engine:
         return torch.add(x, t[src] - t[tgt], alpha=-k)
 
     def _initial(self, j: int, k: float, probe_hits: ProbeHits | None) -> _Running:
-        """Empty running state; and, from one pass over the edited vectors, the exact score of the
-        expected scene, the vectors' norms and their probe hits."""
+        """Empty running state; and, from one pass over the edited vectors, the exact scores of the
+        expected and the reversed scene, the vectors' norms and their probe hits."""
         plan = self.jobs[j].plan
         m = len(plan)
-        at_expected, norm, hit = np.empty(m, np.float32), np.empty(m, np.float32), np.zeros(m, bool)
+        at_expected, at_reversed, norm = (np.empty(m, np.float32) for _ in range(3))
+        hit, bound = np.zeros(m, bool), np.zeros(m, bool)
+        has_bound = False
+        rev = np.maximum(plan.reversed, 0)
         for a in range(0, m, self.rows_per_chunk):
             cases = slice(a, min(m, a + self.rows_per_chunk))
             x = self.edited(j, cases, k)
             at_expected[cases] = (x * self.unit[self._on(plan.expected[cases])]).sum(dim=1).cpu().numpy()
+            at_reversed[cases] = (x * self.unit[self._on(rev[cases])]).sum(dim=1).cpu().numpy()
             norm[cases] = x.norm(dim=1).clamp_min(1e-12).cpu().numpy()
             if probe_hits is not None:
-                hit[cases] = probe_hits(x.cpu().numpy(), plan.expected[cases])
+                hit[cases], found = probe_hits(x.cpu().numpy(), plan.expected[cases])
+                if found is not None:
+                    bound[cases], has_bound = found, True
+        at_reversed[plan.reversed < 0] = -np.inf
+        tol = np.float32(TIE_TOL) * norm
         return _Running(
-            np.full(m, -np.inf, np.float32), np.full(m, -1, np.int64), np.zeros(m, np.int64), at_expected, norm, hit
+            best=np.full(m, -np.inf, np.float32),
+            arg=np.full(m, -1, np.int64),
+            above=np.zeros(m, np.int64),
+            rivals=np.zeros(m, np.int64),
+            at_expected=at_expected,
+            above_at=at_expected + tol,
+            tie_at=np.maximum(at_expected, at_reversed) - tol,
+            norm=norm,
+            probe_hit=hit,
+            bound_probe_hit=bound if has_bound else None,
         )
 
     def run(self, progress: Callable[[int, int], object] | None) -> None:
@@ -256,27 +321,32 @@ class _Engine:
 
     def _prelude(
         self, item: tuple[int, int, int], base_block: int, cand_block: int, width: int
-    ) -> tuple[slice, np.ndarray, int, np.ndarray, np.ndarray]:
-        """A sub-chunk's case slice, Gram rows, candidate offset and where its expected scenes fall."""
+    ) -> tuple[slice, np.ndarray, int, _Own]:
+        """A sub-chunk's case slice, Gram rows, candidate offset and where its expected and reversed scenes
+        fall."""
         pi, a, b = item
         cases = slice(a, b)
         offset = self.starts[cand_block]
-        local_base = self.plans[pi].scene[cases] - self.starts[base_block]
-        local_exp = self.plans[pi].expected[cases] - offset
-        inside = np.flatnonzero((local_exp >= 0) & (local_exp < width))
-        return cases, local_base, offset, inside, local_exp
+        plan = self.plans[pi]
+        local_base = plan.scene[cases] - self.starts[base_block]
+
+        def inside(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            local = rows - offset
+            return np.flatnonzero((rows >= 0) & (local >= 0) & (local < width)), local  # -1: no such scene
+
+        return cases, local_base, offset, _Own(inside(plan.expected[cases]), inside(plan.reversed[cases]))
 
     def _score_range_numpy(
         self, item: tuple[int, int, int], base_block: int, cand_block: int, gram: np.ndarray
     ) -> None:
         """Every job of one plan on a sub-chunk of cases, at every k (numpy, on the CPU)."""
-        cases, local_base, offset, inside, local_exp = self._prelude(item, base_block, cand_block, gram.shape[1])
+        cases, local_base, offset, own = self._prelude(item, base_block, cand_block, gram.shape[1])
         near = gram.take(local_base, axis=0)
         for j in self.plan_jobs[item[0]]:
             job = self.jobs[j]
             ks = job_ks(job, self.ks)
             if job.table is None:
-                self.state[(j, ks[0])].update(near, cases, offset, inside, local_exp)
+                self.state[(j, ks[0])].update(near, cases, offset, own)
                 continue
             pn = self.proj[job.table][cand_block].numpy()
             src, tgt = self.src[j][cases], self.tgt[j][cases]  # type: ignore[index]
@@ -284,48 +354,51 @@ class _Engine:
                 s = pn.take(src, axis=0)
                 np.subtract(near, s, out=s)
                 s += pn.take(tgt, axis=0)
-                self.state[(j, 1.0)].update(s, cases, offset, inside, local_exp)
+                self.state[(j, 1.0)].update(s, cases, offset, own)
                 continue
             d = pn.take(src, axis=0)
             d -= pn.take(tgt, axis=0)
             for k in ks:
                 s = np.multiply(d, -k)
                 s += near
-                self.state[(j, k)].update(s, cases, offset, inside, local_exp)
+                self.state[(j, k)].update(s, cases, offset, own)
 
     def _score_range_torch(
         self, item: tuple[int, int, int], base_block: int, cand_block: int, gram: torch.Tensor
     ) -> None:
         """Every job of one plan on a sub-chunk of cases, at every k (torch, on the device)."""
-        cases, local_base, offset, inside, local_exp = self._prelude(item, base_block, cand_block, gram.shape[1])
+        cases, local_base, offset, own = self._prelude(item, base_block, cand_block, gram.shape[1])
         near = gram.index_select(0, self._on(local_base))
         for j in self.plan_jobs[item[0]]:
             job = self.jobs[j]
             ks = job_ks(job, self.ks)
             if job.table is None:
-                self.state[(j, ks[0])].update(near, cases, offset, inside, local_exp)
+                self.state[(j, ks[0])].update(near, cases, offset, own)
                 continue
             p = self.proj[job.table][cand_block]
             src, tgt = self.src[j][cases], self.tgt[j][cases]  # type: ignore[index]
             diff = p.index_select(0, self._on(src)).sub_(p.index_select(0, self._on(tgt)))
             for k in ks:
-                self.state[(j, k)].update(torch.add(near, diff, alpha=-k), cases, offset, inside, local_exp)
+                self.state[(j, k)].update(torch.add(near, diff, alpha=-k), cases, offset, own)
 
     def scores(self, j: int, k: float) -> Scores:
         """The outcome of job ``j`` at ``k`` once every block pair is done."""
         job, st = self.jobs[j], self.state[(j, k)]
-        hit = st.arg == job.plan.expected
         out = Scores(
             job.valid,
             job.plan.expected,
             st.arg.copy(),
-            consistent_rank(st.above + 1, hit),
+            st.above + 1,
             st.at_expected / st.norm,
             st.best / st.norm,
             st.probe_hit.copy(),
+            st.rivals == 0,
+            None if st.bound_probe_hit is None else st.bound_probe_hit.copy(),
         )
         invalid = ~job.valid
-        out.retrieved[invalid], out.rank[invalid], out.probe_hit[invalid] = -1, 0, False
+        out.retrieved[invalid], out.rank[invalid], out.probe_hit[invalid], out.bound_hit[invalid] = -1, 0, False, False
+        if out.bound_probe_hit is not None:
+            out.bound_probe_hit[invalid] = False
         out.cos_expected[invalid] = out.cos_retrieved[invalid] = np.nan
         return out
 
@@ -354,7 +427,7 @@ def score_jobs(
     ks
         Edit strengths.
     probe_hits
-        ``probe_hits(x_edited [m, D], expected [m]) -> bool [m]`` (None: no probe metric).
+        :data:`ProbeHits`: the paper's and the bound probe hit of edited vectors (None: no probe metric).
     chunk_elements
         Bound on the float32 elements of one score block (memory).
     progress

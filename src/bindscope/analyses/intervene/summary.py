@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from typing_extensions import Self
 
 from bindscope.analyses.intervene.compute import InterveneResult
-from bindscope.analyses.intervene.outcomes import ALL, GROUPS, METRICS
+from bindscope.analyses.intervene.outcomes import ALL, BOUND, GROUPS, METRICS
 from bindscope.analyses.intervene.settings import TABLE_K, InterveneSettings
 from bindscope.analyses.intervene.variants import UNEDITED
 from bindscope.analyses.results import Summary
@@ -33,12 +33,17 @@ class BankStatus(Schema):
 
 
 class AtK(Schema):
-    """One variant's numbers in one group at one strength k: retrieval and probe accuracy (spread over the
-    target seeds) and the cases scored (over all seeds)."""
+    """One variant's numbers in one group at one strength k: the paper's retrieval and probe accuracy (spread
+    over the target seeds) and the cases scored (over all seeds); their bound forms (on the edits that need
+    binding, ties counted wrong; absent where no edit needs binding or, for the probe, no object probe was
+    given) and the cases those scored (over all seeds)."""
 
     retrieval: Spread
     probe: Spread
     cases: int
+    retrieval_binding: Spread | None = Field(None, exclude_if=is_absent)
+    probe_binding: Spread | None = Field(None, exclude_if=is_absent)
+    binding_cases: int | None = Field(None, exclude_if=is_absent)
 
 
 class ProbesRecord(Schema):
@@ -90,13 +95,19 @@ def table_k(ks: tuple[float, ...] | list[float]) -> float:
 
 
 def results_summary(result: InterveneResult) -> Results:
-    """Retrieval and probe accuracy (spread over seeds) and cases, per edit, variant, group and k."""
+    """The paper's retrieval and probe accuracy and their bound forms (spread over seeds), and the cases, per
+    edit, variant, group and k."""
     out: dict[str, Any] = {}
     table = result.table
     for (edit, variant, group, k), rows in table.groupby(["edit", "variant", "group", "k"], sort=False):
         node = out.setdefault(str(edit), {}).setdefault(str(variant), {}).setdefault(str(group), {})
         numbers: dict[str, Any] = {m: spread(rows[rows.metric == m]["value"]) for m in METRICS}
-        numbers["cases"] = int(rows[rows.metric == "retrieval"]["cases"].sum())
+        numbers["cases"] = int(rows[rows.metric == "retrieval"]["n_cases"].sum())
+        for m in BOUND.values():
+            if (rows.metric == m).any():
+                numbers[m] = spread(rows[rows.metric == m]["value"])
+        if (rows.metric == BOUND["retrieval"]).any():
+            numbers["binding_cases"] = int(rows[rows.metric == BOUND["retrieval"]]["n_cases"].sum())
         node[f"{k:g}"] = numbers
     return out
 

@@ -1,0 +1,99 @@
+"""``intervene`` on the report card: its columns and how each seed's number is read from the tidy table.
+
+The paper's numbers (the research code's retrieval hit, whose arg-max gives a tie to the lowest row, and its joint
+concept-probe hit) cannot show binding: an ideal bag of concepts scores 25.0% / 25.4% retrieval on shared /
+different attributes and 100% on the probe. So the card reads their bound forms, on the edits that need binding
+(whose expected scene has a binding swap among the scenes, which a bag embeds exactly as the expected scene) with
+ties counted wrong, where a bag scores 0 by construction:
+
+- ``edit shared`` / ``edit different``: the bound retrieval of the first available bank at the table's k, on the
+  binding edits of scenes whose two objects share / do not share the edited value (``different`` reads every
+  edit where no scene shares it);
+- ``edit probe``: the bound probe hit (the object probe reads the expected scene's objects from the edit, and tells
+  that scene from its bag class) of the same bank and k, on every binding edit.
+
+Each is a rate per target seed, with the binding edits per seed as its cases, its chance (random scores) and the
+bag's analytic score 0 as a bound of the bag floor (the registry also runs the same edits on the bag).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from bindscope.analyses.card import CardColumn
+from bindscope.analyses.intervene.outcomes import ALL, BOUND
+from bindscope.analyses.intervene.settings import InterveneSettings
+from bindscope.analyses.intervene.summary import table_k
+from bindscope.estimators.verdicts import Measured
+
+SHARED, DIFFERENT, PROBE = "edit shared", "edit different", "edit probe"
+COLUMNS = (
+    CardColumn(
+        SHARED,
+        "edit, shared value, %",
+        "rate",
+        "one of two objects sharing the edited value edited, beyond a bag of concepts",
+    ),
+    CardColumn(
+        DIFFERENT,
+        "edit, different values, %",
+        "rate",
+        "one of two objects differing in the edited value edited, beyond a bag of concepts",
+    ),
+    CardColumn(PROBE, "edit read by object probe, %", "rate", "an edited object read by the object probe"),
+)
+#: What an ideal bag of concepts scores on every column: its edited vector ties with the binding swap.
+BAG_BOUND = 0.0
+
+
+def card_bank(settings: InterveneSettings, absent: dict[str, str]) -> str | None:
+    """The bank the card reads: the first of the settings' banks that was built (None: none was)."""
+    return next((b for b in settings.banks if b not in absent), None)
+
+
+def per_seed(table: pd.DataFrame, edit: str, variant: str, group: str, metric: str, k: float) -> pd.DataFrame:
+    """One metric's rows per seed (indexed by seed): value, n_cases and chance."""
+    rows = table[
+        (table["edit"] == edit)
+        & (table["variant"] == variant)
+        & (table["group"] == group)
+        & (table["metric"] == metric)
+        & np.isclose(table["k"], k)
+    ]
+    return rows.set_index("seed")[["value", "n_cases", "chance"]].sort_index()
+
+
+def measured_rate(rows: pd.DataFrame | None, scored_on: str) -> Measured:
+    """A bound rate per seed with its cases per seed (rounded mean over seeds), chance and the bag's bound (no
+    value where ``rows`` is None or empty: not measured)."""
+    if rows is None or not len(rows):
+        return Measured(values=[], scored_on=scored_on, bag_bound=BAG_BOUND)
+    return Measured(
+        values=rows["value"].tolist(),
+        n_cases=int(round(float(rows["n_cases"].mean()))),
+        chance=float(rows["chance"].mean()),
+        scored_on=scored_on,
+        bag_bound=BAG_BOUND,
+    )
+
+
+def measure_edits(
+    table: pd.DataFrame, settings: InterveneSettings, absent: dict[str, str], split: bool
+) -> dict[str, Measured]:
+    """Each column's bound rate per seed, of the first edit asked for, the first available bank and the table's
+    k (``edit shared`` is not measured where no scene shares the edited value)."""
+    bank = card_bank(settings, absent)
+    if bank is None:
+        return {}
+    edit, k = settings.edits()[0], table_k(settings.k)
+    where = f"{edit} edits needing binding, {bank} bank, k = {k:g}, ties wrong"
+    retrieval = BOUND["retrieval"]
+    shared = per_seed(table, edit, bank, "shared", retrieval, k) if split else None
+    return {
+        SHARED: measured_rate(shared, f"shared-value {where}"),
+        DIFFERENT: measured_rate(
+            per_seed(table, edit, bank, "different" if split else ALL, retrieval, k), f"different-value {where}"
+        ),
+        PROBE: measured_rate(per_seed(table, edit, bank, ALL, BOUND["probe"], k), where),
+    }
