@@ -64,11 +64,10 @@ def test_the_probes_training_scenes_are_not_scored_unless_kept(scenes: SceneSet)
     plain = plan_sweep(scenes, settings)
     left_out = plan_sweep(scenes, settings, probe_train)
     for a, b in zip(plain, left_out):
-        for group in ("test_only", "mixed"):  # exactly the probe scenes go, nothing else
+        for group in ("test_only", "mixed", "train_only"):  # exactly the probe scenes go, nothing else
             assert np.array_equal(b.groups[group], np.setdiff1d(a.groups[group], probe_train))
-        for group in ("train_only", "validation"):  # fitting and selection are untouched
-            assert np.array_equal(a.groups[group], b.groups[group])
-        assert np.array_equal(a.train, b.train)
+        assert np.array_equal(a.groups["validation"], b.groups["validation"])  # fitting and selection untouched
+        assert np.array_equal(a.train, b.train) and np.array_equal(a.groups["train_only"], a.train)
 
 
 def test_a_sweep_leaves_out_the_probe_scenes_it_is_given(scenes: SceneSet) -> None:
@@ -140,6 +139,7 @@ def test_the_verdict_names_the_simplest_generalising_family() -> None:
                     "checkpoint": ck,
                     "budget": "cpu",
                     "selection": "validation",
+                    "n_cases": 10,
                 }
             )
     result = SweepResult(tidy(rows, EXTRA_COLUMNS), pd.DataFrame(), 0, {}, {})

@@ -92,8 +92,17 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
         "checkpoint",
         "budget",
         "selection",
+        "n_cases",
+        "ci_low",
+        "ci_high",
     ]
     assert set(table.budget) == {"cpu"}
+    rates = table[table.metric.isin(["object_acc", "swap_acc"]) & (table.variant != "chance")]
+    assert rates.n_cases.notna().all() and table[table.metric == "r2"].n_cases.isna().all()
+    # the evidence first: every fit scored on its own training scenes beside its held-out ones
+    assert "train acc@0.9 %" in result.stdout and "train R²@0.9" in result.stdout and "card: binding" in result.stdout
+    assert set(summary["approximators"]["additive"]["train_object_acc"]) == {"0.5", "0.9"}
+    assert summary["verdicts"]["generalises to unseen objects"]["floors"][0]["name"] == "bag of concepts"
     assert set(table.group) == {"train_only", "validation", "test_only", "mixed", "next_block"}
     assert set(table.checkpoint) == {"selected", "final", ""}
     fitted = table[(table.variant == "additive") & (table.checkpoint == "selected")]
@@ -112,7 +121,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
         "fitted_here": True,
         "folder": "probes/seed0",
         "seed": 0,
-        "scored_scenes": "the 230 scenes the probes were fitted on are not scored in test_only or mixed",
+        "scored_scenes": "the 230 scenes the probes were fitted on are not scored in test_only, mixed or train_only",
     }
     assert summary["probe_scenes_unscored"] == 230 and "probe scenes: the 230 scenes" in result.stdout
     assert summary["inputs"]["probes"] is None and summary["inputs"]["embeddings"]["name"] == "planted-additive"

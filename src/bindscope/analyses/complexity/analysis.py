@@ -1,5 +1,5 @@
 """The registered ``complexity`` analysis: the approximator sweep under frozen probes (fitted here when none are
-given), its summary and verdict, and its files."""
+given), its summary and verdict, its card column (:mod:`.card`) and its files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from bindscope.analyses.base import Analysis, Progress, Result, Rows, RunContext
-from bindscope.analyses.complexity import present
+from bindscope.analyses.complexity import plot, present
+from bindscope.analyses.complexity.card import COLUMNS, labels_by_simplicity, measure_generalisation
 from bindscope.analyses.complexity.curves import unconverged_fits
 from bindscope.analyses.complexity.plot import complexity_plot
 from bindscope.analyses.complexity.reuse import FITS
@@ -29,6 +30,7 @@ from bindscope.estimators.probe_runs import (
     save_fitted_probes,
 )
 from bindscope.estimators.probes import ProbeSet
+from bindscope.estimators.verdicts import Measured
 from bindscope.space.concepts import SceneSet
 
 
@@ -66,6 +68,10 @@ class ComplexityAnalysis(Analysis):
     Summary = ComplexitySummary
     uses = frozenset({"probes"})
     extra_columns = EXTRA_COLUMNS
+    story = "complexity"
+    order = 40
+    columns = COLUMNS
+    captions = plot.CAPTIONS
 
     def compute(
         self, inputs: AnalysisInputs, settings: ComplexitySettings, progress: Progress | None = None
@@ -98,6 +104,9 @@ class ComplexityAnalysis(Analysis):
         )
         fits = FitCounts(fitted=len(sweep.fits) - sweep.reused, reused=sweep.reused)
         return complexity_summary(sweep, settings, probes=probes, fits=fits)
+
+    def measure(self, result: ComplexityResult, settings: ComplexitySettings) -> dict[str, Measured]:
+        return measure_generalisation(result.table, labels_by_simplicity(settings))
 
     def headline(self, summary: ComplexitySummary) -> Rows:
         return present.headline(summary)

@@ -1,6 +1,7 @@
 """Reading a sweep's table as curves over the fractions of objects seen: the area under accuracy, f* (the
-first fraction whose accuracy reaches the in-distribution line, on enough evidence), value coverage, the
-fractions where the evidence is decisive, code lengths and the fits that did not converge."""
+first fraction whose accuracy reaches the in-distribution line, on enough evidence), which families fit the
+scenes they were fitted on, value coverage, the fractions where the evidence is decisive, code lengths and the
+fits that did not converge."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from bindscope.core.tidy import spread
 GENERALISES_AT = 0.9  # f*: the first fraction reaching this share of in-distribution accuracy
 COVERED_AT = 0.9  # a fraction is decisive when this share of its test scenes hold fitted values only
 POWER_Z = 1.645  # ... and enough of them for a true-embedding-accurate predictor to pass at 95%
+#: A family fits its training scenes when its predictions of them reach this share of the probes' accuracy on
+#: their true embeddings: the bar f* sets for unseen objects (:data:`GENERALISES_AT`), on the scenes it fitted.
+FITS_AT = GENERALISES_AT
 
 
 def curve(table: pd.DataFrame, approximator: str, group: str, metric: str, checkpoint: str) -> pd.DataFrame:
@@ -25,6 +29,29 @@ def curve(table: pd.DataFrame, approximator: str, group: str, metric: str, check
         & (table.checkpoint == checkpoint)
     ]
     return sel.pivot_table(index="seed", columns="fraction", values="value", aggfunc="mean")
+
+
+def fits_training(table: pd.DataFrame, approximator: str) -> pd.DataFrame:
+    """``[seed x fraction]``: 1 where the approximator's predictions of the scenes it was fitted on (train_only)
+    reach :data:`FITS_AT` of the frozen probes' object accuracy on the true embeddings of the same scenes."""
+    acc = curve(table, approximator, "train_only", "object_acc", "selected")
+    line = curve(table, "embeddings", "train_only", "object_acc", "").reindex_like(acc)
+    return (acc >= FITS_AT * line).astype(float).where(acc.notna() & line.notna())
+
+
+def fitting(table: pd.DataFrame, approximators: list[str], fraction: float) -> list[str]:
+    """The approximators that fit their training scenes at ``fraction``: their mean over seeds of train_only object
+    accuracy reaches :data:`FITS_AT` of the mean in-distribution line on the same scenes (none where not scored)."""
+    line = curve(table, "embeddings", "train_only", "object_acc", "")
+    if fraction not in line.columns:
+        return []
+    bar = FITS_AT * float(line[fraction].mean())
+    out = []
+    for label in approximators:
+        acc = curve(table, label, "train_only", "object_acc", "selected")
+        if fraction in acc.columns and float(acc[fraction].mean()) >= bar:
+            out.append(label)
+    return out
 
 
 def area(acc: pd.DataFrame) -> np.ndarray:

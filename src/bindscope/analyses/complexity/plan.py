@@ -65,8 +65,8 @@ def covering_sample(indices: np.ndarray, objects: np.ndarray, cap: int | None, r
 def plan_sweep(scenes: SceneSet, settings: ComplexitySettings, unscored: np.ndarray | None = None) -> list[Plan]:
     """Every (fraction, seed) model: its training scenes, scored groups and prequential block.
 
-    ``unscored``: scene indices never scored in the test_only and mixed groups (the probes'
-    training scenes under ``probe_scenes="exclude"``).
+    ``unscored``: scene indices never scored in the test_only and mixed groups, nor in train_only (where some
+    fitted scenes are left: :func:`fitted_scored`), the probes' training scenes under ``probe_scenes="exclude"``.
     """
     objects = scenes.object_ids()
     budget = settings.budget
@@ -97,13 +97,23 @@ def _plan(
     groups = {"train_only": fit, "validation": val, "test_only": test_only, "mixed": mixed}
     cap = budget.max_eval_scenes
     train = covering_sample(fit, objects, budget.max_train_scenes, _rng(seed, f, 0))
-    pools = {**groups, "train_only": train}  # train_only is scored on the scenes it was fitted on
+    pools = {**groups, "train_only": fitted_scored(train, unscored)}  # scored on scenes it was fitted on
     scored = {g: sample(idx, cap, _rng(seed, f, 1 + j)) for j, (g, idx) in enumerate(pools.items())}
     nxt_train = nxt.train_only if nxt is not None else np.arange(len(scenes))
     block = np.setdiff1d(nxt_train, split.train_only, assume_unique=True)
     return Plan(
         f, seed, train, scored, {g: len(v) for g, v in groups.items()}, sample(block, cap, _rng(seed, f, 9)), len(block)
     )
+
+
+def fitted_scored(train: np.ndarray, unscored: np.ndarray | None) -> np.ndarray:
+    """The fitted scenes a model's fit is scored on: those the probes were not fitted on (``unscored``), where
+    known and any are left (probes read their own training scenes' noise, which a family that fits the signal
+    does not reproduce: the in-distribution line there is out of any such family's reach), else all of them."""
+    if unscored is None:
+        return train
+    rest = np.setdiff1d(train, unscored, assume_unique=True)
+    return rest if len(rest) else train
 
 
 def _fit_and_validation(

@@ -5,10 +5,16 @@ none)."""
 from __future__ import annotations
 
 from bindscope.analyses.base import Rows
-from bindscope.analyses.complexity.curves import COVERED_AT, GENERALISES_AT
+from bindscope.analyses.complexity.curves import COVERED_AT, FITS_AT, GENERALISES_AT
 from bindscope.analyses.complexity.families import Family, Memorises
 from bindscope.analyses.complexity.reuse import FITS
-from bindscope.analyses.complexity.summary import ComplexitySummary, Curve, FittedIn, VerdictNumbers
+from bindscope.analyses.complexity.summary import (
+    ComplexitySummary,
+    Curve,
+    FittedIn,
+    Generalisation,
+    VerdictNumbers,
+)
 from bindscope.analyses.complexity.verdict import FitsDisagree, Open, Verdict, finding_of
 from bindscope.estimators.metrics import format_spread
 
@@ -47,8 +53,22 @@ def reading(verdict: Verdict, protocol: str) -> str:
     """The verdict in one sentence; with unconverged fits it starts ``unreliable:`` and says which flag to raise
     under ``protocol`` (the budget's)."""
     caveat = "" if verdict.reliable else _unreliable(verdict.unconverged, protocol)
-    said = _generalises(verdict) if verdict.finding == "generalises" else _no_family(verdict)
+    said = _generalises(verdict) if verdict.finding == "generalises" else _no_family(verdict, protocol)
     return f"{caveat}: {said}" if caveat else said
+
+
+def raise_budget(protocol: str) -> str:
+    """What to raise when no family fits its training scenes, under ``protocol`` (the budget's)."""
+    if protocol == "paper":
+        return (
+            "more --epochs, or the exact protocol (--protocol exact); in a run config, "
+            "`budget: {name: paper, epochs: 8000}`"
+        )
+    return (
+        "more --epochs or a wider --hidden for the MLP, more --sweeps or a wider --width for the table families, "
+        "or the uncapped budget (--budget full); in a run config, `budget: full` or "
+        "`budget: {name: cpu, epochs: 2000}`"
+    )
 
 
 def _unreliable(unconverged: dict[str, list[float]], protocol: str) -> str:
@@ -72,9 +92,10 @@ def _generalises(verdict: Verdict) -> str:
     return said
 
 
-def _no_family(verdict: Verdict) -> str:
+def _no_family(verdict: Verdict, protocol: str = "exact") -> str:
     """No family generalises: high complexity only from converged, decisive evidence, which must include the
-    sweep's largest fraction (failing from fewer objects is allowed to any family: f* may lie anywhere up to it)."""
+    sweep's largest fraction (failing from fewer objects is allowed to any family: f* may lie anywhere up to it),
+    and from a family that fits the scenes it was fitted on there (else the budget to raise, under ``protocol``)."""
     top, too_few = verdict.largest, verdict.too_few
     enough = " on enough scenes" if too_few else ""
     said = (
@@ -86,6 +107,13 @@ def _no_family(verdict: Verdict) -> str:
         said += f" ({named} crosses it on too few scenes, or the larger fractions fall back below it)"
     if verdict.finding == "unreliable":
         return said
+    if verdict.finding == "no_fit":
+        return (
+            f"cannot tell: {said}, and no family fits even the scenes it was fitted on at f = {top:g} (its "
+            f"predictions of them reach less than {FITS_AT:.0%} of the probes' accuracy on their true embeddings): "
+            f"a failure on unseen objects then says nothing about the binding function; raise the budget "
+            f"({raise_budget(protocol)})"
+        )
     if verdict.finding == "not_decisive":
         decisive = verdict.decisive or []
         where = f"only at f = {', '.join(f'{f:g}' for f in decisive)}" if decisive else "at no fraction"
@@ -94,6 +122,8 @@ def _no_family(verdict: Verdict) -> str:
             f"needs {COVERED_AT:.0%} of its test scenes to hold only concept values seen in training, in numbers "
             "enough to tell a failure from chance (see coverage); use more --seeds or a larger concept space"
         )
+    if verdict.fitting:
+        said += f" ({_fitting_words(verdict.fitting)})"
     if verdict.finding == "open_families":  # a family the data leave open says nothing by failing
         why = "; ".join(f"{label}: {open_reason(reason)}" for label, reason in verdict.undetermined.items())
         return (
@@ -103,17 +133,36 @@ def _no_family(verdict: Verdict) -> str:
     return f"{said}: a high-complexity binding function"
 
 
+def _fitting_words(fitting: list[str] | None) -> str:
+    """The families fitting their training scenes, in words."""
+    named = ", ".join(fitting or [])
+    if len(fitting or []) == 1:
+        return f"{named} fits the scenes it was fitted on"
+    return f"{named} fit the scenes they were fitted on"
+
+
 # -- notes ----------------------------------------------------------------------------------------------------
 def probe_scenes_note(unscored: int | None, probe_scenes: str) -> str:
     """Whether the probes' training scenes were scored (``probe_scenes``: the setting), in one line."""
     if unscored is not None:
-        return f"the {unscored:,} scenes the probes were fitted on are not scored in test_only or mixed"
+        return f"the {unscored:,} scenes the probes were fitted on are not scored in test_only, mixed or train_only"
     if probe_scenes == "keep":
         return "scored (--probe-scenes keep, the research code): the in-distribution line includes the probes' own"
     return (
         "scored: the frozen probes record no training split, so the in-distribution line may include scenes they "
         "fitted (use probes from `bindscope probe`, or fit them here, to leave them out)"
     )
+
+
+def generalisation_note(read: Generalisation) -> str:
+    """What the card's column read, in one line."""
+    if read.fraction is None or read.family is None:
+        return "no test_only scene needing binding was scored: the binding column is not measured"
+    scenes = "" if read.scenes is None else f" ({read.scenes:.0f} scenes needing binding per seed)"
+    said = f"binding on unseen objects read for {read.family} at f = {read.fraction:g}{scenes}"
+    if read.fitting:
+        return f"{said}; {_fitting_words(read.fitting)} there"
+    return f"{said}; no family fits its training scenes there: undetermined (raise the budget)"
 
 
 def fitted_in_note(fitted_in: FittedIn | None) -> str:
@@ -134,6 +183,7 @@ def notes(summary: ComplexitySummary) -> list[str]:
     b = summary.budget
     lines = [
         f"verdict: {summary.verdict.reading}",
+        *([f"card: {generalisation_note(summary.generalisation)}"] if summary.generalisation is not None else []),
         f"budget: {b.name}, protocol {b.protocol} (sweeps {b.sweeps}, epochs {b.epochs}, "
         f"lr {b.decay}, patience {b.patience}, train scenes <= "
         f"{b.max_train_scenes or 'all'}, scored scenes <= {b.max_eval_scenes or 'all'}, {b.starts} "
@@ -155,11 +205,29 @@ def notes(summary: ComplexitySummary) -> list[str]:
 
 # -- the headline table ---------------------------------------------------------------------------------------
 def headline(summary: ComplexitySummary) -> Rows:
-    """Per approximator: parameters, AUC, f*, test_only object accuracy at the smallest, middle and largest
-    fraction, seconds; then the in-distribution line and the share of test scenes whose values were all fitted."""
+    """Per approximator: parameters, AUC (± sd over the seeds), f*, test_only object accuracy at the smallest,
+    middle and largest fraction, its object accuracy and R² on the scenes it was fitted on at the largest, the
+    share of scenes needing binding told from their swaps at the card's fraction, seconds; then the in-distribution
+    lines, chance and the share of test scenes whose values were all fitted."""
     fractions = sorted(summary.in_distribution, key=float)
     shown = sorted({fractions[0], fractions[len(fractions) // 2], fractions[-1]}, key=float)
-    rows: Rows = [("approximator", "params", "AUC", "f*", *(f"acc@{f} %" for f in shown), "seconds")]
+    top = fractions[-1]
+    read = summary.generalisation
+    card = None if read is None or read.fraction is None else f"{read.fraction:g}"
+    seeds = max((a.auc.n for a in summary.approximators.values()), default=0)
+    rows: Rows = [
+        (
+            "approximator",
+            "params",
+            f"AUC (± sd over {seeds} seed{'' if seeds == 1 else 's'})",
+            "f*",
+            *(f"acc@{f} %" for f in shown),
+            f"train acc@{top} %",
+            f"train R²@{top}",
+            f"binding@{card or '-'} %",
+            "seconds",
+        )
+    ]
     for label, a in summary.approximators.items():
         rows.append(
             (
@@ -168,17 +236,30 @@ def headline(summary: ComplexitySummary) -> Rows:
                 format_spread(a.auc.model_dump()),
                 "-" if a.f_star is None else f"{a.f_star:g}",
                 *(_percent(a.object_acc, f) for f in shown),
+                _percent(a.train_object_acc, top),
+                _number(a.train_r2, top),
+                "-" if card is None else _percent(a.swap_acc, card),
                 f"{a.seconds:.0f}",
             )
         )
-    rows.append(("in-distribution", "", "", "", *(_percent(summary.in_distribution, f) for f in shown), ""))
-    rows.append(("values all fitted", "", "", "", *(_percent(summary.coverage, f) for f in shown), ""))
+    binding = "-" if card is None else _percent(summary.swap_in_distribution, card)
+    train = _percent(summary.train_in_distribution, top)
+    line = [_percent(summary.in_distribution, f) for f in shown]
+    rows.append(("in-distribution", "", "", "", *line, train, "", binding, ""))
+    chance = "-" if card is None else _percent(summary.swap_chance, card)
+    rows.append(("chance", "", "", "", *(_percent(summary.chance, f) for f in shown), "", "", chance, ""))
+    rows.append(("values all fitted", "", "", "", *(_percent(summary.coverage, f) for f in shown), "", "", "", ""))
     return rows
 
 
 def _percent(curve: Curve, fraction: str) -> str:
     value = curve.get(fraction)
     return "-" if value is None else f"{100 * value.mean:.1f}"
+
+
+def _number(curve: Curve, fraction: str) -> str:
+    value = curve.get(fraction)
+    return "-" if value is None else f"{value.mean:.3f}"
 
 
 def plot_title(title: str, budget: str, selection: str) -> str:
@@ -201,9 +282,10 @@ def largest_fraction(summary: ComplexitySummary) -> float | None:
 
 
 def card_words(summary: ComplexitySummary) -> str:
-    """The verdict in a few words for the report card: its level, then the family and from what share of the
-    objects seen (``low: mult within object generalises from 20% seen``), or what no family does
-    (``high: no family up to 50% seen``)."""
+    """The descriptive verdict in a few words: its level, then the family and from what share of the objects seen
+    (``low: mult within object generalises from 20% seen``), or what no family does (``high: no family up to 50%
+    seen``; ``unknown: ... no family fits its training scenes`` where none fits even the scenes it was fitted on).
+    The card's typed verdict is the ``generalises to unseen objects`` column's (:mod:`.card`)."""
     verdict = summary.verdict
     caveat = "" if verdict.reliable else " (unreliable: fits did not converge)"
     if verdict.simplest_generalising is not None and verdict.f_star is not None:
@@ -216,9 +298,12 @@ def card_words(summary: ComplexitySummary) -> str:
 def _no_family_words(verdict: VerdictNumbers, largest: float | None) -> str:
     """The card's words when no family generalises, by the verdict's finding (:func:`finding_of`)."""
     said = "no family" + ("" if largest is None else f" up to {largest:.0%} seen")
-    finding = finding_of(None, verdict.reliable, verdict.decisive_fractions, largest, bool(verdict.undetermined))
+    fits = verdict.fitting is None or bool(verdict.fitting)
+    finding = finding_of(None, verdict.reliable, verdict.decisive_fractions, largest, bool(verdict.undetermined), fits)
     if finding == "unreliable":
         return f"unknown: {said}, but fits did not converge"
+    if finding == "no_fit":
+        return f"unknown: {said}, and no family fits its training scenes: raise the budget"
     if finding == "not_decisive":
         return f"cannot tell: {said}, evidence not decisive"
     if finding == "open_families":

@@ -18,6 +18,8 @@ from bindscope.core.version import __version__
 #: The folder, beside a run's units, where finished fits are kept by their own content keys (see
 #: :func:`model_keys`): a rerun with more approximators, fractions or seeds fits only the new ones.
 FITS = "fits"
+#: What a kept fit's rows hold; raised when scoring adds or changes rows, so that older fits are fitted again.
+ROWS_VERSION = 2
 
 
 def fit_stores() -> list[UnitStore]:
@@ -41,6 +43,7 @@ def sweep_key(shared: SweepShared) -> str:
     }
     blob = {
         "bindscope": __version__,
+        "rows": ROWS_VERSION,
         "settings": settings,
         "width": shared.width,
         "embeddings": array_key(shared.y),

@@ -1,6 +1,8 @@
-"""Scoring a sweep's models: their predicted embeddings decoded by the frozen probes per scene group, the
-references (the probes on the true embeddings, chance), value coverage, prequential code lengths, and what two
-fits from different initialisations say about unseen objects; every number a tidy row."""
+"""Scoring a sweep's models: their predicted embeddings decoded by the frozen probes per scene group (the
+train_only group: the scenes each was fitted on), the test_only scenes that need binding told apart from their
+binding swaps (:mod:`.swaps`), the references (the probes on the true embeddings, chance), value coverage,
+prequential code lengths, and what two fits from different initialisations say about unseen objects; every
+number a tidy row, a rate with the cases it is a share of (``n_cases``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from bindscope.analyses.complexity.families import Family, Layout, Params
 from bindscope.analyses.complexity.fitters.adam import Selector
 from bindscope.analyses.complexity.fitters.stack import SceneIndex, StackFit, predict_stack
 from bindscope.analyses.complexity.plan import Plan
+from bindscope.analyses.complexity.swaps import Swaps, swap_chance, told_apart
 from bindscope.core.tidy import result_row
 from bindscope.estimators.additive import r2_score
 from bindscope.estimators.metrics import accuracy_metrics
@@ -27,21 +30,42 @@ from bindscope.estimators.probes import ProbeSet, chance_accuracy, set_separatio
 DETERMINED_BELOW = 0.1
 FITS_TRAINING_AT = 0.9
 TIED_WITHIN = 0.005
+#: The test_only scenes that need binding, told apart from their binding swaps (:func:`.swaps.told_apart`); and
+#: how many were scored (variant ``scenes``).
+SWAP, SWAP_SCENES = "swap_acc", "binding_scenes"
+#: The metrics that are rates: a share of the scored scenes of their row (``n_cases``); others have none.
+RATES = ("object_acc", "concept_acc", SWAP, "covered_share")
 
 
 @dataclass(frozen=True)
 class Truth:
     """What predictions are scored against: the embeddings ``y``, the probes' soft ``targets`` and the frozen
-    ``probes``; ``centre``, where given, the mean R²'s SST is taken around (else each group's own)."""
+    ``probes``; ``centre``, where given, the mean R²'s SST is taken around (else each group's own); ``swaps``,
+    the binding swaps among the scenes (None: the scenes needing binding are not scored)."""
 
     y: np.ndarray
     targets: dict[str, np.ndarray]
     probes: ProbeSet
     centre: np.ndarray | None = None
+    swaps: Swaps | None = None
 
     def of(self, pred: np.ndarray, idx: np.ndarray) -> dict[str, float]:
         """:func:`score` of predictions ``pred`` for the scenes ``idx``."""
         return score(pred, self.y[idx], {n: v[idx] for n, v in self.targets.items()}, self.probes, self.centre)
+
+    def binding(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The scenes of ``idx`` that need binding and have a swap among the scenes, and the sorted scenes
+        whose embeddings telling them apart takes (them and their swaps)."""
+        if self.swaps is None:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        scored = self.swaps.scored(idx)
+        return scored, np.union1d(scored, self.swaps.partners(scored))
+
+    def told_apart(self, scored: np.ndarray, lookup: np.ndarray, embeddings: np.ndarray) -> float:
+        """The share of ``scored`` told apart from their swaps by ``embeddings`` (of the scenes ``lookup``)."""
+        assert self.swaps is not None  # only called with scenes from :meth:`binding`
+        logits = self.probes.decision_function(embeddings, ["object"])["object"]
+        return float(told_apart(self.swaps, scored, lookup, logits, self.targets["object"] > 0).mean())
 
 
 def score(
@@ -62,15 +86,22 @@ def score(
 
 
 def metric_rows(
-    approximator: str, plan: Plan, group: str, checkpoint: str, metrics: dict[str, float]
+    approximator: str, plan: Plan, group: str, checkpoint: str, metrics: dict[str, float], cases: int | None = None
 ) -> Iterator[dict]:
-    """One tidy row per metric of one model (``variant``: the approximator's label or a reference)."""
+    """One tidy row per metric of one model (``variant``: the approximator's label or a reference); a rate
+    (:data:`RATES`) carries ``cases``, the scenes it is a share of."""
     for metric, value in metrics.items():
         yield {
             **result_row("complexity", approximator, group, metric, plan.seed, value),
             "fraction": plan.fraction,
             "checkpoint": checkpoint,
+            "n_cases": cases if is_rate(metric) else None,
         }
+
+
+def is_rate(metric: str) -> bool:
+    """Whether a metric is a share of its row's scored scenes (:data:`RATES`, and each concept's accuracy)."""
+    return metric in RATES or metric.startswith("concept_acc.")
 
 
 # -- coverage -----------------------------------------------------------------------------------------------
@@ -111,18 +142,34 @@ def reference_rows(plans: list[Plan], truth: Truth, values: np.ndarray) -> list[
             sizes: dict[str, float] = {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)}
             if len(idx):
                 sizes["covered_share"] = covered_share(values, plan.train, idx)
-            rows += metric_rows("scenes", plan, group, "", sizes)
+            rows += metric_rows("scenes", plan, group, "", sizes, len(idx))
             if not len(idx):  # e.g. no test_only scene at this fraction: nothing to score
                 continue
             t = {n: v[idx] for n, v in truth.targets.items()}
             on_truth = score(truth.y[idx], truth.y[idx], t, truth.probes)
             rows += metric_rows(
-                "embeddings", plan, group, "", {k: v for k, v in on_truth.items() if k not in ("r2", "mse")}
+                "embeddings", plan, group, "", {k: v for k, v in on_truth.items() if k not in ("r2", "mse")}, len(idx)
             )
             chance = accuracy_metrics({n: chance_accuracy(v) for n, v in t.items()})
             rows += metric_rows("chance", plan, group, "", chance)
+            if group == "test_only":
+                rows += binding_reference_rows(plan, truth, idx)
         rows += metric_rows("scenes", plan, "train_only", "", {"fitted_scenes": len(plan.train)})
     return rows
+
+
+def binding_reference_rows(plan: Plan, truth: Truth, idx: np.ndarray) -> list[dict]:
+    """The scored test_only scenes ``idx`` that need binding: how many, the share the true embeddings tell apart
+    from their swaps (the in-distribution line of :data:`SWAP`) and chance."""
+    scored, lookup = truth.binding(idx)
+    rows = list(metric_rows("scenes", plan, "test_only", "", {SWAP_SCENES: len(scored)}))
+    if not len(scored):
+        return rows
+    assert truth.swaps is not None  # scenes to score come from swaps
+    told = truth.told_apart(scored, lookup, truth.y[lookup])
+    rows += metric_rows("embeddings", plan, "test_only", "", {SWAP: told}, len(scored))
+    chance = swap_chance(truth.swaps, scored, truth.targets["object"] > 0)
+    return rows + list(metric_rows("chance", plan, "test_only", "", {SWAP: chance}))
 
 
 def block_bits(mse: float, scenes: int, dim: int) -> float:
@@ -162,9 +209,14 @@ def family_rows(
     description_length: bool,
 ) -> list[dict]:
     """A stack's rows: per model its selected and final checkpoints scored per group, the selected one's
-    next block (with ``description_length``), and its fit (epochs, convergence)."""
+    test_only scenes that need binding (told apart from their swaps) and next block (with
+    ``description_length``), and its fit (epochs, convergence)."""
     rows: list[dict] = []
-    wanted = [np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block])) for i in members]
+    binding = [truth.binding(plans[i].groups["test_only"]) for i in members]
+    wanted = [
+        np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block, binding[j][1]]))
+        for j, i in enumerate(members)
+    ]
     for checkpoint, params in (("selected", fit.selected), ("final", fit.final)):
         preds = predict_stack(family, params, layout, data, wanted)
         for j, i in enumerate(members):
@@ -172,7 +224,11 @@ def family_rows(
             for group, idx in plan.groups.items():
                 if len(idx):
                     pred = preds[j][np.searchsorted(lookup, idx)]
-                    rows += metric_rows(family.label, plan, group, checkpoint, truth.of(pred, idx))
+                    rows += metric_rows(family.label, plan, group, checkpoint, truth.of(pred, idx), len(idx))
+            scored, needed = binding[j]
+            if checkpoint == "selected" and len(scored):
+                told = truth.told_apart(scored, needed, preds[j][np.searchsorted(lookup, needed)])
+                rows += metric_rows(family.label, plan, "test_only", checkpoint, {SWAP: told}, len(scored))
             if description_length and checkpoint == "selected" and len(plan.block):
                 err = preds[j][np.searchsorted(lookup, plan.block)] - truth.y[plan.block]
                 mse = float(np.mean(err.astype(np.float64) ** 2))

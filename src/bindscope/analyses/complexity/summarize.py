@@ -1,6 +1,6 @@
 """A sweep's main numbers (:class:`~bindscope.analyses.complexity.summary.ComplexitySummary`): per approximator
-AUC, f* and its curves from the table (:mod:`.curves`), the verdict (:mod:`.verdict`) and its reading
-(:mod:`.present`), the budget."""
+AUC, f*, its fit on its own training scenes and its curves from the table (:mod:`.curves`), the verdict
+(:mod:`.verdict`) and its reading (:mod:`.present`), what the card's column read (:mod:`.card`), the budget."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from bindscope.analyses.complexity.card import generalisation, labels_by_simplicity
 from bindscope.analyses.complexity.curves import (
     area,
     by_fraction,
@@ -16,9 +17,12 @@ from bindscope.analyses.complexity.curves import (
     curve,
     decisive_fractions,
     f_star,
+    fits_training,
+    fitting,
     unconverged_fits,
 )
 from bindscope.analyses.complexity.present import capacity_reason, open_reason, reading
+from bindscope.analyses.complexity.score import SWAP, SWAP_SCENES
 from bindscope.analyses.complexity.settings import SELECTION_MARKS, ComplexitySettings
 from bindscope.analyses.complexity.summary import (
     ApproximatorNumbers,
@@ -55,6 +59,11 @@ def complexity_summary(
         "approximators": approximators,
         "in_distribution": by_fraction(ceiling_curve),
         "chance": by_fraction(curve(table, "chance", "test_only", "object_acc", "")),
+        "train_in_distribution": by_fraction(curve(table, "embeddings", "train_only", "object_acc", "")),
+        "swap_in_distribution": by_fraction(curve(table, "embeddings", "test_only", SWAP, "")),
+        "swap_chance": by_fraction(curve(table, "chance", "test_only", SWAP, "")),
+        "binding_scenes": by_fraction(curve(table, "scenes", "test_only", SWAP_SCENES, "")),
+        "generalisation": generalisation(table, labels_by_simplicity(settings)),
     }
     if settings.description_length:
         numbers["description_length_baseline_bits"] = code_length(table, "mean")
@@ -93,6 +102,10 @@ def approximator_numbers(
         "f_star": f_star(acc.mean(axis=0), ceiling, scenes=support),
         "f_star_any": f_star(acc.mean(axis=0), ceiling),
         "object_acc": by_fraction(acc),
+        "train_object_acc": by("train_only", "object_acc"),
+        "train_r2": by("train_only", "r2"),
+        "fits_training": by_fraction(fits_training(table, label)),
+        "swap_acc": by("test_only", SWAP),
         "concept_acc": by("test_only", "concept_acc"),
         "mixed_object_acc": by("mixed", "object_acc"),
         "validation_object_acc": by("validation", "object_acc"),
@@ -127,14 +140,16 @@ def sweep_verdict(
         label: {float(f): s.mean for f, s in a.second_fit_disagreement.items()} for label, a in approximators.items()
     }
     undetermined = undetermined_families(f_stars, result.capacity, decisive, shares, gaps)
+    largest = max(settings.fractions)
     return decide(
         settings.families(),
         f_stars,
-        max(settings.fractions),
+        largest,
         f_star_any={label: a.f_star_any for label, a in approximators.items()},
         unconverged=unconverged_fits(result.table),
         undetermined=undetermined,
         decisive=decisive,
+        fitting=fitting(result.table, list(approximators), largest),
     )
 
 
@@ -150,5 +165,6 @@ def verdict_numbers(verdict: Verdict, protocol: str) -> VerdictNumbers:
         "decisive_fractions": verdict.decisive,
         "undetermined": {label: open_reason(why) for label, why in verdict.undetermined.items()},
         "reading": reading(verdict, protocol),
+        "fitting": verdict.fitting,
     }
     return VerdictNumbers.model_validate(numbers)

@@ -50,6 +50,10 @@ class ApproximatorNumbers(Sparse):
     f_star: float | None
     f_star_any: float | None = None  # where accuracy first crosses the line, evidence or not
     object_acc: Curve
+    train_object_acc: Curve = {}  # on the scenes it was fitted on (those the probes were not, where known)
+    train_r2: Curve = {}
+    fits_training: Curve = {}  # 1 per seed where train_object_acc reaches 90% of the line on the same scenes
+    swap_acc: Curve = {}  # test_only scenes needing binding told apart from their binding swaps
     concept_acc: Curve
     mixed_object_acc: Curve
     validation_object_acc: Curve
@@ -77,6 +81,7 @@ class VerdictNumbers(Sparse):
     decisive_fractions: list[float] | None
     undetermined: dict[str, str]  # family -> why the data leave its unseen-object predictions open
     reading: str
+    fitting: list[str] | None = None  # families fitting their training scenes at the largest fraction (None: older)
 
 
 class FittedIn(Schema):
@@ -105,6 +110,17 @@ class FitCounts(Schema):
     reused: int
 
 
+class Generalisation(Schema):
+    """What the card's column read (:mod:`~bindscope.analyses.complexity.card`): the fraction and the family whose
+    test_only scenes needing binding it scored, the scored scenes per seed there, and the families that fit their
+    training scenes at that fraction (none: the column's verdict is ``undetermined``, ``no_fit``)."""
+
+    fraction: float | None
+    family: str | None
+    scenes: float | None
+    fitting: list[str]
+
+
 class ComplexitySummary(Summary, Sparse):
     """The main numbers of a complexity result (``summary.json`` after the header)."""
 
@@ -113,6 +129,11 @@ class ComplexitySummary(Summary, Sparse):
     approximators: dict[str, ApproximatorNumbers]
     in_distribution: Curve  # the frozen probes on the true embeddings of the test_only scenes
     chance: Curve
+    train_in_distribution: Curve = {}  # ... of the scenes each model was fitted on
+    swap_in_distribution: Curve = {}  # the true embeddings' share of test_only binding scenes told from their swaps
+    swap_chance: Curve = {}
+    binding_scenes: Curve = {}  # the scored test_only scenes needing binding, per seed
+    generalisation: Generalisation | None = None  # what the card's column read
     description_length_baseline_bits: float | None = None  # with description lengths
     coverage: Curve  # share of the test_only scenes whose every value was fitted
     capacity: dict[str, str]  # family -> why it can memorise

@@ -24,6 +24,7 @@ from bindscope.analyses.complexity.reuse import fit_stores, kept_fits, missing_s
 from bindscope.analyses.complexity.score import baseline_block_rows, reference_rows
 from bindscope.analyses.complexity.settings import SELECTION_MARKS, ComplexitySettings
 from bindscope.analyses.complexity.subspace import target_basis
+from bindscope.analyses.complexity.swaps import find_swaps
 from bindscope.analyses.complexity.units import SweepShared, sweep_units, unit_state
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import current_executor
@@ -31,8 +32,9 @@ from bindscope.core.tidy import tidy
 from bindscope.estimators.probes import ProbeSet, soft_targets
 from bindscope.space.concepts import SceneSet
 
-#: The complexity table's own columns after the key columns (variant = the approximator's label).
-EXTRA_COLUMNS = ("fraction", "checkpoint", "budget", "selection")
+#: The complexity table's own columns after the key columns (variant = the approximator's label); ``n_cases``: the
+#: scored scenes a rate is a share of (empty for other numbers).
+EXTRA_COLUMNS = ("fraction", "checkpoint", "budget", "selection", "n_cases")
 #: Training curves: ``epoch`` counts Adam epochs where ``unit`` is ``epoch`` and ALS sweeps where it is ``sweep``.
 HISTORY_COLUMNS = ["approximator", "fraction", "seed", "unit", "epoch", "train_mse", "val_mse"]
 
@@ -168,7 +170,8 @@ def _shared(
     plans = plan_sweep(scenes, settings, unscored)
     centre = y.astype(np.float64).mean(axis=0) if settings.r2_centre == "scenes" else None
     capacity = memorising_families(settings.families(), layout, width, _distinct(scenes))
-    shared = SweepShared(y, scenes, probes, settings, plans, targets, layout, width, centre, capacity, basis)
+    swaps = find_swaps(scenes, y, targets["object"] > 0)
+    shared = SweepShared(y, scenes, probes, settings, plans, targets, layout, width, centre, capacity, basis, swaps)
     return shared, fitted_in
 
 
@@ -188,7 +191,8 @@ def _table(rows: list[dict], settings: ComplexitySettings) -> pd.DataFrame:
     if settings.selection == "test":  # the criterion kept per fit is 1 - test_only object accuracy
         rows = [{**r, "metric": "best_test_error"} if r["metric"] == "best_val_mse" else r for r in rows]
     marks = {"budget": settings.budget.name, "selection": SELECTION_MARKS[settings.selection]}
-    return tidy([{**r, **marks} for r in rows], EXTRA_COLUMNS)
+    table = tidy([{"n_cases": None, **r, **marks} for r in rows], EXTRA_COLUMNS)
+    return table.astype({"n_cases": "Int64"})
 
 
 def _distinct(scenes: SceneSet) -> int:

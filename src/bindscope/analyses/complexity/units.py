@@ -20,6 +20,7 @@ from bindscope.analyses.complexity.fitters.stack import SceneIndex, StackFit, pi
 from bindscope.analyses.complexity.plan import Plan
 from bindscope.analyses.complexity.score import Truth, family_rows, second_fit_rows, test_accuracy_selector
 from bindscope.analyses.complexity.settings import ComplexitySettings
+from bindscope.analyses.complexity.swaps import Swaps
 from bindscope.core.executors import Resources, Unit
 from bindscope.estimators.probes import ProbeSet
 from bindscope.space.concepts import SceneSet
@@ -46,11 +47,12 @@ class SweepShared:
     centre: np.ndarray | None
     capacity: dict[str, Memorises]  # the families that can memorise, by label
     basis: TargetBasis | None = None  # the subspace the models are fitted in (None: the embeddings)
+    swaps: Swaps | None = None  # the binding swaps among the scenes (None: scenes needing binding not scored)
 
     @property
     def truth(self) -> Truth:
         """What the models' predictions are scored against."""
-        return Truth(self.y, self.targets, self.probes, self.centre)
+        return Truth(self.y, self.targets, self.probes, self.centre, self.swaps)
 
 
 def sweep_units(shared: SweepShared, work: dict[Family, list[list[int]]], keys: dict[Family, list[str]]) -> list[Unit]:

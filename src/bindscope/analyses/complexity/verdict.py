@@ -1,7 +1,8 @@
 """The complexity verdict (docs/method/06-complexity.md) as data: the simplest family that generalises and from what
-coverage, whether the fits it rests on converged, where the evidence is decisive, and which families'
-predictions for unseen objects the data leave open. :mod:`~bindscope.analyses.complexity.present` says it in
-words."""
+coverage, whether the fits it rests on converged, whether any family fits even the scenes it was fitted on, where
+the evidence is decisive, and which families' predictions for unseen objects the data leave open.
+:mod:`~bindscope.analyses.complexity.present` says it in words. It describes the sweep; the card's typed verdict
+is :mod:`~bindscope.analyses.complexity.card`'s."""
 
 from __future__ import annotations
 
@@ -29,10 +30,11 @@ class FitsDisagree:
 Open = Memorises | FitsDisagree
 
 #: What the verdict finds: a family ``generalises`` (from ``f_star``); else no family does, and that says
-#: nothing because fits it rests on did not converge (``unreliable``) or the largest fraction's evidence is not
-#: decisive (``not_decisive``), or it says high complexity for every family but those the data leave open
-#: (``open_families``), or for every family (``high_complexity``).
-Finding = Literal["generalises", "unreliable", "not_decisive", "open_families", "high_complexity"]
+#: nothing because fits it rests on did not converge (``unreliable``), no family fits even the scenes it was fitted
+#: on at the largest fraction (``no_fit``: the budget, not the binding function, is what failed) or the largest
+#: fraction's evidence is not decisive (``not_decisive``), or it says high complexity for every family but those the
+#: data leave open (``open_families``), or for every family (``high_complexity``).
+Finding = Literal["generalises", "unreliable", "no_fit", "not_decisive", "open_families", "high_complexity"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class Verdict:
         Families whose accuracy crosses the line without the evidence for an f*: the fraction where it first does.
     largest
         The sweep's largest fraction.
+    fitting
+        The families that fit their training scenes at the largest fraction
+        (:func:`~bindscope.analyses.complexity.curves.fitting`); None: not known (every family is taken to fit).
     """
 
     simplest: str | None
@@ -65,6 +70,7 @@ class Verdict:
     undetermined: dict[str, Open]
     too_few: dict[str, float]
     largest: float
+    fitting: list[str] | None = None
 
     @property
     def reliable(self) -> bool:
@@ -74,19 +80,28 @@ class Verdict:
     @property
     def finding(self) -> Finding:
         """What the verdict finds (see :data:`Finding`)."""
-        return finding_of(self.simplest, self.reliable, self.decisive, self.largest, bool(self.undetermined))
+        fits = self.fitting is None or bool(self.fitting)
+        return finding_of(self.simplest, self.reliable, self.decisive, self.largest, bool(self.undetermined), fits)
 
 
 def finding_of(
-    simplest: str | None, reliable: bool, decisive: list[float] | None, largest: float | None, open_families: bool
+    simplest: str | None,
+    reliable: bool,
+    decisive: list[float] | None,
+    largest: float | None,
+    open_families: bool,
+    fits: bool = True,
 ) -> Finding:
     """What a verdict finds (see :data:`Finding`) from its parts, as :class:`Verdict` holds them or a summary
     records them (``largest`` None: no fraction is known, so the evidence is not judged by it; a summary's
-    fractions went through text, so ``largest`` is looked for in ``decisive`` to within 1e-9)."""
+    fractions went through text, so ``largest`` is looked for in ``decisive`` to within 1e-9; ``fits``: whether
+    some family fits its training scenes at the largest fraction)."""
     if simplest is not None:
         return "generalises"
     if not reliable:
         return "unreliable"
+    if not fits:
+        return "no_fit"
     if largest is not None and decisive is not None and not any(abs(f - largest) < 1e-9 for f in decisive):
         return "not_decisive"
     return "open_families" if open_families else "high_complexity"
@@ -101,6 +116,7 @@ def decide(
     unconverged: Mapping[str, list[float]] | None = None,
     undetermined: Mapping[str, Open] | None = None,
     decisive: list[float] | None = None,
+    fitting: list[str] | None = None,
 ) -> Verdict:
     """The verdict from each family's f* (by label; ``f_star_any``: where its accuracy first crosses the line,
     evidence or not) and the sweep's ``largest`` fraction.
@@ -111,7 +127,8 @@ def decide(
     (``undetermined``, see :func:`undetermined_families`) is said to be so when named, and its failure is no
     evidence of high complexity; with ``decisive`` fractions given (see
     :func:`~bindscope.analyses.complexity.curves.decisive_fractions`) and not the largest among them, no high
-    complexity either.
+    complexity either; with ``fitting`` given (the families that fit their training scenes at the largest fraction)
+    and empty, no high complexity: a family that fits not even the scenes it saw says nothing about unseen ones.
     """
     ranked = sorted(families, key=lambda f: f.simplicity)
     generalising = [f.label for f in ranked if f_star[f.label] is not None]
@@ -122,7 +139,8 @@ def decide(
         f.label: cross for f in families if f_star[f.label] is None and (cross := any_crossing.get(f.label)) is not None
     }
     doubtful = _doubtful(ranked, best, fs, unconverged or {})
-    return Verdict(best, fs, generalising, doubtful, decisive, dict(undetermined or {}), too_few, largest)
+    shown = None if fitting is None else [f.label for f in ranked if f.label in fitting]
+    return Verdict(best, fs, generalising, doubtful, decisive, dict(undetermined or {}), too_few, largest, shown)
 
 
 def _doubtful(

@@ -1,0 +1,111 @@
+"""``complexity`` on the report card: does a family fitted on scenes of seen objects generalise *binding* to scenes
+of unseen objects, beyond what a bag of concepts does? (docs/method/06-complexity.md, *On the card*)
+
+The column's number, per seed: the share of the scored test_only scenes that need binding (those with a binding
+swap among the sweep's scenes) whose predicted embeddings the frozen object probe tells apart from their swaps'
+(:func:`~bindscope.analyses.complexity.swaps.told_apart`), for the family of the highest mean share, at the
+column's fraction (:func:`column_fraction`: the largest with enough such scenes on every seed). Its floors: chance
+(random probe scores) and the same analysis run on the ideal bag of concepts (the registry runs it; the bag's
+probes are fitted on the bag), whose analytic score is 0: a bag embeds a scene and its swap alike, and a tie is
+wrong. Where no family fits even the scenes it was fitted on at that fraction
+(:func:`~bindscope.analyses.complexity.curves.fitting`), the verdict is ``undetermined`` (``no_fit``): the budget,
+not the binding function, is what failed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from bindscope.analyses.card import CardColumn
+from bindscope.analyses.complexity.curves import COVERED_AT, curve, fitting
+from bindscope.analyses.complexity.score import SWAP, SWAP_SCENES
+from bindscope.analyses.complexity.settings import ComplexitySettings
+from bindscope.analyses.complexity.summary import Generalisation
+from bindscope.estimators.verdicts import Measured
+
+GENERALISES = "generalises to unseen objects"
+COLUMNS = (
+    CardColumn(
+        GENERALISES,
+        "binding on unseen objects, %",
+        "rate",
+        "binding generalises to scenes of unseen objects beyond a bag of concepts",
+    ),
+)
+#: The column reads the largest fraction at which every seed scores at least this many scenes needing binding
+#: (and :data:`~bindscope.analyses.complexity.curves.COVERED_AT` of the test_only scenes hold fitted values only).
+MIN_CASES = 10
+SCORED_ON = "scenes of unseen objects that need binding, against their binding swaps"
+
+
+def labels_by_simplicity(settings: ComplexitySettings) -> list[str]:
+    """The settings' families, simplest first (the order ties between them are broken in)."""
+    return [f.label for f in sorted(settings.families(), key=lambda f: f.simplicity)]
+
+
+def column_fraction(table: pd.DataFrame) -> float | None:
+    """The fraction the column reads: the largest at which every seed scores at least :data:`MIN_CASES` test_only
+    scenes needing binding and :data:`COVERED_AT` of its test_only scenes hold fitted values only; else the one of
+    the most such scenes (the larger on a tie); None where no scene needing binding was scored.
+
+    It depends on the scenes, the splits and the settings only, never on the embeddings: the model and its bag of
+    concepts are read at the same fraction. The largest qualifying fraction gives every family the most seen
+    objects to generalise from, with enough cases for an interval.
+    """
+    scenes = curve(table, "scenes", "test_only", SWAP_SCENES, "")
+    if scenes.empty or not float(scenes.max().max()) > 0:
+        return None
+    cover = curve(table, "scenes", "test_only", "covered_share", "").reindex_like(scenes)
+    enough = (scenes.min(axis=0) >= MIN_CASES) & (cover.mean(axis=0) >= COVERED_AT)
+    fractions = [float(f) for f in scenes.columns]
+    qualified = [f for f, ok in zip(fractions, enough.to_numpy()) if ok]
+    if qualified:
+        return max(qualified)
+    mean = scenes.mean(axis=0).to_numpy(dtype=float)
+    return max(f for f, m in zip(fractions, mean) if m == mean.max())
+
+
+def best_family(table: pd.DataFrame, fraction: float, labels: list[str]) -> str | None:
+    """The family (of ``labels``, simplest first) whose mean share told apart at ``fraction`` is highest (the
+    simplest on a tie); None where none was scored there."""
+    best, top = None, -math.inf
+    for label in labels:
+        told = curve(table, label, "test_only", SWAP, "selected")
+        if fraction in told.columns and told[fraction].notna().any() and float(told[fraction].mean()) > top:
+            best, top = label, float(told[fraction].mean())
+    return best
+
+
+def generalisation(table: pd.DataFrame, labels: list[str]) -> Generalisation:
+    """What the column reads: its fraction, family, scenes per seed and the families fitting there."""
+    fraction = column_fraction(table)
+    if fraction is None:
+        return Generalisation(fraction=None, family=None, scenes=None, fitting=[])
+    scenes = curve(table, "scenes", "test_only", SWAP_SCENES, "")[fraction]
+    return Generalisation(
+        fraction=fraction,
+        family=best_family(table, fraction, labels),
+        scenes=float(scenes.mean()),
+        fitting=fitting(table, labels, fraction),
+    )
+
+
+def measure_generalisation(table: pd.DataFrame, labels: list[str]) -> dict[str, Measured]:
+    """The column per seed with its cases, chance and the bag's analytic score (0), blocked (``no_fit``) where no
+    family fits its training scenes at the column's fraction."""
+    read = generalisation(table, labels)
+    if read.fraction is None or read.family is None:
+        return {GENERALISES: Measured(values=[], scored_on=SCORED_ON, bag_bound=0.0)}
+    told = curve(table, read.family, "test_only", SWAP, "selected")[read.fraction]
+    chance = curve(table, "chance", "test_only", SWAP, "")
+    measured = Measured(
+        values=told.tolist(),
+        n_cases=None if read.scenes is None else int(round(read.scenes)),
+        chance=float(chance[read.fraction].mean()) if read.fraction in chance.columns else None,
+        scored_on=f"{SCORED_ON} ({read.family} at f = {read.fraction:g})",
+        bag_bound=0.0,
+        blocked=None if read.fitting else "no_fit",
+    )
+    return {GENERALISES: measured}
