@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bindscope.analyses.base import Analysis, Progress, Result, Rows
-from bindscope.analyses.decompose.compute import Solvers, decompose_analysis
+from bindscope.analyses.decompose.card import COLUMNS, measure_decompose
+from bindscope.analyses.decompose.compute import EXTRA_COLUMNS, Solvers, decompose_analysis
 from bindscope.analyses.decompose.present import headline_rows
 from bindscope.analyses.decompose.settings import DecomposeSettings
 from bindscope.analyses.decompose.summary import DecomposeSummary, decompose_summary
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.estimators.probe_runs import approximate_warnings
+from bindscope.estimators.verdicts import Measured
 
 
 @dataclass
@@ -30,7 +32,10 @@ class DecomposeAnalysis(Analysis):
     Settings = DecomposeSettings
     Summary = DecomposeSummary
     uses = frozenset({"control"})
-    extra_columns = ("part",)
+    extra_columns = EXTRA_COLUMNS
+    story = "additive"
+    order = 20
+    columns = COLUMNS
 
     def compute(
         self, inputs: AnalysisInputs, settings: DecomposeSettings, progress: Progress | None = None
@@ -50,6 +55,9 @@ class DecomposeAnalysis(Analysis):
 
     def summarize(self, result: DecomposeResult, settings: DecomposeSettings) -> DecomposeSummary:
         return decompose_summary(result.table, result.solvers)
+
+    def measure(self, result: DecomposeResult, settings: DecomposeSettings) -> dict[str, Measured]:
+        return measure_decompose(result.table)
 
     def headline(self, summary: DecomposeSummary) -> Rows:
         return headline_rows(summary)

@@ -1,7 +1,8 @@
 """Additive decomposition (docs/method/04-decomposition.md): is a scene embedding a sum of its parts?
 
-R² of the four exact additive models on train and held-out scenes (with controls), and the
-five-run subtraction table: the probes re-run after removing each fitted model.
+R² of the four exact additive models on train and held-out scenes (with controls, and beside them the ideal bag
+of concepts of the same scenes), and the five-run subtraction table: the probes re-run after removing each
+fitted model.
 """
 
 from __future__ import annotations
@@ -10,14 +11,20 @@ import numpy as np
 import pandas as pd
 
 from bindscope.analyses.base import Progress
+from bindscope.analyses.card import bag_counts
 from bindscope.analyses.decompose.r2 import r2_rows
 from bindscope.analyses.decompose.subtraction import SUBTRACTION_VARIANTS, subtraction_run
 from bindscope.core.tidy import tidy
-from bindscope.estimators.probe_runs import ProbeSettings, permuted_labels, select_scenes
+from bindscope.estimators.probe_runs import ProbeSettings, permuted_labels, seed_splits, select_scenes
 from bindscope.space.concepts import SceneSet
 
 #: ``part``: which half of the analysis a row belongs to.
 PARTS = ("additive", "subtraction")
+#: The results table's own columns: the part, and the cases per seed a rate row is a share of (NaN for R²).
+EXTRA_COLUMNS = ("part", "n_cases")
+PARTS_COLUMN = EXTRA_COLUMNS[:1]
+#: The control of the R² rows of the ideal bag of concepts (each scene as the counts of its concept values).
+BAG_CONTROL = "bag"
 Solvers = dict[str, dict[int, dict[str, str]]]  # subtraction variant -> seed -> probe -> solver
 
 
@@ -31,19 +38,21 @@ def decompose_analysis(
     control: np.ndarray | None = None,
     progress: Progress | None = None,
 ) -> tuple[pd.DataFrame, Solvers]:
-    """R² of the four additive models (with controls) and the five-run subtraction probe table.
+    """R² of the four additive models (with controls and the bag of concepts) and the five-run subtraction
+    probe table.
 
-    Returns the tidy table (with the column ``part``: additive or subtraction) and, per
+    Returns the tidy table (with the columns ``part``, additive or subtraction, and ``n_cases``) and, per
     subtraction variant, seed and probe, the solver used.
     """
     _, y, scenes, control = select_scenes(y, scenes, settings.scenes, control)
-    total = len(SUBTRACTION_VARIANTS) + (3 if control is not None else 2)
+    total = len(SUBTRACTION_VARIANTS) + (4 if control is not None else 3)
     tick = progress or (lambda done, total: None)
     tick(0, total)
     source = settings.split_source
     rows = r2_rows(y, scenes, settings.seeds, test_fraction, split_source=source)
     rows += r2_rows(y, permuted_labels(scenes), settings.seeds, test_fraction, "permuted_labels", source)
-    done = 2
+    rows += r2_rows(bag_counts(scenes), scenes, settings.seeds, test_fraction, BAG_CONTROL, source)
+    done = 3
     tick(done, total)
     if control is not None:
         rows += r2_rows(control, scenes, settings.seeds, test_fraction, "rand", source)
@@ -56,4 +65,14 @@ def decompose_analysis(
         solvers[variant] = run.solver
         done += 1
         tick(done, total)
-    return tidy(rows, ["part"]), solvers
+    return with_cases(tidy(rows, PARTS_COLUMN), len(y), settings), solvers
+
+
+def with_cases(table: pd.DataFrame, scenes: int, settings: ProbeSettings) -> pd.DataFrame:
+    """``table`` with ``n_cases`` on the subtraction probes' accuracy rows: the scenes of their seed's group
+    (chance and R² rows are no share of counted cases: NaN)."""
+    sizes = {(s, g): len(getattr(sp, g)) for s, sp in seed_splits(scenes, settings).items() for g in ("train", "test")}
+    counted = (table["part"] == "subtraction") & (table["variant"] != "chance")
+    keys = zip(table["seed"], table["group"])
+    table["n_cases"] = pd.array([sizes.get(k) if c else None for k, c in zip(keys, counted)], dtype="Int64")
+    return table

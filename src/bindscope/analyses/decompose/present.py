@@ -1,10 +1,15 @@
-"""``decompose`` in words: the headline table of R² (with controls) and of the probes after each subtraction."""
+"""``decompose`` in words: the headline table of R² (with controls and the bag of concepts beside them) and of
+the probes after each subtraction."""
 
 from __future__ import annotations
 
 from bindscope.analyses.base import Rows
+from bindscope.analyses.decompose.r2 import GAP
 from bindscope.analyses.decompose.summary import DecomposeControls, DecomposeSummary, R2Control
-from bindscope.estimators.metrics import Splits, format_spread, pct
+from bindscope.estimators.metrics import Splits, Spread, format_spread, pct
+
+#: How the gap row is named in the table.
+GAP_LABEL = "object − concept (gap)"
 
 
 def r2_cell(part: Splits | None, group: str, model: str) -> str:
@@ -19,24 +24,49 @@ def control_r2(controls: DecomposeControls, name: str) -> Splits | None:
     return control.r2 if control is not None else None
 
 
+def seeds_of(*parts: dict[str, Spread] | None) -> int:
+    """The most seeds any spread of ``parts`` was taken over."""
+    return max((s.n for part in parts for s in (part or {}).values()), default=0)
+
+
+def sd_label(seeds: int) -> str:
+    """What a ``±`` in a header means: `` (± sd over 3 seeds)``; nothing for one seed (no ± is shown)."""
+    return f" (± sd over {seeds} seeds)" if seeds > 1 else ""
+
+
 def headline_rows(summary: DecomposeSummary) -> Rows:
-    """R² per model on train and test (beside the permuted-label and ``+rand`` controls), then the probes'
-    test accuracies after subtracting each model."""
+    """R² per model on train and test, beside the permuted-label and ``+rand`` controls and the ideal bag of
+    concepts (the gap object − concept last), then the probes' test accuracies after subtracting each model."""
     perm, rand = control_r2(summary.controls, "permuted_labels"), control_r2(summary.controls, "rand")
-    rows: Rows = [("model", "R2 train", "R2 test", "R2 test (permuted labels)", "R2 test (+rand)")]
+    bag = control_r2(summary.controls, "bag")
     s = summary.r2
+    sd = sd_label(seeds_of(s.test, s.train))
+    rows: Rows = [
+        (
+            "model",
+            f"R2 train{sd}",
+            f"R2 test{sd}",
+            "R2 test (permuted labels)",
+            "R2 test (+rand)",
+            "R2 test (bag of concepts)",
+        )
+    ]
     for model in s.test or {}:
         rows.append(
             (
-                model,
+                GAP_LABEL if model == GAP else model,
                 r2_cell(s, "train", model),
                 r2_cell(s, "test", model),
                 r2_cell(perm, "test", model),
                 r2_cell(rand, "test", model),
+                r2_cell(bag, "test", model),
             )
         )
-    rows.append(("", "", "", "", ""))
-    rows.append(("probes after subtracting", "object_acc test %", "concept_acc test %", "", ""))
+    rows.append(("", "", "", "", "", ""))
+    tests = [part.test for part in summary.subtraction.values()]
+    n = f", n = {summary.test_scenes:,} per seed" if summary.test_scenes else ""
+    sd = sd_label(seeds_of(*tests))
+    rows.append(("probes after subtracting", f"object_acc test %{sd}{n}", f"concept_acc test %{sd}", "", "", ""))
     for variant, part in summary.subtraction.items():
-        rows.append((variant, pct(part.test, "object_acc"), pct(part.test, "concept_acc"), "", ""))
+        rows.append((variant, pct(part.test, "object_acc"), pct(part.test, "concept_acc"), "", "", ""))
     return rows

@@ -22,21 +22,26 @@ class R2Control(Schema):
 
 
 class DecomposeControls(Schema):
-    """R² under each control (``rand``: None where no ``+rand`` embeddings were given)."""
+    """R² under each control (``rand``: None where no ``+rand`` embeddings were given) and of the ideal bag of
+    concepts of the same scenes and splits (``bag``: None in results written before it was measured)."""
 
     permuted_labels: R2Control
     rand: R2Control | None
+    bag: R2Control | None = None
 
 
 class DecomposeSummary(Summary):
-    """The numbers of ``bindscope decompose``: R² per group and model (with controls), the subtraction
-    probes' accuracies per variant, chance, and the solver of every subtraction probe."""
+    """The numbers of ``bindscope decompose``: R² per group and model (with controls and the bag of concepts;
+    ``object_minus_concept`` is the gap object-additive minus concept-additive R²), the subtraction probes'
+    accuracies per variant, chance, the solver of every subtraction probe, and the test scenes per seed the
+    probes' test accuracies are shares of."""
 
     r2: Splits
     controls: DecomposeControls
     subtraction: dict[str, Splits]
     chance: dict[str, float]
     solver: dict[str, dict[str, dict[str, str]]]
+    test_scenes: int | None = None
 
 
 def decompose_summary(
@@ -53,4 +58,13 @@ def decompose_summary(
         subtraction={v: accuracy_summary(subtraction, v) or Splits() for v in SUBTRACTION_VARIANTS},
         chance=chance_summary(subtraction),
         solver={v: {str(s): dict(e) for s, e in per.items()} for v, per in (solvers or {}).items()},
+        test_scenes=test_scenes(subtraction),
     )
+
+
+def test_scenes(subtraction: pd.DataFrame) -> int | None:
+    """The test scenes per seed of the subtraction probes (the mean over seeds of ``n_cases``; None without)."""
+    if "n_cases" not in subtraction:
+        return None
+    cases = pd.to_numeric(subtraction[subtraction.group == "test"]["n_cases"], errors="coerce").dropna()
+    return int(round(float(cases.mean()))) if len(cases) else None
