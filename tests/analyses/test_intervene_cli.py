@@ -73,7 +73,8 @@ def with_probes(run_cli, clip_embeddings: Path, result: Path, out: Path, *args: 
 def test_terminal_report(clip_embeddings: Path, result: Path, tmp_path: Path, run_cli) -> None:
     done = with_probes(run_cli, clip_embeddings, result, tmp_path / "iv", "--banks", "pos-avg", "--no-cases")
     assert done.returncode == 0, done.stderr
-    assert "shared retrieval (paper) % (k=1)" in done.stdout and "shared retrieval, binding edits %" in done.stdout
+    assert "shared retrieval (paper) %" in done.stdout and "shared retrieval (binding) %" in done.stdout
+    assert "table at k = 1" in done.stdout
     assert "pos-avg" in done.stdout and "bag-of-concepts" in done.stdout
     assert "attribute cases skipped: same shape 384" in done.stdout
     assert not (tmp_path / "iv" / "cases.parquet").exists()

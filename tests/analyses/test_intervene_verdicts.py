@@ -90,6 +90,21 @@ def test_random_embeddings_do_not_bind(scenes, tmp_path) -> None:
     assert {v["answer"] for v in found.values()} == {"no_binding"}
 
 
+def test_the_rand_control_is_a_floor(scenes, tmp_path) -> None:
+    """Given the +rand control, the same edits of it are its rows (``control = rand``) and each column's +rand
+    floor: a model no better than its control does not read ``binds``."""
+    y = planted_embeddings(scenes, "object_additive", dim=32, seed=0)
+    for control, answer in ((planted_embeddings(scenes, "random", dim=32, seed=1), "binds"), (y, "no_binding")):
+        inputs = AnalysisInputs(y, scenes, control=control, noun="shape")
+        result = run_analysis("intervene", inputs, tmp_path / answer, InterveneSettings())
+        assert set(result.table.control) == {"none", "rand"}
+        for column, verdict in result.summary["verdicts"].items():
+            rand = next(f["value"] for f in verdict["floors"] if f["name"] == "+rand")
+            assert verdict["answer"] == answer and rand == (0.0 if answer == "binds" else verdict["value"]), column
+        shared = result.typed.results["attribute"]["obj-avg"]["shared"]["1"]
+        assert shared.retrieval.n == 1  # the summary holds the embeddings' own numbers only
+
+
 def test_bag_inputs_with_a_single_bank_and_seeds(scenes) -> None:
     """On the bag's inputs (no probes given: fitted here; the single bank as multi-hots) every bank edits, and
     every bound number is 0 on every seed."""
@@ -187,6 +202,6 @@ def test_every_row_has_its_cases_and_chance_and_the_headline_labels_its_sd(scene
     paper = table[(table.metric == "retrieval") & (table.group == "all") & (table.variant == "obj-avg")]
     assert (paper.n_cases == 384).all() and (paper.chance == 1 / len(scenes)).all()
     rows = get_analysis("intervene").headline(loaded.view)
-    assert "shared retrieval, binding edits % (k=1, ± sd over 2 seeds)" in rows[0]
+    assert "shared retrieval (binding) % ± sd over 2 seeds" in rows[0]
     assert rows[0][-2:] == ("cases", "binding cases")
     assert loaded.typed.results["attribute"]["obj-avg"]["shared"]["1"].binding_cases == 2 * 96

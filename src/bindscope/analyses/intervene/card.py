@@ -12,8 +12,9 @@ ties counted wrong, where a bag scores 0 by construction:
 - ``edit probe``: the bound probe hit (the object probe reads the expected scene's objects from the edit, and tells
   that scene from its bag class) of the same bank and k, on every binding edit.
 
-Each is a rate per target seed, with the binding edits per seed as its cases, its chance (random scores) and the
-bag's analytic score 0 as a bound of the bag floor (the registry also runs the same edits on the bag).
+Each is a rate per target seed, with the binding edits per seed as its cases, its chance (random scores), the
+``+rand`` control's rate where the control was given, and the bag's analytic score 0 as a bound of the bag floor
+(the registry also runs the same edits on the bag).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import numpy as np
 import pandas as pd
 
 from bindscope.analyses.card import CardColumn
+from bindscope.analyses.intervene.compute import RAND
 from bindscope.analyses.intervene.outcomes import ALL, BOUND
 from bindscope.analyses.intervene.settings import InterveneSettings
 from bindscope.analyses.intervene.summary import table_k
+from bindscope.core.tidy import NO_CONTROL
 from bindscope.estimators.verdicts import Measured
 
 SHARED, DIFFERENT, PROBE = "edit shared", "edit different", "edit probe"
@@ -52,10 +55,13 @@ def card_bank(settings: InterveneSettings, absent: dict[str, str]) -> str | None
     return next((b for b in settings.banks if b not in absent), None)
 
 
-def per_seed(table: pd.DataFrame, edit: str, variant: str, group: str, metric: str, k: float) -> pd.DataFrame:
-    """One metric's rows per seed (indexed by seed): value, n_cases and chance."""
+def per_seed(
+    table: pd.DataFrame, edit: str, variant: str, group: str, metric: str, k: float, control: str = NO_CONTROL
+) -> pd.DataFrame:
+    """One metric's rows per seed (indexed by seed) of the embeddings or their control: value, n_cases, chance."""
     rows = table[
-        (table["edit"] == edit)
+        (table["control"] == control)
+        & (table["edit"] == edit)
         & (table["variant"] == variant)
         & (table["group"] == group)
         & (table["metric"] == metric)
@@ -64,15 +70,17 @@ def per_seed(table: pd.DataFrame, edit: str, variant: str, group: str, metric: s
     return rows.set_index("seed")[["value", "n_cases", "chance"]].sort_index()
 
 
-def measured_rate(rows: pd.DataFrame | None, scored_on: str) -> Measured:
-    """A bound rate per seed with its cases per seed (rounded mean over seeds), chance and the bag's bound (no
-    value where ``rows`` is None or empty: not measured)."""
+def measured_rate(rows: pd.DataFrame | None, rand: pd.DataFrame | None, scored_on: str) -> Measured:
+    """A bound rate per seed with its cases per seed (rounded mean over seeds), chance, the ``+rand`` control's
+    rate per seed (where it was run) and the bag's bound (no value where ``rows`` is None or empty: not
+    measured)."""
     if rows is None or not len(rows):
         return Measured(values=[], scored_on=scored_on, bag_bound=BAG_BOUND)
     return Measured(
         values=rows["value"].tolist(),
         n_cases=int(round(float(rows["n_cases"].mean()))),
         chance=float(rows["chance"].mean()),
+        rand=rand["value"].tolist() if rand is not None and len(rand) else None,
         scored_on=scored_on,
         bag_bound=BAG_BOUND,
     )
@@ -82,18 +90,22 @@ def measure_edits(
     table: pd.DataFrame, settings: InterveneSettings, absent: dict[str, str], split: bool
 ) -> dict[str, Measured]:
     """Each column's bound rate per seed, of the first edit asked for, the first available bank and the table's
-    k (``edit shared`` is not measured where no scene shares the edited value)."""
+    k, with the ``+rand`` control's where it was run (``edit shared`` is not measured where no scene shares the
+    edited value)."""
     bank = card_bank(settings, absent)
     if bank is None:
         return {}
     edit, k = settings.edits()[0], table_k(settings.k)
     where = f"{edit} edits needing binding, {bank} bank, k = {k:g}, ties wrong"
-    retrieval = BOUND["retrieval"]
-    shared = per_seed(table, edit, bank, "shared", retrieval, k) if split else None
+    retrieval, probe = BOUND["retrieval"], BOUND["probe"]
+    different = "different" if split else ALL
+
+    def rate(group: str, metric: str, scored_on: str) -> Measured:
+        rows = per_seed(table, edit, bank, group, metric, k)
+        return measured_rate(rows, per_seed(table, edit, bank, group, metric, k, RAND), scored_on)
+
     return {
-        SHARED: measured_rate(shared, f"shared-value {where}"),
-        DIFFERENT: measured_rate(
-            per_seed(table, edit, bank, "different" if split else ALL, retrieval, k), f"different-value {where}"
-        ),
-        PROBE: measured_rate(per_seed(table, edit, bank, ALL, BOUND["probe"], k), where),
+        SHARED: rate("shared", retrieval, f"shared-value {where}") if split else measured_rate(None, None, f"shared-value {where}"),
+        DIFFERENT: rate(different, retrieval, f"different-value {where}"),
+        PROBE: rate(ALL, probe, where),
     }

@@ -9,7 +9,7 @@ bag-of-concepts edit (value means of the edited concept: no object, no position)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,8 @@ from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import SceneSet
 
 Skipped = dict[str, dict[str, dict[str, int]]]  # edit -> variant -> reason -> cases over all seeds
+#: The ``control`` of the ``+rand`` control's rows in the tidy table.
+RAND = "rand"
 
 
 @dataclass
@@ -80,7 +82,22 @@ def plan_jobs(
 def intervene_analysis(
     inputs: AnalysisInputs, settings: InterveneSettings, progress: Progress | None = None
 ) -> InterveneResult:
-    """Every edit of every plan (edit kind x seed) under every variant and k."""
+    """Every edit of every plan (edit kind x seed) under every variant and k; where the ``+rand`` control is
+    given, the same edits of its embeddings too (its rows marked ``control = rand``: probes fitted on the control,
+    no single bank, no cases)."""
+    result = edit_scenes(inputs, settings, progress)
+    if inputs.control is None:
+        return result
+    control = replace(inputs, embeddings=inputs.control, control=None, probes=None, singles=None)
+    rand = edit_scenes(control, settings.model_copy(update={"cases": False}), None)
+    result.table = pd.concat([result.table, rand.table.assign(control=RAND)], ignore_index=True)
+    return result
+
+
+def edit_scenes(
+    inputs: AnalysisInputs, settings: InterveneSettings, progress: Progress | None = None
+) -> InterveneResult:
+    """Every edit of every plan (edit kind x seed) under every variant and k, of ``inputs.embeddings``."""
     rows = full_rows(inputs.scenes)
     scenes = inputs.scenes.subset(rows)
     check_two_object_scenes(scenes)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from bindscope.core.figures import pyplot, save_figure
+from bindscope.core.tidy import NO_CONTROL
 
 #: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
 CAPTIONS = {
@@ -34,6 +35,7 @@ def k_curve_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> P
     The unedited scene does not depend on k: it is drawn as a flat line at its value.
     """
     plt = pyplot()
+    table = table[table["control"] == NO_CONTROL]  # the embeddings' own edits, not their +rand control's
     edits = list(dict.fromkeys(table["edit"]))
     fig, axes = plt.subplots(len(edits), len(PANELS), figsize=(5.5 * len(PANELS), 4 * len(edits)), squeeze=False)
     ks = sorted(table["k"].unique())

@@ -13,9 +13,9 @@ from bindscope.estimators.metrics import format_spread
 #: need binding, ties counted wrong), with their names in the header.
 SHOWN = {
     "retrieval": "retrieval (paper)",
-    BOUND["retrieval"]: "retrieval, binding edits",
+    BOUND["retrieval"]: "retrieval (binding)",
     "probe": "probe (paper)",
-    BOUND["probe"]: "object probe, binding edits",
+    BOUND["probe"]: "object probe (binding)",
 }
 
 
@@ -33,12 +33,12 @@ def seeds_of(summary: InterveneSummary) -> int:
 
 def headline_rows(summary: InterveneSummary) -> Rows:
     """Per edit and variant: the paper's retrieval and probe accuracy beside their bound forms, per group at the
-    table's k, and the cases (all, and those needing binding), over all seeds."""
+    table's k (said in the notes), and the cases (all, and those needing binding), over all seeds."""
     k = summary.table_k
     groups = [g for g in summary.groups if g != ALL] or [ALL]
     seeds = seeds_of(summary)
-    sd = f", ± sd over {seeds} seeds" if seeds > 1 else ""
-    head = [f"{g} {name} % (k={k:g}{sd})" for g in groups for name in SHOWN.values()]
+    sd = f" ± sd over {seeds} seeds" if seeds > 1 else ""
+    head = [f"{g} {name} %{sd}" for g in groups for name in SHOWN.values()]
     rows: Rows = [("edit", "variant", *head, "cases", "binding cases")]
     available = [b for b, v in summary.banks.items() if v.available]
     for edit in summary.edits:
@@ -82,13 +82,13 @@ def note_lines(summary: InterveneSummary) -> list[str]:
             f"captions {singles.get('captions') or '-'}"
         )
     lines += skip_lines(summary)
-    lines.append(
-        "paper: the research code's hits (retrieval: the best match, a tie going to the lowest row; probe: the "
-        "concept probes read the expected values); binding edits: the edits whose expected scene has a binding "
-        "swap among the scenes, a retrieval hit only when the expected scene (or its reversed order) scores "
-        "strictly above every other scene, an object-probe hit only when the probe reads the expected objects and "
-        "tells the expected scene from its swaps; an ideal bag of concepts scores 0 on both"
-    )
+    lines += [
+        f"table at k = {summary.table_k:g}; paper: the research code's hits (retrieval: the best match, a tie going "
+        "to the lowest row; probe: the concept probes read the expected values)",
+        "binding: on the edits whose expected scene has a binding swap among the scenes, ties wrong (retrieval: the "
+        "expected scene, in either slot order, strictly above every other scene; object probe: reads the expected "
+        "objects and tells the expected scene from its swaps); an ideal bag of concepts scores 0 on both",
+    ]
     if summary.groups == [ALL]:
         lines.append("no shared/different split: every scene's two objects differ in the edited concept (overall only)")
     return lines

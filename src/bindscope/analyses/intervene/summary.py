@@ -13,7 +13,7 @@ from bindscope.analyses.intervene.outcomes import ALL, BOUND, GROUPS, METRICS
 from bindscope.analyses.intervene.settings import TABLE_K, InterveneSettings
 from bindscope.analyses.intervene.variants import UNEDITED
 from bindscope.analyses.results import Summary
-from bindscope.core.tidy import spread
+from bindscope.core.tidy import NO_CONTROL, spread
 from bindscope.core.validation import Schema
 from bindscope.estimators.metrics import Spread, is_absent
 
@@ -96,9 +96,9 @@ def table_k(ks: tuple[float, ...] | list[float]) -> float:
 
 def results_summary(result: InterveneResult) -> Results:
     """The paper's retrieval and probe accuracy and their bound forms (spread over seeds), and the cases, per
-    edit, variant, group and k."""
+    edit, variant, group and k (of the embeddings, not of their ``+rand`` control)."""
     out: dict[str, Any] = {}
-    table = result.table
+    table = result.table[result.table["control"] == NO_CONTROL]
     for (edit, variant, group, k), rows in table.groupby(["edit", "variant", "group", "k"], sort=False):
         node = out.setdefault(str(edit), {}).setdefault(str(variant), {}).setdefault(str(group), {})
         numbers: dict[str, Any] = {m: spread(rows[rows.metric == m]["value"]) for m in METRICS}
