@@ -111,7 +111,7 @@ def test_the_result_folder(factorised) -> None:
 def test_headline_and_notes(factorised) -> None:
     analysis = get_analysis("geometry")
     rows = analysis.headline(factorised.view)
-    assert rows[0] == ("measure", "slot 1", "slot 2", "reference")
+    assert rows[0] == ("measure (± sd over 2 seeds)", "slot 1", "slot 2", "reference")
     labels = [r[0] for r in rows]
     assert labels.index("linear head object acc (f=0.6)") < labels.index("  color acc")
     assert "rank axis size Spearman, extremes" in labels and "MDS normalised stress" in labels
@@ -135,7 +135,7 @@ def test_single_object_bank_and_ordinal_setting(tmp_path: Path) -> None:
     assert s["mds"]["composites"] == 0 and s["mds"]["points"] > 8
     notes = get_analysis("geometry").notes(done.view)
     assert any("0 composites (no 2-object scene embeddings given)" in n for n in notes)
-    assert get_analysis("geometry").headline(done.view)[0] == ("measure", "objects", "reference")
+    assert get_analysis("geometry").headline(done.view)[0] == ("measure (± sd over 2 seeds)", "objects", "reference")
 
 
 def test_fractions_a_small_space_cannot_split_are_skipped_with_a_warning(tmp_path: Path) -> None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from bindscope.analyses.base import Analysis, Progress, Rows, RunContext
+from bindscope.analyses.geometry import plot
+from bindscope.analyses.geometry.card import COLUMNS, measure_geometry
 from bindscope.analyses.geometry.compute import EXTRA_COLUMNS, GeometryResult, geometry_analysis
 from bindscope.analyses.geometry.present import headline_rows, notes_lines
 from bindscope.analyses.geometry.settings import GeometrySettings
 from bindscope.analyses.geometry.summary import GeometrySummary, geometry_summary
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.analyses.results import ResultFiles
+from bindscope.estimators.verdicts import Measured
 
 
 class GeometryAnalysis(Analysis):
@@ -29,6 +32,10 @@ class GeometryAnalysis(Analysis):
     uses = frozenset({"singles"})
     reads_single_objects = True
     extra_columns = EXTRA_COLUMNS
+    story = "geometry"
+    order = 60
+    columns = COLUMNS
+    captions = plot.CAPTIONS
 
     def compute(
         self, inputs: AnalysisInputs, settings: GeometrySettings, progress: Progress | None = None
@@ -38,6 +45,9 @@ class GeometryAnalysis(Analysis):
     def summarize(self, result: GeometryResult, settings: GeometrySettings) -> GeometrySummary:
         return geometry_summary(result)
 
+    def measure(self, result: GeometryResult, settings: GeometrySettings) -> dict[str, Measured]:
+        return measure_geometry(result.table, result.fractions, result.space.num_objects)
+
     def headline(self, summary: GeometrySummary) -> Rows:
         return headline_rows(summary)
 
@@ -45,9 +55,7 @@ class GeometryAnalysis(Analysis):
         return notes_lines(summary)
 
     def files(self, result: GeometryResult, settings: GeometrySettings, context: RunContext) -> ResultFiles:
-        from bindscope.analyses.geometry.plot import geometry_plots  # matplotlib and plotly load only to draw
-
         def extra(stage: Path) -> None:
-            geometry_plots(result, stage / "plots", context.title)
+            plot.geometry_plots(result, stage / "plots", context.title)
 
         return ResultFiles(result.table, dict(result.tables), extra)

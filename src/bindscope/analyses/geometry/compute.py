@@ -22,8 +22,9 @@ from bindscope.core.tidy import KEY_COLUMNS, result_row, tidy
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 #: The results table's own columns (NaN where they do not apply): the slot position (-1 for rows of no
-#: slot), the fraction of objects seen, the labelled objects of a rank axis, the objects scored.
-EXTRA_COLUMNS = ("position", "fraction", "labelled", "objects")
+#: slot), the fraction of objects seen, the labelled objects of a rank axis, the objects scored, and the cases
+#: per seed a rate row is a share of (the heads: unseen objects; a rank axis's pairwise order: pairs).
+EXTRA_COLUMNS = ("position", "fraction", "labelled", "objects", "n_cases")
 #: The further tables, one part per slot position.
 TABLES = ("objects", "spectra", "cosines")
 
@@ -119,4 +120,5 @@ def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The tidy table; ``fraction``, ``labelled`` and ``objects`` are NaN on the rows they do not apply to."""
     table = tidy(pd.DataFrame(rows).reindex(columns=[*KEY_COLUMNS, *EXTRA_COLUMNS]), EXTRA_COLUMNS)
     table["position"] = table["position"].astype("int64")
+    table["n_cases"] = table["n_cases"].astype("Int64")
     return table

@@ -34,7 +34,7 @@ def headline_rows(summary: GeometrySummary) -> Rows:
     names = ["objects"] if len(positions) == 1 else [f"slot {p + 1}" for p in range(len(positions))]
     f = summary.headline_fraction
     held = [p.held_out.get(f"{f:g}") for p in positions]
-    rows: Rows = [("measure", *names, "reference")]
+    rows: Rows = [(f"measure{sd_label(held)}", *names, "reference")]
 
     def add(label: str, cells: list[str], ref: str) -> None:
         rows.append((label, *cells, ref))
@@ -44,9 +44,11 @@ def headline_rows(summary: GeometrySummary) -> Rows:
     add(f"held-out R² (f={f:g})", [held_r2(h, "r2_raw") for h in held], "<= 0: no better than the mean")
     add("  whitened", [held_r2(h, "r2_whitened") for h in held], "")
     chances = sorted(summary.chance.items(), key=lambda kv: kv[0] != "object")  # the object first
+    unseen = next((h.objects for h in held if h is not None), None)
     for group, ref in chances:
         label = f"linear head {group} acc (f={f:g})" if group == "object" else f"  {group} acc"
-        add(label, [format_spread(h.heads.get(group) if h else None, 3) for h in held], f"chance {ref:.3f}")
+        cases = f"; n = {unseen} unseen objects per slot and seed" if group == "object" and unseen else ""
+        add(label, [format_spread(h.heads.get(group) if h else None, 3) for h in held], f"chance {ref:.3f}{cases}")
     add("|cos| within concepts", [number(p.orthogonality.within) for p in positions], "")
     add("|cos| across concepts", [number(p.orthogonality.across) for p in positions], "0 = orthogonal")
     for c, info in summary.concepts.items():
@@ -64,6 +66,12 @@ def headline_rows(summary: GeometrySummary) -> Rows:
             "0 = exact",
         )
     return rows
+
+
+def sd_label(held: list[HeldOut | None]) -> str:
+    """What a ``±`` in the table means: `` (± sd over 3 seeds)``; nothing for one seed (no ± is shown)."""
+    seeds = max((s.n for h in held if h is not None for s in [*h.heads.values(), h.r2_raw] if s), default=0)
+    return f" (± sd over {seeds} seeds)" if seeds > 1 else ""
 
 
 def rank_axis_cells(positions: list[PositionNumbers], concept: str, method: str) -> tuple[list[str], str]:

@@ -53,8 +53,8 @@ def held_out_rows(
     c: float = 10.0,
 ) -> list[dict[str, Any]]:
     """Per seed and fraction: factorization R² (variants ``raw`` / ``whitened``, metrics ``r2_train`` /
-    ``r2_test``) and head accuracy on the unseen objects (variant ``heads``, group = concept or ``object``).
-    Only ``present`` objects (ids) take part."""
+    ``r2_test``) and head accuracy on the unseen objects (variant ``heads``, group = concept or ``object``;
+    ``n_cases``: the unseen objects). Only ``present`` objects (ids) take part."""
     scenes = object_scenes(space)
     out: list[dict[str, Any]] = []
     for seed in seeds:
@@ -75,8 +75,15 @@ def held_out_rows(
                 if variant == "raw":
                     out.append(result_row("geometry", variant, "all", "undetermined", seed, undetermined, **extra))
             for group, value in head_accuracy(vectors, space, train, test, c).items():
-                out.append(result_row("geometry", "heads", group, "accuracy", seed, value, **extra))
+                out.append(result_row("geometry", "heads", group, "accuracy", seed, value, **extra, n_cases=len(test)))
     return out
+
+
+def ordered_pairs(ranks: np.ndarray) -> int:
+    """How many pairs of objects differ in rank: the cases of the pairwise order accuracy."""
+    counts = np.unique(ranks, return_counts=True)[1]
+    n = int(counts.sum())
+    return (n * (n - 1) - int((counts * (counts - 1)).sum())) // 2
 
 
 def rank_axis_rows(
@@ -88,7 +95,8 @@ def rank_axis_rows(
     seeds: tuple[int, ...],
 ) -> list[dict[str, Any]]:
     """Per seed: half the present objects (seeded) are held out; from the others, ``counts`` labelled objects
-    (and all of them) give an axis by each method, scored on the held-out half (Spearman, pairwise order)."""
+    (and all of them) give an axis by each method, scored on the held-out half (Spearman, pairwise order; the
+    pairwise rows' ``n_cases``: the held-out pairs of different rank)."""
     ranks_all = space.all_objects()[:, space.concept_index(concept)]
     out: list[dict[str, Any]] = []
     for seed in seeds:
@@ -106,7 +114,11 @@ def rank_axis_rows(
                 "least_squares": least_squares_axis(vectors[labelled], r),
             }
             extra = {"labelled": n, "objects": len(held)}
+            pairs = {"pairwise": ordered_pairs(ranks_all[held])}  # the one rate among the scores
             for method, axis in axes.items():
                 variant, scores = f"rank_axis:{method}", rankability(axis, vectors[held], ranks_all[held])
-                out += [result_row("geometry", variant, concept, m, seed, v, **extra) for m, v in scores.items()]
+                out += [
+                    result_row("geometry", variant, concept, m, seed, v, **extra, n_cases=pairs.get(m, np.nan))
+                    for m, v in scores.items()
+                ]
     return out
