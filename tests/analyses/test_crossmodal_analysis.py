@@ -138,7 +138,7 @@ def test_retrieval_queries_are_a_sample_ranked_exactly(clevr: SceneSet) -> None:
         AnalysisInputs(image, clevr, other=text), CrossmodalSettings(bridge="none", retrieval_queries=100)
     )
     t = sampled.table
-    assert (t[(t.variant == "raw") & (t.metric == "image_to_text_strict@1")]["cases"] == 100).all()
+    assert (t[(t.variant == "raw") & (t.metric == "image_to_text_strict@1")]["n_cases"] == 100).all()
     a, b = full.tables["cases"], sampled.tables["cases"]
     asked = b.image_to_text_top1 >= 0
     assert asked.sum() == 100 and b.image_to_text_strict.isna().sum() == 576 - 100

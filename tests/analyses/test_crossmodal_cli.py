@@ -85,7 +85,7 @@ def test_every_test_is_written(result: tuple[Path, str]) -> None:
     for plot in ("swaps", "bridge", "half_truths"):
         assert (out / "plots" / f"{plot}.png").is_file()
     table = pd.read_parquet(out / "results.parquet")
-    assert {"fraction", "cases"} <= set(table.columns)
+    assert {"fraction", "n_cases"} <= set(table.columns)
     assert set(table.variant) == {"raw", "bridged", "chance", "bag_of_concepts", "half_truth", "half_truth_per_scene"}
 
 

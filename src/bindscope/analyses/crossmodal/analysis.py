@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bindscope.analyses.base import Analysis, Progress, Rows, RunContext
+from bindscope.analyses.crossmodal import plot
+from bindscope.analyses.crossmodal.card import COLUMNS, measure_crossmodal
 from bindscope.analyses.crossmodal.compute import EXTRA_COLUMNS, CrossmodalResult, crossmodal_analysis
-from bindscope.analyses.crossmodal.plot import bridge_plot, half_truth_plot, swap_plot
 from bindscope.analyses.crossmodal.present import headline_rows, notes_lines
 from bindscope.analyses.crossmodal.scoring import TEST_ONLY
 from bindscope.analyses.crossmodal.settings import CrossmodalSettings
@@ -20,6 +21,7 @@ from bindscope.analyses.crossmodal.summary import CrossmodalSummary, crossmodal_
 from bindscope.analyses.inputs import AnalysisInputs, Inputs
 from bindscope.analyses.results import ResultFiles
 from bindscope.core.errors import BindscopeError
+from bindscope.estimators.verdicts import Measured
 
 
 class CrossmodalAnalysis(Analysis):
@@ -32,6 +34,10 @@ class CrossmodalAnalysis(Analysis):
     needs = frozenset({"embeddings", "other"})
     uses = frozenset({"singles", "unimodal"})
     extra_columns = EXTRA_COLUMNS
+    story = "cross-modal"
+    order = 50
+    columns = COLUMNS
+    captions = plot.CAPTIONS
 
     def check_folders(self, inputs: Inputs) -> None:
         """The image folder comes first, the text one second (``other``)."""
@@ -49,6 +55,9 @@ class CrossmodalAnalysis(Analysis):
     def summarize(self, result: CrossmodalResult, settings: CrossmodalSettings) -> CrossmodalSummary:
         return crossmodal_summary(result, settings)
 
+    def measure(self, result: CrossmodalResult, settings: CrossmodalSettings) -> dict[str, Measured]:
+        return measure_crossmodal(result.table)
+
     def headline(self, summary: CrossmodalSummary) -> Rows:
         return headline_rows(summary)
 
@@ -60,10 +69,10 @@ class CrossmodalAnalysis(Analysis):
 
         def extra(stage: Path) -> None:
             plots = stage / "plots"
-            swap_plot(table, plots / "swaps.png", title=context.title)
+            plot.swap_plot(table, plots / "swaps.png", title=context.title)
             if (table.group == TEST_ONLY).any():
-                bridge_plot(table, plots / "bridge.png", title=f"{context.title}: {settings.bridge} bridge")
+                plot.bridge_plot(table, plots / "bridge.png", title=f"{context.title}: {settings.bridge} bridge")
             if (table.variant == "half_truth").any():
-                half_truth_plot(table, plots / "half_truths.png", title=context.title)
+                plot.half_truth_plot(table, plots / "half_truths.png", title=context.title)
 
         return ResultFiles(table, dict(result.tables), extra, parquet_only=frozenset({"cases"}))

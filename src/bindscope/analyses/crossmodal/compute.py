@@ -27,8 +27,9 @@ from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import ObjectSplit
 
-#: The results table's own columns: the bridge's object fraction (NaN off the splits), the cases counted.
-EXTRA_COLUMNS = ("fraction", "cases")
+#: The results table's own columns: the bridge's object fraction (NaN off the splits), and the cases per seed a
+#: rate is a share of (image-caption pairs, queries, images; NaN on the references, which are expectations).
+EXTRA_COLUMNS = ("fraction", "n_cases")
 NO_SINGLES = (
     "no text single-object captions (embed them with --single-objects, or import them with "
     "`embeddings import --singles`)"
@@ -131,7 +132,7 @@ def split_plan(settings: CrossmodalSettings) -> tuple[tuple[float, ...], tuple[i
 def raw_scoring(scorer: Scorer, text: np.ndarray) -> tuple[list[dict[str, Any]], list[pd.DataFrame]]:
     """The captions as they are on every scored scene, and the references: results rows and per-scene frame."""
     metrics, frame = scorer.score(text, np.arange(len(scorer.scenes)))
-    rows = [result_row("crossmodal", "raw", ALL, m, 0, v, cases=n) for m, (v, n) in metrics.items() if n]
+    rows = [result_row("crossmodal", "raw", ALL, m, 0, v, n_cases=n) for m, (v, n) in metrics.items() if n]
     return rows + reference_rows(scorer.scenes), [frame.assign(variant="raw", seed=0, fraction=np.nan)]
 
 
@@ -140,7 +141,7 @@ def half_truth_rows(
 ) -> list[dict[str, Any]]:
     """The half-truth rates as results rows: pooled over pairs and per scene."""
     return [
-        result_row("crossmodal", HALF_VARIANTS[way], ALL, kind, 0, v, cases=n)
+        result_row("crossmodal", HALF_VARIANTS[way], ALL, kind, 0, v, n_cases=n)
         for kind, rates in half_truths(image, text, singles, scenes, roles).items()
         for way, (v, n) in rates.items()
         if n
@@ -189,7 +190,7 @@ def bridge_scorings(
         for variant in variants_of(same_width):
             metrics, frame = scorer.score(mapped[variant], test)
             table += [
-                result_row("crossmodal", variant, TEST_ONLY, m, seed, v, fraction=fitted.fraction, cases=n)
+                result_row("crossmodal", variant, TEST_ONLY, m, seed, v, fraction=fitted.fraction, n_cases=n)
                 for m, (v, n) in metrics.items()
                 if n
             ]
@@ -206,4 +207,6 @@ def half_truths_absent(singles: bool, same_width: bool) -> str | None:
 
 def results_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The tidy table; ``fraction`` is NaN on the rows off the bridge's splits."""
-    return tidy(pd.DataFrame(rows).reindex(columns=[*KEY_COLUMNS, *EXTRA_COLUMNS]), EXTRA_COLUMNS)
+    table = tidy(pd.DataFrame(rows).reindex(columns=[*KEY_COLUMNS, *EXTRA_COLUMNS]), EXTRA_COLUMNS)
+    table["n_cases"] = table["n_cases"].astype("Int64")
+    return table

@@ -9,17 +9,20 @@ import numpy as np
 import pandas as pd
 
 from bindscope.core.figures import pyplot, save_figure
+from bindscope.estimators.intervals import rate
 
 #: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
 CAPTIONS = {
     "swaps": "How often image-text similarity prefers an image's own caption over one with two attributes "
-    "swapped, two nouns swapped or the objects in the other order (left), and top-1 retrieval in both directions "
-    "(right), in percent; chance (dotted) and what an ideal bag of concepts scores (dashed) on each bar.",
+    "swapped, two nouns swapped or the objects in the other order (left; a tie counts half), and top-1 retrieval "
+    "in both directions (right), in percent with the 95% Wilson interval over the pairs or queries scored; "
+    "chance (dotted) and what an ideal bag of concepts scores (dashed) on each bar.",
     "bridge": "The same tests on scenes of objects the linear bridge between the two towers never saw, against "
     "the fraction of objects it saw: before the bridge (dashed) and through it (solid), mean and standard "
     "deviation over seeds; on the swaps, 50% is both chance and a bag of concepts.",
     "half_truths": "Half-truths: how often a longer caption that is wrong about one object beats a shorter true "
-    "one (red), and how often the full correct caption beats the short one (green), in percent of pairs.",
+    "one (red), and how often the full correct caption beats the short one (green), in percent of pairs, with "
+    "the pairs scored (n) and the 95% Wilson interval of each rate.",
 }
 
 SWAPS = ("swap_attribute", "swap_noun", "order_sensitivity")
@@ -32,13 +35,33 @@ def value_of(table: pd.DataFrame, variant: str, metric: str, group: str = "all")
     return float(rows["value"].mean()) if len(rows) else float("nan")
 
 
+def interval_bars(values: np.ndarray, cases: np.ndarray) -> np.ndarray:
+    """Error bars ``[2, k]`` (below, above) in percent of the 95% Wilson interval of each rate of ``cases``
+    (0 where the cases are unknown)."""
+    out = np.zeros((2, len(values)))
+    for i, (v, n) in enumerate(zip(values, cases)):
+        r = rate(float(v), None if pd.isna(n) else int(n))
+        if r is not None:
+            out[:, i] = 100 * (r.value - r.low), 100 * (r.high - r.value)
+    return out
+
+
+def cases_of(table: pd.DataFrame, variant: str, metric: str, group: str = "all") -> float:
+    """The cases per seed of one rate (NaN where unknown)."""
+    rows = table[(table.variant == variant) & (table.metric == metric) & (table.group == group)]
+    n = pd.to_numeric(rows["n_cases"], errors="coerce") if "n_cases" in rows else pd.Series(dtype=float)
+    return float(n.mean()) if n.notna().any() else float("nan")
+
+
 def swap_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
     """Bars of the raw swap and retrieval accuracies, with chance and the bag-of-concepts score marked."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 4]})
     for ax, metrics in zip(axes, (SWAPS, RETRIEVAL)):
         x = np.arange(len(metrics))
-        ax.bar(x, [100 * value_of(table, "raw", m) for m in metrics], color="#4c72b0", label="this model")
+        values = np.array([value_of(table, "raw", m) for m in metrics])
+        bars = interval_bars(values, np.array([cases_of(table, "raw", m) for m in metrics]))
+        ax.bar(x, 100 * values, yerr=bars, capsize=3, color="#4c72b0", label="this model (95% CI)")
         for variant, style, label in (("chance", "k:", "chance"), ("bag_of_concepts", "r--", "bag of concepts")):
             refs = [100 * value_of(table, variant, m) for m in metrics]
             for i, ref in enumerate(refs):
@@ -93,9 +116,15 @@ def half_truth_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -
     rows = table[table.variant == "half_truth"]
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(rows))
-    ax.bar(x, 100 * rows["value"].to_numpy(), color=["#c44e52"] * (len(rows) - 1) + ["#55a868"])
+    values = rows["value"].to_numpy()
+    cases = (
+        pd.to_numeric(rows["n_cases"], errors="coerce").to_numpy() if "n_cases" in rows else np.full(len(rows), np.nan)
+    )
+    colors = ["#c44e52"] * (len(rows) - 1) + ["#55a868"]
+    ax.bar(x, 100 * values, yerr=interval_bars(values, cases), capsize=3, color=colors, label="rate (95% CI)")
     ax.axhline(50, color="k", ls=":", lw=1, label="50%")
-    ax.set_xticks(x, [m.replace("_", " ") for m in rows["metric"]], rotation=10, fontsize=8)
+    labels = [m.replace("_", " ") + ("" if pd.isna(n) else f"\nn = {int(n):,}") for m, n in zip(rows["metric"], cases)]
+    ax.set_xticks(x, labels, rotation=10, fontsize=8)
     ax.set_ylim(0, 102)
     ax.set_ylabel("% of pairs")
     ax.set_title("half-truths: the longer wrong caption wins (red); the full caption wins (green)", fontsize=9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bindscope.analyses.base import Rows
 from bindscope.analyses.crossmodal.scoring import SWAP_METRICS
 from bindscope.analyses.crossmodal.summary import CrossmodalSummary
+from bindscope.estimators.intervals import rate
 from bindscope.estimators.metrics import Spread, format_spread
 
 HEADLINE_METRICS = (
@@ -14,11 +15,24 @@ HEADLINE_METRICS = (
     "text_to_image_strict@1",
     "text_to_image_concept@1",
 )
-HEADER = ("test", "raw %", "test_only raw %", "bridged %", "chance %", "bag of concepts %")
+HEADER = ("test", "raw %", "n", "95% CI", "test_only raw %", "bridged %", "chance %", "bag of concepts %")
 
 
 def percent(value: Spread | None) -> str:
     return format_spread(value, 1, 100)
+
+
+def interval(value: Spread | None, cases: int | None) -> tuple[str, str]:
+    """A rate's cases and 95% Wilson interval in percent (``-`` where either is missing)."""
+    r = rate(value.mean if value is not None else None, cases)
+    if r is None:
+        return "-", "-"
+    return f"{r.n:,}", f"{100 * r.low:.1f}–{100 * r.high:.1f}"
+
+
+def seeds_of(fractions: dict[str, dict[str, Spread]]) -> int:
+    """The most seeds a bridged number was taken over."""
+    return max((s.n for part in fractions.values() for s in part.values()), default=0)
 
 
 def reference(summary: CrossmodalSummary, variant: str, metric: str) -> str:
@@ -27,17 +41,22 @@ def reference(summary: CrossmodalSummary, variant: str, metric: str) -> str:
 
 
 def headline_rows(summary: CrossmodalSummary) -> Rows:
-    """Per test: raw, on test_only before and after the bridge (at the headline fraction), and the references;
-    then the half-truth rates and the uni-modal probes."""
+    """Per test: raw (with its cases and 95% Wilson interval), on test_only before and after the bridge (at the
+    headline fraction; ± sd over seeds), and the references; then the half-truth rates (with theirs) and the
+    uni-modal probes."""
     f = summary.headline_fraction
     at = summary.bridge.fractions.get(f"{f:g}", {}) if f is not None else {}
-    header = HEADER[2] + (f" (f={f:g})" if f is not None else "")
-    rows: Rows = [(*HEADER[:2], header, *HEADER[3:])]
+    seeds = seeds_of(at)
+    where = ", ".join(([f"f={f:g}"] if f is not None else []) + ([f"± sd over {seeds} seeds"] if seeds > 1 else []))
+    sd = f" (± sd over {seeds} seeds)" if seeds > 1 else ""
+    rows: Rows = [(*HEADER[:4], HEADER[4] + (f" ({where})" if where else ""), HEADER[5] + sd, *HEADER[6:])]
     for metric in HEADLINE_METRICS:
+        value = summary.raw.get(metric)
         rows.append(
             (
                 metric,
-                percent(summary.raw.get(metric)),
+                percent(value),
+                *interval(value, summary.raw_cases.get(metric)),
                 percent(at.get("raw", {}).get(metric)),
                 percent(at.get("bridged", {}).get(metric)),
                 reference(summary, "chance", metric),
@@ -51,12 +70,17 @@ def half_truth_rows(summary: CrossmodalSummary) -> Rows:
     """Terminal rows of the half-truth rates: pooled, and per scene where it differs."""
     rows: Rows = []
     per_scene = summary.half_truths_per_scene or {}
+    pairs, images = summary.half_truths_cases or {}, summary.half_truths_per_scene_cases or {}
     for kind, value in (summary.half_truths or {}).items():
         chance = "50.0" if kind != "full_beats_short" else "-"
         both = kind in summary.half_truths_differ
-        rows.append((f"half-truth {kind}" + (" pooled" if both else ""), percent(value), "", "", chance, ""))
+        label = f"half-truth {kind}" + (" pooled" if both else "")
+        rows.append((label, percent(value), *interval(value, pairs.get(kind)), "", "", chance, ""))
         if both:
-            rows.append((f"half-truth {kind} per scene", percent(per_scene.get(kind)), "", "", chance, ""))
+            scene = per_scene.get(kind)
+            rows.append(
+                (f"half-truth {kind} per scene", percent(scene), *interval(scene, images.get(kind)), "", "", chance, "")
+            )
     return rows
 
 
@@ -69,6 +93,8 @@ def unimodal_rows(summary: CrossmodalSummary) -> Rows:
             (
                 f"{modality} object probe (uni-modal)",
                 percent(acc.get("object_acc")),
+                "",
+                "",
                 "",
                 "",
                 "-" if chance is None else f"{100 * chance:.1f}",

@@ -61,7 +61,9 @@ class CrossmodalSummary(Summary):
     ``raw``: the captions as they are on every scene; ``references``: per reference (chance,
     bag_of_concepts), its value of each metric; ``headline_fraction``: the bridge fraction the terminal
     shows; half-truth rates pooled over pairs and per scene (None when absent, and why), the kinds
-    whose two rates differ; ``skipped``: per swap, why scenes had no caption to compare.
+    whose two rates differ; ``skipped``: per swap, why scenes had no caption to compare. ``raw_cases`` and
+    ``half_truths_cases`` / ``half_truths_per_scene_cases``: per metric, the cases its rate is a share of
+    (image-caption pairs, queries, images), for its 95% interval.
     """
 
     concepts: Roles
@@ -78,11 +80,15 @@ class CrossmodalSummary(Summary):
     half_truths_absent: str | None = None
     unimodal: dict[str, ProbeAccuracy] | None
     skipped: dict[str, dict[str, int]]
+    raw_cases: dict[str, int] = Field(default_factory=dict)
+    half_truths_cases: dict[str, int] | None = None
+    half_truths_per_scene_cases: dict[str, int] | None = None
 
 
 def crossmodal_summary(result: CrossmodalResult, settings: CrossmodalSettings) -> CrossmodalSummary:
     """The summary of one ``crossmodal`` result."""
     t = result.table
+    raw = t[(t.variant == "raw") & (t.group == ALL)]
     tested = t[t.group == TEST_ONLY]
     bridge = {f"{f:g}": nested(rows, ["variant", "metric"]) for f, rows in tested.groupby("fraction", sort=True)}
     half = {way: t[t.variant == variant] for way, variant in HALF_VARIANTS.items()}
@@ -91,7 +97,8 @@ def crossmodal_summary(result: CrossmodalResult, settings: CrossmodalSettings) -
         scenes=result.scenes,
         subsampled=result.subsampled,
         widths=Widths(**result.widths),
-        raw=nested(t[(t.variant == "raw") & (t.group == ALL)], ["metric"]),
+        raw=nested(raw, ["metric"]),
+        raw_cases=case_counts(raw),
         references=references(t),
         bridge=BridgeNumbers(kind=settings.bridge, fractions=bridge),
         headline_fraction=headline_fraction([float(f) for f in bridge]),
@@ -99,9 +106,20 @@ def crossmodal_summary(result: CrossmodalResult, settings: CrossmodalSettings) -
         half_truths_per_scene=half_rates(half["per_scene"]),
         half_truths_differ=differing(half["pooled"], half["per_scene"]),
         half_truths_absent=result.half_truths_absent,
+        half_truths_cases=case_counts(half["pooled"]) or None,
+        half_truths_per_scene_cases=case_counts(half["per_scene"]) or None,
         unimodal=result.unimodal,
         skipped=result.skipped,
     )
+
+
+def case_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """Per metric, the cases per seed its rate is a share of (the mean over seeds; metrics without cases left out)."""
+    if "n_cases" not in rows:
+        return {}
+    n = pd.to_numeric(rows["n_cases"], errors="coerce")
+    means = n.groupby(rows["metric"], sort=False).mean().dropna()
+    return {str(m): int(round(float(v))) for m, v in means.items()}
 
 
 def references(table: pd.DataFrame) -> dict[str, dict[str, float]]:

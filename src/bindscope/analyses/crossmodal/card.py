@@ -1,0 +1,88 @@
+"""``crossmodal`` on the report card: its columns and how each number is read from the tidy table
+(docs/method/07-crossmodal.md, "On the report card").
+
+- ``attribute swap``: how often an image's cosine with its own caption beats that with the attribute-swapped
+  caption (a1 o2 / a2 o1 for a1 o1 / a2 o2), on every scored scene with two distinct objects (``n_cases``: the
+  image-caption pairs scored). A tie counts half, as a tie broken at random: chance is 0.5, and an ideal bag of
+  concepts, whose two captions hold the same concept values and tie on every pair, scores exactly 0.5. The floor
+  is the larger of chance, the bag's analytic 0.5 and the same test run on the bag.
+- ``strict retrieval``: image -> text top-1, a hit only for a caption naming the scene's own objects (``n_cases``:
+  the queries). A bag ranks every caption of the same concept values equal; its analytic score is the share of
+  those that name the scene's objects, its floor here.
+- ``attribute swap, bridged``: the attribute swap on scenes of objects the linear bridge never saw, through
+  the bridge, per seed at the headline fraction (``n_cases``: pairs per seed). Only where a bridge was fitted.
+
+The raw tests score every scene once: one value (no seeds); the bridge's are per seed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bindscope.analyses.card import CardColumn
+from bindscope.analyses.crossmodal.scoring import ALL, TEST_ONLY
+from bindscope.analyses.crossmodal.summary import headline_fraction
+from bindscope.estimators.verdicts import Measured
+
+SWAP = "attribute swap"
+RETRIEVAL = "strict retrieval"
+BRIDGED = "attribute swap, bridged"
+COLUMNS = (
+    CardColumn(SWAP, "attribute swap, %", "rate", "an image prefers its caption to the attribute-swapped one"),
+    CardColumn(RETRIEVAL, "image → text top-1, strict, %", "rate", "an image retrieves the caption naming its objects"),
+    CardColumn(
+        BRIDGED,
+        "attribute swap through the bridge, unseen objects, %",
+        "rate",
+        "a linear bridge recovers the binding on objects it never saw",
+    ),
+)
+#: The tidy table's metric of each column.
+METRICS = {SWAP: "swap_attribute", RETRIEVAL: "image_to_text_strict@1", BRIDGED: "swap_attribute"}
+
+
+def rows_of(table: pd.DataFrame, variant: str, metric: str, group: str = ALL) -> pd.DataFrame:
+    """The rows of one (variant, metric, group), by seed."""
+    part = table[(table["variant"] == variant) & (table["metric"] == metric) & (table["group"] == group)]
+    return part.sort_values("seed")
+
+
+def reference(table: pd.DataFrame, variant: str, metric: str) -> float | None:
+    """A reference's value (``chance`` or ``bag_of_concepts``), None where absent."""
+    rows = rows_of(table, variant, metric)
+    return float(rows["value"].iloc[0]) if len(rows) else None
+
+
+def cases(rows: pd.DataFrame) -> int | None:
+    """The cases per seed of rate rows (their mean ``n_cases``), None where unknown."""
+    n = pd.to_numeric(rows["n_cases"], errors="coerce").dropna()
+    return int(round(float(n.mean()))) if len(n) else None
+
+
+def measured_rate(rows: pd.DataFrame, chance: float | None, bag: float | None) -> Measured:
+    """A rate's values per seed with its cases, chance and the bag's analytic score."""
+    return Measured(values=rows["value"].tolist(), n_cases=cases(rows), chance=chance, bag_bound=bag)
+
+
+def measure_crossmodal(table: pd.DataFrame) -> dict[str, Measured]:
+    """Every column that was scored: the raw attribute swap and strict retrieval on every scene, and the
+    bridged attribute swap per seed at the headline fraction."""
+    out: dict[str, Measured] = {}
+    for key in (SWAP, RETRIEVAL):
+        metric = METRICS[key]
+        rows = rows_of(table, "raw", metric)
+        if len(rows):
+            out[key] = measured_rate(
+                rows, reference(table, "chance", metric), reference(table, "bag_of_concepts", metric)
+            )
+    tested = table[table["group"] == TEST_ONLY]
+    fraction = headline_fraction(sorted({float(f) for f in tested["fraction"].dropna()}))
+    if fraction is not None:
+        at = tested[tested["fraction"].astype(float) == fraction]
+        rows = rows_of(at, "bridged", METRICS[BRIDGED], TEST_ONLY)
+        if len(rows):
+            metric = METRICS[BRIDGED]
+            out[BRIDGED] = measured_rate(
+                rows, reference(table, "chance", metric), reference(table, "bag_of_concepts", metric)
+            )
+    return out
