@@ -105,7 +105,9 @@ def measure_edits(
         return measured_rate(rows, per_seed(table, edit, bank, group, metric, k, RAND), scored_on)
 
     return {
-        SHARED: rate("shared", retrieval, f"shared-value {where}") if split else measured_rate(None, None, f"shared-value {where}"),
+        SHARED: rate("shared", retrieval, f"shared-value {where}")
+        if split
+        else measured_rate(None, None, f"shared-value {where}"),
         DIFFERENT: rate(different, retrieval, f"different-value {where}"),
         PROBE: rate(ALL, probe, where),
     }
