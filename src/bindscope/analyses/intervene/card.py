@@ -36,15 +36,20 @@ COLUMNS = (
         SHARED,
         "edit, shared value, %",
         "rate",
-        "one of two objects sharing the edited value edited, beyond a bag of concepts",
+        "one object edited where both share the edited value, beyond a bag of concepts",
     ),
     CardColumn(
         DIFFERENT,
         "edit, different values, %",
         "rate",
-        "one of two objects differing in the edited value edited, beyond a bag of concepts",
+        "one object edited where the two differ in the edited value, beyond a bag of concepts",
     ),
-    CardColumn(PROBE, "edit read by object probe, %", "rate", "an edited object read by the object probe"),
+    CardColumn(
+        PROBE,
+        "edit read by object probe, %",
+        "rate",
+        "an edited object read by the object probe, beyond a bag of concepts",
+    ),
 )
 #: What an ideal bag of concepts scores on every column: its edited vector ties with the binding swap.
 BAG_BOUND = 0.0
