@@ -10,8 +10,7 @@ R² alone cannot tell binding from a bag. What a bag cannot have is a scene that
   bag of concepts of the same scenes and split, and on ``+rand``.
 - ``objects after concepts``: the object probe's test accuracy after the concept-additive reconstruction is
   subtracted from the embeddings. For a bag nothing is left, so it falls to chance; its floors are the same
-  probes on the bag's residual, ``+rand`` is not run (the subtraction is not repeated on the control), and
-  chance.
+  probes on the bag's residual, on the ``+rand`` control's residual where it is given, and chance.
 """
 
 from __future__ import annotations
@@ -52,11 +51,13 @@ def r2_gap(table: pd.DataFrame, control: str = NO_CONTROL) -> pd.Series:
     return rows.set_index("seed")["value"].sort_index()
 
 
-def subtraction_acc(table: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """The object probe's test rows of one subtraction variant (``chance``: its chance), one per seed."""
+def subtraction_acc(table: pd.DataFrame, variant: str, control: str = NO_CONTROL) -> pd.DataFrame:
+    """The object probe's test rows of one subtraction variant (``chance``: its chance) under ``control``, one
+    per seed."""
     rows = table[
         (table["part"] == "subtraction")
         & (table["variant"] == variant)
+        & (table["control"] == control)
         & (table["group"] == "test")
         & (table["metric"] == "object_acc")
     ]
@@ -70,17 +71,19 @@ def cases_per_seed(rows: pd.DataFrame) -> int | None:
 
 
 def measure_decompose(table: pd.DataFrame) -> dict[str, Measured]:
-    """Both columns per seed: the held-out R² gap (with ``+rand`` where it was run) and the object probe after
-    the concept-additive part is removed (with its cases and chance). A column without rows is left out."""
+    """Both columns per seed: the held-out R² gap and the object probe after the concept-additive part is removed
+    (with its cases and chance), each with ``+rand`` where it was run. A column without rows is left out."""
     out: dict[str, Measured] = {}
     gap, rand = r2_gap(table), r2_gap(table, "rand")
     if len(gap):
         out[BEYOND] = Measured(values=gap.tolist(), rand=rand.tolist() if len(rand) else None, ceiling=1.0)
     after, chance = subtraction_acc(table, "concepts"), subtraction_acc(table, "chance")
+    after_rand = subtraction_acc(table, "concepts", "rand")
     if len(after):
         out[AFTER] = Measured(
             values=after["value"].tolist(),
             n_cases=cases_per_seed(after),
             chance=float(chance["value"].mean()) if len(chance) else None,
+            rand=after_rand["value"].tolist() if len(after_rand) else None,
         )
     return out

@@ -13,7 +13,7 @@ import pandas as pd
 from bindscope.analyses.base import Progress
 from bindscope.analyses.card import bag_counts
 from bindscope.analyses.decompose.r2 import r2_rows
-from bindscope.analyses.decompose.subtraction import SUBTRACTION_VARIANTS, subtraction_run
+from bindscope.analyses.decompose.subtraction import RAND_VARIANTS, SUBTRACTION_VARIANTS, subtraction_run
 from bindscope.core.tidy import tidy
 from bindscope.estimators.probe_runs import ProbeSettings, permuted_labels, seed_splits, select_scenes
 from bindscope.space.concepts import SceneSet
@@ -39,13 +39,13 @@ def decompose_analysis(
     progress: Progress | None = None,
 ) -> tuple[pd.DataFrame, Solvers]:
     """R² of the four additive models (with controls and the bag of concepts) and the five-run subtraction
-    probe table.
+    probe table (with the ``concepts`` run repeated on the ``+rand`` control where it is given).
 
     Returns the tidy table (with the columns ``part``, additive or subtraction, and ``n_cases``) and, per
     subtraction variant, seed and probe, the solver used.
     """
     _, y, scenes, control = select_scenes(y, scenes, settings.scenes, control)
-    total = len(SUBTRACTION_VARIANTS) + (4 if control is not None else 3)
+    total = len(SUBTRACTION_VARIANTS) + (4 + len(RAND_VARIANTS) if control is not None else 3)
     tick = progress or (lambda done, total: None)
     tick(0, total)
     source = settings.split_source
@@ -65,6 +65,11 @@ def decompose_analysis(
         solvers[variant] = run.solver
         done += 1
         tick(done, total)
+    if control is not None:
+        for variant in RAND_VARIANTS:
+            rows += subtraction_run(control, scenes, settings, variant, residual_mean, control="rand").rows
+            done += 1
+            tick(done, total)
     return with_cases(tidy(rows, PARTS_COLUMN), len(y), settings), solvers
 
 

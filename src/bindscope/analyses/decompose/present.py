@@ -69,4 +69,6 @@ def headline_rows(summary: DecomposeSummary) -> Rows:
     rows.append(("probes after subtracting", f"object_acc test %{sd}{n}", f"concept_acc test %{sd}", "", "", ""))
     for variant, part in summary.subtraction.items():
         rows.append((variant, pct(part.test, "object_acc"), pct(part.test, "concept_acc"), "", "", ""))
+    for variant, part in (summary.subtraction_rand or {}).items():
+        rows.append((f"{variant} (+rand)", pct(part.test, "object_acc"), pct(part.test, "concept_acc"), "", "", ""))
     return rows

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from bindscope.core.tidy import NO_CONTROL
 from bindscope.estimators.additive import subtract
 from bindscope.estimators.probe_runs import ProbeRun, ProbeSettings, probe_variant
 from bindscope.space.concepts import SceneSet
 
 SUBTRACTION_VARIANTS = ("base", "objects", "objects_perm", "concepts", "concepts_perm")
+#: The variant also run on the ``+rand`` control: the floor of the card's ``objects after concepts``.
+RAND_VARIANTS = ("concepts",)
 
 
 def residual(y: np.ndarray, scenes: SceneSet, variant: str, residual_mean: str = "keep") -> np.ndarray:
@@ -22,15 +25,22 @@ def residual(y: np.ndarray, scenes: SceneSet, variant: str, residual_mean: str =
 
 
 def subtraction_run(
-    y: np.ndarray, scenes: SceneSet, settings: ProbeSettings, variant: str, residual_mean: str = "keep"
+    y: np.ndarray,
+    scenes: SceneSet,
+    settings: ProbeSettings,
+    variant: str,
+    residual_mean: str = "keep",
+    control: str = NO_CONTROL,
 ) -> ProbeRun:
-    """The probes of one subtraction variant over seeds (rows of part ``subtraction``; chance with ``base``)."""
+    """The probes of one subtraction variant over seeds (rows of part ``subtraction``; chance with ``base``
+    of the embeddings themselves; ``control``: the rows' control, e.g. ``rand`` for the ``+rand`` embeddings)."""
     return probe_variant(
         residual(y, scenes, variant, residual_mean),
         scenes,
         settings,
         analysis="decompose",
         variant=variant,
-        chance=variant == "base",
+        control=control,
+        chance=variant == "base" and control == NO_CONTROL,
         columns={"part": "subtraction"},
     )

@@ -33,14 +33,15 @@ class DecomposeControls(Schema):
 class DecomposeSummary(Summary):
     """The numbers of ``bindscope decompose``: R² per group and model (with controls and the bag of concepts;
     ``object_minus_concept`` is the gap object-additive minus concept-additive R²), the subtraction probes'
-    accuracies per variant, chance, the solver of every subtraction probe, and the test scenes per seed the
-    probes' test accuracies are shares of."""
+    accuracies per variant (``subtraction_rand``: those repeated on the ``+rand`` control), chance, the solver
+    of every subtraction probe, and the test scenes per seed the probes' test accuracies are shares of."""
 
     r2: Splits
     controls: DecomposeControls
     subtraction: dict[str, Splits]
     chance: dict[str, float]
     solver: dict[str, dict[str, dict[str, str]]]
+    subtraction_rand: dict[str, Splits] | None = None
     test_scenes: int | None = None
 
 
@@ -56,10 +57,18 @@ def decompose_summary(
         r2=r2.get(NO_CONTROL, {}),
         controls=DecomposeControls.model_validate({"rand": None, **controls}),
         subtraction={v: accuracy_summary(subtraction, v) or Splits() for v in SUBTRACTION_VARIANTS},
+        subtraction_rand=rand_runs(subtraction),
         chance=chance_summary(subtraction),
         solver={v: {str(s): dict(e) for s, e in per.items()} for v, per in (solvers or {}).items()},
         test_scenes=test_scenes(subtraction),
     )
+
+
+def rand_runs(subtraction: pd.DataFrame) -> dict[str, Splits] | None:
+    """The subtraction runs repeated on the ``+rand`` control (None where none was)."""
+    runs = {v: accuracy_summary(subtraction, v, "rand") for v in SUBTRACTION_VARIANTS}
+    found = {v: s for v, s in runs.items() if s is not None}
+    return found or None
 
 
 def test_scenes(subtraction: pd.DataFrame) -> int | None:
