@@ -26,12 +26,12 @@ from bindscope.estimators.verdicts import Measured
 FACTORIZATION = "factorization"
 HELD_OUT = "held-out factorization"
 HEADS = "unseen-object heads"
-ACROSS = "cross-concept |cos|"
+ACROSS = "cross-concept cosine"
 COLUMNS = (
     CardColumn(FACTORIZATION, "factorization R², all objects", "r2", "object vectors are sums of concept parts"),
     CardColumn(HELD_OUT, "factorization R², unseen objects", "r2", "the concept parts predict unseen objects"),
     CardColumn(HEADS, "linear heads on unseen objects, %", "rate", "linear heads read every concept of unseen objects"),
-    CardColumn(ACROSS, "mean |cos| across concepts, %", "share", "concepts take orthogonal directions"),
+    CardColumn(ACROSS, "mean |cos| across concepts, as %", "share", "concepts take orthogonal directions"),
 )
 #: |cos| this small is 0 up to rounding (a bag's concept parts lie in disjoint coordinates: 1e-16).
 ROUNDING = 12
