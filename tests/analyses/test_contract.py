@@ -71,7 +71,7 @@ def test_the_registry_lists_every_analysis_with_its_contract() -> None:
         assert "embeddings" in analysis.needs
         assert isinstance(analysis.Settings(), analysis.Settings)  # defaults are valid
     assert get_analysis("probe").uses == {"control"} and get_analysis("complexity").uses == {"probes"}
-    assert get_analysis("intervene").uses == {"probes", "singles"}
+    assert get_analysis("intervene").uses == {"control", "probes", "singles"}
     assert get_analysis("crossmodal").needs == {"embeddings", "other"}
     assert get_analysis("crossmodal").uses == {"singles", "unimodal"}
     assert get_analysis("geometry").needs == {"embeddings"} and get_analysis("geometry").uses == {"singles"}
@@ -89,7 +89,10 @@ def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name:
     assert summary["seconds"] > 0 and summary["versions"]["bindscope"] == summary["bindscope_version"]
     table = pd.read_parquet(folders[name] / "results.parquet")
     assert tuple(table.columns[: len(KEY_COLUMNS)]) == KEY_COLUMNS
-    assert tuple(table.columns[len(KEY_COLUMNS) :]) == get_analysis(name).extra_columns
+    extra = list(get_analysis(name).extra_columns)
+    if "n_cases" in extra:  # every rate row's 95% Wilson interval beside its n (the writer adds them)
+        extra[extra.index("n_cases") + 1 : extra.index("n_cases") + 1] = ["ci_low", "ci_high"]
+    assert list(table.columns[len(KEY_COLUMNS) :]) == extra
     assert set(table.analysis) == {name} and table.value.notna().all()
     assert len(pd.read_csv(folders[name] / "results.csv")) == len(table)
 

@@ -96,6 +96,7 @@ def load_inputs(
     unimodal: Mapping[str, str | Path] | None = None,
     settings: Any = None,
     find_siblings: bool = True,
+    find_control: bool | None = None,
     allow_different_models: bool = False,
 ) -> Inputs:
     """The one way to read an analysis's inputs from folders: what it needs, and what it uses when given.
@@ -114,6 +115,8 @@ def load_inputs(
     find_siblings
         Without ``control`` / ``singles``, use a sibling folder of the same model holding one, when the
         analysis uses it.
+    find_control
+        Whether to look for the ``+rand`` sibling (default: as ``find_siblings``).
     """
     kind = get_analysis(analysis)
     takes = kind.needs | kind.uses
@@ -128,7 +131,7 @@ def load_inputs(
         embeddings,
         dataset,
         control,
-        find_control=find_siblings and "control" in takes,
+        find_control=(find_siblings if find_control is None else find_control) and "control" in takes,
         probes=probes,
         probe_seed=int(getattr(settings, "probe_seed", 0)),
         singles=singles,

@@ -343,9 +343,9 @@ def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
     has_probes = "probe" in state.config.enabled_analyses()
     kind = get_analysis(name)
     takes = kind.needs | kind.uses
-    if "control" in takes:  # the +rand sibling only where the run embedded one
-        return load_inputs(name, folder, find_siblings=spec.model.control)
-    return load_inputs(name, folder, probes=probes if has_probes and "probes" in takes else None)
+    given = probes if has_probes and "probes" in takes else None
+    # the +rand sibling only where the run embedded one (not a folder an earlier config left)
+    return load_inputs(name, folder, probes=given, find_control=spec.model.control)
 
 
 def analyse_all(state: RunState, specs: list[EmbeddingSpec]) -> None:

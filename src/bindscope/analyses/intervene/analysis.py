@@ -27,7 +27,7 @@ class InterveneAnalysis(Analysis):
     title = "Can one object in a scene embedding be edited? Vector-arithmetic edits, scored by retrieval and probes."
     Settings = InterveneSettings
     Summary = InterveneSummary
-    uses = frozenset({"probes", "singles"})
+    uses = frozenset({"control", "probes", "singles"})
     extra_columns = EXTRA_COLUMNS
     story = "editable"
     order = 30
