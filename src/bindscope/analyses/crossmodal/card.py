@@ -59,9 +59,18 @@ def cases(rows: pd.DataFrame) -> int | None:
     return int(round(float(n.mean()))) if len(n) else None
 
 
-def measured_rate(rows: pd.DataFrame, chance: float | None, bag: float | None) -> Measured:
-    """A rate's values per seed with its cases, chance and the bag's analytic score."""
-    return Measured(values=rows["value"].tolist(), n_cases=cases(rows), chance=chance, bag_bound=bag)
+#: The cases each column scores, where they are not every scene.
+SCORED_ON = {
+    SWAP: "scenes of two objects that differ in both concepts",
+    BRIDGED: "scenes of objects the bridge never saw",
+}
+
+
+def measured_rate(rows: pd.DataFrame, chance: float | None, bag: float | None, key: str) -> Measured:
+    """A rate's values per seed with its cases, chance, the bag's analytic score and the cases it scores."""
+    return Measured(
+        values=rows["value"].tolist(), n_cases=cases(rows), chance=chance, bag_bound=bag, scored_on=SCORED_ON.get(key)
+    )
 
 
 def measure_crossmodal(table: pd.DataFrame) -> dict[str, Measured]:
@@ -73,7 +82,7 @@ def measure_crossmodal(table: pd.DataFrame) -> dict[str, Measured]:
         rows = rows_of(table, "raw", metric)
         if len(rows):
             out[key] = measured_rate(
-                rows, reference(table, "chance", metric), reference(table, "bag_of_concepts", metric)
+                rows, reference(table, "chance", metric), reference(table, "bag_of_concepts", metric), key
             )
     tested = table[table["group"] == TEST_ONLY]
     fraction = headline_fraction(sorted({float(f) for f in tested["fraction"].dropna()}))
@@ -83,6 +92,6 @@ def measure_crossmodal(table: pd.DataFrame) -> dict[str, Measured]:
         if len(rows):
             metric = METRICS[BRIDGED]
             out[BRIDGED] = measured_rate(
-                rows, reference(table, "chance", metric), reference(table, "bag_of_concepts", metric)
+                rows, reference(table, "chance", metric), reference(table, "bag_of_concepts", metric), BRIDGED
             )
     return out

@@ -33,6 +33,8 @@ COLUMNS = (
     CardColumn(HEADS, "linear heads on unseen objects, %", "rate", "linear heads read every concept of unseen objects"),
     CardColumn(ACROSS, "mean |cos| across concepts, as %", "share", "concepts take orthogonal directions"),
 )
+#: The objects the held-out columns score.
+UNSEEN = "objects unseen by the fit"
 #: |cos| this small is 0 up to rounding (a bag's concept parts lie in disjoint coordinates: 1e-16).
 ROUNDING = 12
 
@@ -68,7 +70,7 @@ def measure_geometry(table: pd.DataFrame, fractions: tuple[float, ...], space_ob
     held = at_fraction(table, headline_fraction(fractions)) if fractions else table.iloc[:0]
     r2 = per_seed(rows_of(held, "raw", "all", "r2_test"))
     if len(r2):
-        out[HELD_OUT] = Measured(values=r2.tolist())
+        out[HELD_OUT] = Measured(values=r2.tolist(), scored_on=UNSEEN)
     heads = rows_of(held, "heads", "object", "accuracy")
     if len(heads):
         cases = heads.groupby("seed")["n_cases"].sum().astype(float)
@@ -76,6 +78,7 @@ def measure_geometry(table: pd.DataFrame, fractions: tuple[float, ...], space_ob
             values=per_seed(heads).tolist(),
             n_cases=int(round(float(cases.mean()))) if len(cases) else None,
             chance=1.0 / space_objects,
+            scored_on=UNSEEN,
         )
     across = rows_of(table, "orthogonality", "across", "mean_abs_cos")
     if len(across):
