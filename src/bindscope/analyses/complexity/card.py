@@ -1,13 +1,16 @@
 """``complexity`` on the report card: does a family fitted on scenes of seen objects generalise *binding* to scenes
 of unseen objects, beyond what a bag of concepts does? (docs/method/06-complexity.md, *On the card*)
 
-The column's number, per seed: the share of the scored test_only scenes that need binding (those with a binding
-swap among the sweep's scenes) whose predicted embeddings the frozen object probe tells apart from their swaps'
+The column's number, per seed: the share of the scored test_only scenes that need binding, paired with their
+binding swaps of unseen objects only (:func:`~bindscope.analyses.complexity.swaps.unseen_pairs`), whose predicted
+embeddings the frozen object probe tells apart from their swaps'
 (:func:`~bindscope.analyses.complexity.swaps.told_apart`), for the family of the highest mean share, at the
-column's fraction (:func:`column_fraction`: the largest with enough such scenes on every seed). Its floors: chance
-(random probe scores) and the same analysis run on the ideal bag of concepts (the registry runs it; the bag's
-probes are fitted on the bag), whose analytic score is 0: a bag embeds a scene and its swap alike, and a tie is
-wrong. Where no family fits even the scenes it was fitted on at that fraction
+column's fraction (:func:`column_fraction`: the largest with enough such scenes on every seed). Its
+floors: chance, the larger of random probe scores' share and the family's share with each scene's and its swap's
+predictions exchanged (what predictions that do not say which scene is which score), and the same analysis run
+on the ideal bag of concepts (the registry runs it; the bag's probes are fitted on the bag), whose analytic score
+is 0: a bag embeds a scene and its swap alike, and a tie is wrong. Where no family fits even the scenes it was
+fitted on at that fraction
 (:func:`~bindscope.analyses.complexity.curves.fitting`), the verdict is ``undetermined`` (``no_fit``): the budget,
 not the binding function, is what failed.
 """
@@ -20,7 +23,7 @@ import pandas as pd
 
 from bindscope.analyses.card import CardColumn
 from bindscope.analyses.complexity.curves import COVERED_AT, curve, fitting
-from bindscope.analyses.complexity.score import SWAP, SWAP_SCENES
+from bindscope.analyses.complexity.score import EXCHANGED, SWAP, SWAP_SCENES, UNSEEN
 from bindscope.analyses.complexity.settings import ComplexitySettings
 from bindscope.analyses.complexity.summary import Generalisation
 from bindscope.estimators.verdicts import Measured
@@ -54,7 +57,7 @@ def column_fraction(table: pd.DataFrame) -> float | None:
     concepts are read at the same fraction. The largest qualifying fraction gives every family the most seen
     objects to generalise from, with enough cases for an interval.
     """
-    scenes = curve(table, "scenes", "test_only", SWAP_SCENES, "")
+    scenes = curve(table, "scenes", UNSEEN, SWAP_SCENES, "")
     if scenes.empty or not float(scenes.max().max()) > 0:
         return None
     cover = curve(table, "scenes", "test_only", "covered_share", "").reindex_like(scenes)
@@ -72,7 +75,7 @@ def best_family(table: pd.DataFrame, fraction: float, labels: list[str]) -> str 
     simplest on a tie); None where none was scored there."""
     best, top = None, -math.inf
     for label in labels:
-        told = curve(table, label, "test_only", SWAP, "selected")
+        told = curve(table, label, UNSEEN, SWAP, "selected")
         if fraction in told.columns and told[fraction].notna().any() and float(told[fraction].mean()) > top:
             best, top = label, float(told[fraction].mean())
     return best
@@ -83,7 +86,7 @@ def generalisation(table: pd.DataFrame, labels: list[str]) -> Generalisation:
     fraction = column_fraction(table)
     if fraction is None:
         return Generalisation(fraction=None, family=None, scenes=None, fitting=[])
-    scenes = curve(table, "scenes", "test_only", SWAP_SCENES, "")[fraction]
+    scenes = curve(table, "scenes", UNSEEN, SWAP_SCENES, "")[fraction]
     return Generalisation(
         fraction=fraction,
         family=best_family(table, fraction, labels),
@@ -93,17 +96,25 @@ def generalisation(table: pd.DataFrame, labels: list[str]) -> Generalisation:
 
 
 def measure_generalisation(table: pd.DataFrame, labels: list[str]) -> dict[str, Measured]:
-    """The column per seed with its cases, chance and the bag's analytic score (0), blocked (``no_fit``) where no
-    family fits its training scenes at the column's fraction."""
+    """The column per seed with its cases, chance (the larger of random scores' and the exchanged predictions'
+    share) and the bag's analytic score (0), blocked (``no_fit``) where no family fits its training scenes at the
+    column's fraction."""
     read = generalisation(table, labels)
     if read.fraction is None or read.family is None:
         return {GENERALISES: Measured(values=[], scored_on=SCORED_ON, bag_bound=0.0)}
-    told = curve(table, read.family, "test_only", SWAP, "selected")[read.fraction]
-    chance = curve(table, "chance", "test_only", SWAP, "")
+    told = curve(table, read.family, UNSEEN, SWAP, "selected")[read.fraction]
+    nulls = [
+        float(c[read.fraction].mean())
+        for c in (
+            curve(table, "chance", UNSEEN, SWAP, ""),
+            curve(table, read.family, UNSEEN, EXCHANGED, "selected"),
+        )
+        if read.fraction in c.columns and c[read.fraction].notna().any()
+    ]
     measured = Measured(
         values=told.tolist(),
         n_cases=None if read.scenes is None else int(round(read.scenes)),
-        chance=float(chance[read.fraction].mean()) if read.fraction in chance.columns else None,
+        chance=max(nulls) if nulls else None,
         scored_on=f"{SCORED_ON} ({read.family} at f = {read.fraction:g})",
         bag_bound=0.0,
         blocked=None if read.fitting else "no_fit",

@@ -4,7 +4,7 @@ and stacks of models to fit together."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,7 @@ class Plan:
     group_sizes: dict[str, int]  # scenes in each group before sampling
     block: np.ndarray  # prequential: the next block's scenes scored (possibly a sample)
     block_size: int
+    test_objects: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the objects never fitted
 
 
 def _rng(seed: int, fraction: float, purpose: int) -> np.random.Generator:
@@ -101,9 +102,8 @@ def _plan(
     scored = {g: sample(idx, cap, _rng(seed, f, 1 + j)) for j, (g, idx) in enumerate(pools.items())}
     nxt_train = nxt.train_only if nxt is not None else np.arange(len(scenes))
     block = np.setdiff1d(nxt_train, split.train_only, assume_unique=True)
-    return Plan(
-        f, seed, train, scored, {g: len(v) for g, v in groups.items()}, sample(block, cap, _rng(seed, f, 9)), len(block)
-    )
+    sizes = {g: len(v) for g, v in groups.items()}
+    return Plan(f, seed, train, scored, sizes, sample(block, cap, _rng(seed, f, 9)), len(block), split.test_objects)
 
 
 def fitted_scored(train: np.ndarray, unscored: np.ndarray | None) -> np.ndarray:

@@ -46,7 +46,7 @@ def _train_line(ax: Any, table: pd.DataFrame, approximator: str, color: str) -> 
     """An approximator's mean object accuracy on the scenes it was fitted on, dashed in its colour."""
     band = _band(table, approximator, "train_only", "selected")
     if not band.empty:
-        ax.plot(band.index.to_numpy(dtype=float), band["mean"], color=color, ls="--", lw=1)
+        ax.plot(band.index.to_numpy(dtype=float), band["mean"], color=color, ls="--", lw=1, marker="x", ms=4)
 
 
 def complexity_plot(table: pd.DataFrame, approximators: list[str], path: str | Path, title: str = "") -> Path:
@@ -75,9 +75,9 @@ def complexity_plot(table: pd.DataFrame, approximators: list[str], path: str | P
         for ref, style, text in references:
             band = _band(table, ref, group, "")
             if not band.empty:
-                ax.plot(band.index.to_numpy(dtype=float), band["mean"], style, lw=1, label=text)
+                ax.plot(band.index.to_numpy(dtype=float), band["mean"], style, lw=1, marker="_", ms=8, label=text)
         if group == TRAIN_BESIDE:
-            ax.plot([], [], color="grey", ls="--", lw=1, label="dashed: on its own training scenes")
+            ax.plot([], [], color="grey", ls="--", lw=1, marker="x", ms=4, label="dashed: on its own training scenes")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("fraction of objects seen in training")
         ax.set_ylim(-0.02, 1.02)

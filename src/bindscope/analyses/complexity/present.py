@@ -224,7 +224,7 @@ def headline(summary: ComplexitySummary) -> Rows:
             *(f"acc@{f} %" for f in shown),
             f"train acc@{top} %",
             f"train R²@{top}",
-            f"binding@{card or '-'} %",
+            f"binding@{card or '-'} % (exchanged)",
             "seconds",
         )
     ]
@@ -238,7 +238,7 @@ def headline(summary: ComplexitySummary) -> Rows:
                 *(_percent(a.object_acc, f) for f in shown),
                 _percent(a.train_object_acc, top),
                 _number(a.train_r2, top),
-                "-" if card is None else _percent(a.swap_acc, card),
+                "-" if card is None else f"{_percent(a.swap_acc, card)} ({_percent(a.swap_exchanged, card)})",
                 f"{a.seconds:.0f}",
             )
         )

@@ -16,7 +16,7 @@ from bindscope.analyses.complexity.families import Family, Layout, Params
 from bindscope.analyses.complexity.fitters.adam import Selector
 from bindscope.analyses.complexity.fitters.stack import SceneIndex, StackFit, predict_stack
 from bindscope.analyses.complexity.plan import Plan
-from bindscope.analyses.complexity.swaps import Swaps, swap_chance, told_apart
+from bindscope.analyses.complexity.swaps import Swaps, swap_chance, told_apart, unseen_pairs
 from bindscope.core.tidy import result_row
 from bindscope.estimators.additive import r2_score
 from bindscope.estimators.metrics import accuracy_metrics
@@ -30,11 +30,12 @@ from bindscope.estimators.probes import ProbeSet, chance_accuracy, set_separatio
 DETERMINED_BELOW = 0.1
 FITS_TRAINING_AT = 0.9
 TIED_WITHIN = 0.005
-#: The test_only scenes that need binding, told apart from their binding swaps (:func:`.swaps.told_apart`); and
-#: how many were scored (variant ``scenes``).
-SWAP, SWAP_SCENES = "swap_acc", "binding_scenes"
+#: The scored test_only scenes that need binding, told apart from their binding swaps of unseen objects only
+#: (:func:`.swaps.told_apart`), the same read with each scene's and its swap's embeddings exchanged (the control),
+#: and how many scenes were scored (variant ``scenes``); all in group :data:`UNSEEN`, the test_only group.
+UNSEEN, SWAP, EXCHANGED, SWAP_SCENES = "test_only", "swap_acc", "swap_acc_exchanged", "binding_scenes"
 #: The metrics that are rates: a share of the scored scenes of their row (``n_cases``); others have none.
-RATES = ("object_acc", "concept_acc", SWAP, "covered_share")
+RATES = ("object_acc", "concept_acc", SWAP, EXCHANGED, "covered_share")
 
 
 @dataclass(frozen=True)
@@ -53,19 +54,29 @@ class Truth:
         """:func:`score` of predictions ``pred`` for the scenes ``idx``."""
         return score(pred, self.y[idx], {n: v[idx] for n, v in self.targets.items()}, self.probes, self.centre)
 
-    def binding(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The scenes of ``idx`` that need binding and have a swap among the scenes, and the sorted scenes
-        whose embeddings telling them apart takes (them and their swaps)."""
+    def binding(self, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs a model of ``plan`` is scored on: each scored test_only scene that needs binding with each of
+        its swaps of unseen objects only; and the sorted scenes whose embeddings telling them apart takes."""
         if self.swaps is None:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        scored = self.swaps.scored(idx)
-        return scored, np.union1d(scored, self.swaps.partners(scored))
+        present = self.targets["object"] > 0
+        pos = unseen_pairs(self.swaps, self.swaps.scored(plan.groups[UNSEEN]), present, plan.test_objects)
+        return pos, np.union1d(self.swaps.scene[pos], self.swaps.swap[pos])
 
-    def told_apart(self, scored: np.ndarray, lookup: np.ndarray, embeddings: np.ndarray) -> float:
-        """The share of ``scored`` told apart from their swaps by ``embeddings`` (of the scenes ``lookup``)."""
-        assert self.swaps is not None  # only called with scenes from :meth:`binding`
+    def told_apart(self, pos: np.ndarray, lookup: np.ndarray, embeddings: np.ndarray) -> dict[str, float]:
+        """The share of the scenes of the pairs ``pos`` told apart from their swaps by ``embeddings`` (of the scenes
+        ``lookup``), and the same with each scene's and its swap's embeddings exchanged."""
+        assert self.swaps is not None  # only called with pairs from :meth:`binding`
         logits = self.probes.decision_function(embeddings, ["object"])["object"]
-        return float(told_apart(self.swaps, scored, lookup, logits, self.targets["object"] > 0).mean())
+        present = self.targets["object"] > 0
+        return {
+            SWAP: float(told_apart(self.swaps, pos, lookup, logits, present).mean()),
+            EXCHANGED: float(told_apart(self.swaps, pos, lookup, logits, present, exchanged=True).mean()),
+        }
+
+    def scenes_of(self, pos: np.ndarray) -> int:
+        """How many scenes the pairs ``pos`` score."""
+        return 0 if self.swaps is None else len(np.unique(self.swaps.scene[pos]))
 
 
 def score(
@@ -152,24 +163,23 @@ def reference_rows(plans: list[Plan], truth: Truth, values: np.ndarray) -> list[
             )
             chance = accuracy_metrics({n: chance_accuracy(v) for n, v in t.items()})
             rows += metric_rows("chance", plan, group, "", chance)
-            if group == "test_only":
-                rows += binding_reference_rows(plan, truth, idx)
+        rows += binding_reference_rows(plan, truth)
         rows += metric_rows("scenes", plan, "train_only", "", {"fitted_scenes": len(plan.train)})
     return rows
 
 
-def binding_reference_rows(plan: Plan, truth: Truth, idx: np.ndarray) -> list[dict]:
-    """The scored test_only scenes ``idx`` that need binding: how many, the share the true embeddings tell apart
-    from their swaps (the in-distribution line of :data:`SWAP`) and chance."""
-    scored, lookup = truth.binding(idx)
-    rows = list(metric_rows("scenes", plan, "test_only", "", {SWAP_SCENES: len(scored)}))
-    if not len(scored):
+def binding_reference_rows(plan: Plan, truth: Truth) -> list[dict]:
+    """The test_only scenes that need binding (with swaps of unseen objects): how many are scored, the share the
+    true embeddings tell apart from their swaps (the in-distribution line of :data:`SWAP`), and chance."""
+    pos, lookup = truth.binding(plan)
+    scenes = truth.scenes_of(pos)
+    rows = list(metric_rows("scenes", plan, UNSEEN, "", {SWAP_SCENES: scenes}))
+    if not scenes:
         return rows
-    assert truth.swaps is not None  # scenes to score come from swaps
-    told = truth.told_apart(scored, lookup, truth.y[lookup])
-    rows += metric_rows("embeddings", plan, "test_only", "", {SWAP: told}, len(scored))
-    chance = swap_chance(truth.swaps, scored, truth.targets["object"] > 0)
-    return rows + list(metric_rows("chance", plan, "test_only", "", {SWAP: chance}))
+    assert truth.swaps is not None  # pairs to score come from swaps
+    rows += metric_rows("embeddings", plan, UNSEEN, "", truth.told_apart(pos, lookup, truth.y[lookup]), scenes)
+    chance = swap_chance(truth.swaps, pos, truth.targets["object"] > 0)
+    return rows + list(metric_rows("chance", plan, UNSEEN, "", {SWAP: chance}))
 
 
 def block_bits(mse: float, scenes: int, dim: int) -> float:
@@ -212,7 +222,7 @@ def family_rows(
     test_only scenes that need binding (told apart from their swaps) and next block (with
     ``description_length``), and its fit (epochs, convergence)."""
     rows: list[dict] = []
-    binding = [truth.binding(plans[i].groups["test_only"]) for i in members]
+    binding = [truth.binding(plans[i]) for i in members]
     wanted = [
         np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block, binding[j][1]]))
         for j, i in enumerate(members)
@@ -225,10 +235,10 @@ def family_rows(
                 if len(idx):
                     pred = preds[j][np.searchsorted(lookup, idx)]
                     rows += metric_rows(family.label, plan, group, checkpoint, truth.of(pred, idx), len(idx))
-            scored, needed = binding[j]
-            if checkpoint == "selected" and len(scored):
-                told = truth.told_apart(scored, needed, preds[j][np.searchsorted(lookup, needed)])
-                rows += metric_rows(family.label, plan, "test_only", checkpoint, {SWAP: told}, len(scored))
+            pos, needed = binding[j]
+            if checkpoint == "selected" and len(pos):
+                told = truth.told_apart(pos, needed, preds[j][np.searchsorted(lookup, needed)])
+                rows += metric_rows(family.label, plan, UNSEEN, checkpoint, told, truth.scenes_of(pos))
             if description_length and checkpoint == "selected" and len(plan.block):
                 err = preds[j][np.searchsorted(lookup, plan.block)] - truth.y[plan.block]
                 mse = float(np.mean(err.astype(np.float64) ** 2))

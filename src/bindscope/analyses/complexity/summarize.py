@@ -22,7 +22,7 @@ from bindscope.analyses.complexity.curves import (
     unconverged_fits,
 )
 from bindscope.analyses.complexity.present import capacity_reason, open_reason, reading
-from bindscope.analyses.complexity.score import SWAP, SWAP_SCENES
+from bindscope.analyses.complexity.score import EXCHANGED, SWAP, SWAP_SCENES, UNSEEN
 from bindscope.analyses.complexity.settings import SELECTION_MARKS, ComplexitySettings
 from bindscope.analyses.complexity.summary import (
     ApproximatorNumbers,
@@ -60,9 +60,9 @@ def complexity_summary(
         "in_distribution": by_fraction(ceiling_curve),
         "chance": by_fraction(curve(table, "chance", "test_only", "object_acc", "")),
         "train_in_distribution": by_fraction(curve(table, "embeddings", "train_only", "object_acc", "")),
-        "swap_in_distribution": by_fraction(curve(table, "embeddings", "test_only", SWAP, "")),
-        "swap_chance": by_fraction(curve(table, "chance", "test_only", SWAP, "")),
-        "binding_scenes": by_fraction(curve(table, "scenes", "test_only", SWAP_SCENES, "")),
+        "swap_in_distribution": by_fraction(curve(table, "embeddings", UNSEEN, SWAP, "")),
+        "swap_chance": by_fraction(curve(table, "chance", UNSEEN, SWAP, "")),
+        "binding_scenes": by_fraction(curve(table, "scenes", UNSEEN, SWAP_SCENES, "")),
         "generalisation": generalisation(table, labels_by_simplicity(settings)),
     }
     if settings.description_length:
@@ -105,7 +105,8 @@ def approximator_numbers(
         "train_object_acc": by("train_only", "object_acc"),
         "train_r2": by("train_only", "r2"),
         "fits_training": by_fraction(fits_training(table, label)),
-        "swap_acc": by("test_only", SWAP),
+        "swap_acc": by(UNSEEN, SWAP),
+        "swap_exchanged": by(UNSEEN, EXCHANGED),
         "concept_acc": by("test_only", "concept_acc"),
         "mixed_object_acc": by("mixed", "object_acc"),
         "validation_object_acc": by("validation", "object_acc"),

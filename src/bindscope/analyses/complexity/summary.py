@@ -53,7 +53,8 @@ class ApproximatorNumbers(Sparse):
     train_object_acc: Curve = {}  # on the scenes it was fitted on (those the probes were not, where known)
     train_r2: Curve = {}
     fits_training: Curve = {}  # 1 per seed where train_object_acc reaches 90% of the line on the same scenes
-    swap_acc: Curve = {}  # test_only scenes needing binding told apart from their binding swaps
+    swap_acc: Curve = {}  # test_only scenes needing binding told apart from their binding swaps of unseen objects
+    swap_exchanged: Curve = {}  # the same with each scene's and its swap's predictions exchanged (the control)
     concept_acc: Curve
     mixed_object_acc: Curve
     validation_object_acc: Curve

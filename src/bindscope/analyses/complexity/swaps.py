@@ -4,7 +4,7 @@ binding tells apart, and whether (predicted) embeddings tell them apart under th
 A scene that needs binding (:meth:`~bindscope.space.concepts.SceneSet.binding_ambiguous`) has a *binding swap*:
 another scene with the same concept values, as counts, holding other objects ("a blue cube and a red sphere" for
 "a red cube and a blue sphere"). A bag of concepts embeds the two alike. A scene is **told apart** from its swaps
-(among the sweep's scenes) when, under the object probe,
+(those among the sweep's scenes scored with it: :func:`unseen_pairs`) when, under the object probe,
 
 - on the scene's embedding every object it holds scores above every object of its swaps that it does not hold,
 - on each swap's embedding every object the swap holds scores above every object of the scene it does not hold,
@@ -12,7 +12,9 @@ another scene with the same concept values, as counts, holding other objects ("a
 
 Every comparison is strict, so a tie is wrong. Two equal embeddings give the same scores, which cannot rank
 the scene's objects first on one and the swap's first on the other: a bag of concepts, and any prediction
-fitted to one that does not tell the two scenes apart, tells no scene apart.
+fitted to one that does not tell the two scenes apart, tells no scene apart. Read with the two embeddings
+exchanged (``exchanged``), the same rule gives what embeddings that do not say which scene is which score: the
+control a family's share must clear.
 """
 
 from __future__ import annotations
@@ -63,10 +65,6 @@ class Swaps:
         starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
         return starts + np.arange(int(counts.sum()))
 
-    def partners(self, scenes: np.ndarray) -> np.ndarray:
-        """The swaps of ``scenes`` (sorted, unique): the scenes whose embeddings are needed beside theirs."""
-        return np.unique(self.swap[self.pairs(scenes)])
-
 
 def find_swaps(scenes: SceneSet, y: np.ndarray, present: np.ndarray) -> Swaps:
     """Every binding swap among ``scenes`` (K-object scenes), with ``y`` their embeddings ``[N, D]`` and
@@ -101,34 +99,53 @@ def _tied(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def unseen_pairs(swaps: Swaps, scenes: np.ndarray, present: np.ndarray, test_objects: np.ndarray) -> np.ndarray:
+    """Positions of the pairs of ``scenes`` (scenes of unseen objects) whose swap holds unseen objects only
+    (``test_objects``): to a family that learned nothing of the unseen objects the two are alike, so neither
+    prediction is the easier to read (a swap holding seen objects would be, and a family that only reproduces
+    the seen objects would seem to tell the two apart)."""
+    pos = swaps.pairs(np.asarray(scenes, dtype=np.int64))
+    seen = np.ones(present.shape[1], dtype=bool)
+    seen[np.asarray(test_objects, dtype=np.int64)] = False
+    return pos[~(present[swaps.swap[pos]] & seen).any(axis=1)]
+
+
 def told_apart(
-    swaps: Swaps, scored: np.ndarray, lookup: np.ndarray, logits: np.ndarray, present: np.ndarray
+    swaps: Swaps,
+    pos: np.ndarray,
+    lookup: np.ndarray,
+    logits: np.ndarray,
+    present: np.ndarray,
+    *,
+    exchanged: bool = False,
 ) -> np.ndarray:
-    """Per scene of ``scored`` (scorable scenes): is it told apart from every one of its swaps?
+    """Per scene with pairs among ``pos`` (sorted, unique scenes): is it told apart from every one of those swaps?
 
     Parameters
     ----------
-    swaps
-        The sweep's swaps.
-    scored
-        Scorable scene indices (see :meth:`Swaps.scored`).
+    swaps, pos
+        The sweep's swaps and the positions of the pairs scored (e.g. :func:`unseen_pairs`).
     lookup, logits
-        Sorted scene indices holding ``scored`` and their swaps, and the object probe's logits ``[len(lookup), U]``
+        Sorted scene indices holding those scenes and swaps, and the object probe's logits ``[len(lookup), U]``
         on their (predicted or true) embeddings.
     present
         ``[N, U]`` which objects each scene holds.
+    exchanged
+        Read each scene's objects on its swap's embedding and the swap's on the scene's: what embeddings that do
+        not say which scene is which score (the control of :func:`told_apart`).
     """
-    scored = np.asarray(scored, dtype=np.int64)
-    if not len(scored):
+    if not len(pos):
         return np.zeros(0, dtype=bool)
-    pos = swaps.pairs(scored)
     a, b = swaps.scene[pos], swaps.swap[pos]
     la, lb = logits[np.searchsorted(lookup, a)], logits[np.searchsorted(lookup, b)]
+    if exchanged:
+        la, lb = lb, la
     pa, pb = present[a], present[b]
     ok = _ranks_first(la, pa, pb & ~pa) & _ranks_first(lb, pb, pa & ~pb) & ~swaps.tied[pos]
-    failed = np.zeros(len(scored), dtype=np.int64)
-    np.add.at(failed, np.searchsorted(np.sort(scored), a), ~ok)
-    return failed[np.searchsorted(np.sort(scored), scored)] == 0
+    scenes, at = np.unique(a, return_inverse=True)
+    failed = np.zeros(len(scenes), dtype=np.int64)
+    np.add.at(failed, at, ~ok)
+    return failed == 0
 
 
 def _ranks_first(logits: np.ndarray, own: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -138,28 +155,26 @@ def _ranks_first(logits: np.ndarray, own: np.ndarray, others: np.ndarray) -> np.
     return lowest > highest
 
 
-def swap_chance(swaps: Swaps, scored: np.ndarray, present: np.ndarray) -> float:
-    """Expected share of ``scored`` told apart under random probe scores (each embedding's own; NaN for none).
+def swap_chance(swaps: Swaps, pos: np.ndarray, present: np.ndarray) -> float:
+    """Expected share of the scenes of the pairs ``pos`` told apart under random probe scores (each embedding's
+    own; NaN for none).
 
     A scene's own m objects score above the r other objects of its swaps with probability ``1 / C(m + r, m)``;
     each swap's objects above the scene's others likewise, independently; a tied pair never.
     """
-    scored = np.asarray(scored, dtype=np.int64)
-    if not len(scored):
+    if not len(pos):
         return float("nan")
-    pos = swaps.pairs(scored)
     a, b = swaps.scene[pos], swaps.swap[pos]
+    scenes, at = np.unique(a, return_inverse=True)
     pa, pb = present[a], present[b]
-    own_a, own_b = present[scored].sum(axis=1), pb.sum(axis=1)
-    rows, objects = np.nonzero(pb & ~pa)  # the swaps' objects a scene does not hold, per scene (union)
-    keys = np.unique(a[rows] * present.shape[1] + objects)
-    where = np.searchsorted(np.sort(scored), scored)
-    others_a = np.bincount(np.searchsorted(np.sort(scored), keys // present.shape[1]), minlength=len(scored))[where]
-    log_p = -_log_comb(own_a + others_a, own_a)
+    own_a, own_b = present[scenes].sum(axis=1), pb.sum(axis=1)
+    rows, objects = np.nonzero(pb & ~pa)  # the swaps' objects a scene does not hold, per scene (their union)
+    keys = np.unique(at[rows] * present.shape[1] + objects)
+    others_a = np.bincount(keys // present.shape[1], minlength=len(scenes))
     pair_log = np.where(swaps.tied[pos], -np.inf, -_log_comb(own_b + (pa & ~pb).sum(axis=1), own_b))
-    total = np.zeros(len(scored))
-    np.add.at(total, np.searchsorted(np.sort(scored), a), pair_log)
-    return float(np.exp(log_p + total[where]).mean())
+    total = np.zeros(len(scenes))
+    np.add.at(total, at, pair_log)
+    return float(np.exp(total - _log_comb(own_a + others_a, own_a)).mean())
 
 
 def _log_comb(n: np.ndarray, k: np.ndarray) -> np.ndarray:
