@@ -22,7 +22,7 @@ from bindscope.estimators.metrics import percent
 from bindscope.estimators.verdicts import BAG, CHANCE, RAND, REASONS, Measured, Verdict, judge
 from bindscope.space.concepts import SceneSet
 
-Unit = Literal["rate", "r2", "share"]
+Unit = Literal["rate", "r2", "share", "number"]
 
 #: How a verdict reads in a card cell and a sentence.
 ANSWER_WORDS = {"binds": "binds", "no_binding": "no binding", "undetermined": "undetermined"}
@@ -40,7 +40,7 @@ class CardColumn:
         Its header on the card, with its unit (e.g. ``object probe, %``).
     unit
         ``rate`` (a share of counted cases: percent with n and 95% interval), ``share`` (a share without cases,
-        e.g. a fraction of objects seen) or ``r2``.
+        e.g. a fraction of objects seen), ``r2``, or ``number`` (any other number, e.g. a mean cosine).
     question
         The question in words, for a reading (e.g. ``objects recoverable beyond a bag of concepts``).
     """
@@ -89,10 +89,7 @@ def value_text(verdict: Verdict, unit: Unit, *, interval: bool = True) -> str:
     v = verdict.value
     if v is None:
         return "-"
-    if unit == "r2":
-        shown = f"R² {v:.3f}"
-    else:
-        shown = percent(v)
+    shown = number_text(v, unit)
     if interval and verdict.n_cases is not None and verdict.ci_low is not None and verdict.ci_high is not None:
         ci = f"{CONFIDENCE:.0%} CI {100 * verdict.ci_low:.1f}–{100 * verdict.ci_high:.1f}%"
         shown += f" ({ci}, n = {verdict.n_cases:,})"
@@ -101,9 +98,21 @@ def value_text(verdict: Verdict, unit: Unit, *, interval: bool = True) -> str:
     return shown
 
 
+def number_text(value: float, unit: Unit) -> str:
+    """A number in its unit: ``R² 0.912``, ``0.022``, ``87.5%``."""
+    if unit == "r2":
+        return f"R² {value:.3f}"
+    return f"{value:.3f}" if unit == "number" else percent(value)
+
+
+def plain(unit: Unit) -> bool:
+    """Whether a unit is shown as a plain number (R², a cosine), not in percent."""
+    return unit in ("r2", "number")
+
+
 def sd_text(sd: float, unit: Unit) -> str:
     """A standard deviation over seeds in the number's unit (points for a share)."""
-    return f"{sd:.3f}" if unit == "r2" else f"{100 * sd:.1f} points"
+    return f"{sd:.3f}" if plain(unit) else f"{100 * sd:.1f} points"
 
 
 def floor_text(verdict: Verdict, unit: Unit) -> str:
@@ -112,7 +121,7 @@ def floor_text(verdict: Verdict, unit: Unit) -> str:
     for name in (BAG, RAND, CHANCE):
         value = verdict.floor_value(name)
         if value is not None:
-            parts.append(f"{name} {f'{value:.3f}' if unit == 'r2' else percent(value)}")
+            parts.append(f"{name} {f'{value:.3f}' if plain(unit) else percent(value)}")
     return ", ".join(parts) or "no floor measured"
 
 
@@ -122,14 +131,15 @@ def verdict_words(column: CardColumn, verdict: Verdict) -> str:
     body = f"{value_text(verdict, column.unit)} vs {floor_text(verdict, column.unit)}"
     why = REASONS[verdict.reason]
     if verdict.margin is not None and verdict.floor is not None:
-        unit = "" if column.unit == "r2" else " points"
-        scale = 1.0 if column.unit == "r2" else 100.0
-        margin, needs = scale * verdict.margin, scale * verdict.required
-        why += f" (margin {margin:+.1f}{unit} over {verdict.floor.name}, needs {needs:g})"
+        if plain(column.unit):
+            why += f" (margin {verdict.margin:+.3f} over {verdict.floor.name}, needs {verdict.required:g})"
+        else:
+            margin, needs = 100 * verdict.margin, 100 * verdict.required
+            why += f" (margin {margin:+.1f} points over {verdict.floor.name}, needs {needs:g})"
     scored = f"; scored on {verdict.scored_on}" if verdict.scored_on else ""
     others = "".join(
         f"; under {a.setting}: {ANSWER_WORDS[a.answer]}"
-        + (f" ({percent(a.value) if column.unit != 'r2' else f'{a.value:.3f}'})" if a.value is not None else "")
+        + (f" ({number_text(a.value, column.unit)})" if a.value is not None else "")
         for a in verdict.alternatives
     )
     return f"{head}, {body}; {why}{scored}{others}"

@@ -234,7 +234,7 @@ def judged(analysis: Analysis, result: Result, arrays: AnalysisInputs, settings:
 
 def rand_distance(arrays: AnalysisInputs) -> float | None:
     """``||Y - Y_rand|| / ||Y||`` (Frobenius) where the inputs hold the ``+rand`` control; None otherwise."""
-    if arrays.control is None:
+    if arrays.control is None or np.shape(arrays.control) != np.shape(arrays.embeddings):
         return None
     y = np.asarray(arrays.embeddings, dtype=np.float64)
     scale = float(np.linalg.norm(y))

@@ -216,7 +216,9 @@ def judge(measured: Measured, bag: Measured | None, *, required: float = MARGIN)
     base |= {"floor": judged, "margin": margin}
     if measured.blocked is not None:
         return Verdict(answer="undetermined", reason=measured.blocked, **base)
-    at_ceiling = bag_value >= measured.ceiling - required if measured.higher else bag_value <= measured.ceiling
+    at_ceiling = (
+        bag_value >= measured.ceiling - required if measured.higher else bag_value <= measured.ceiling + required
+    )
     if at_ceiling:
         return Verdict(answer="undetermined", reason="floor_at_ceiling", **base)
     answer, reason = _answer(values, judged.value, required, measured.higher)

@@ -17,10 +17,17 @@ from typing import Any
 import pandas as pd
 
 from bindscope.analyses import get_analysis, list_analyses, load_result
-from bindscope.analyses.card import ANSWER_WORDS, CardColumn, floor_text, sd_text, value_text, verdict_words
+from bindscope.analyses.card import (
+    ANSWER_WORDS,
+    CardColumn,
+    floor_text,
+    number_text,
+    sd_text,
+    value_text,
+    verdict_words,
+)
 from bindscope.analyses.results import LoadedResult, read_header
 from bindscope.estimators.intervals import CONFIDENCE
-from bindscope.estimators.metrics import percent
 from bindscope.estimators.verdicts import BAG, CHANCE, RAND, REASONS, Verdict, skipped_verdict
 from bindscope.pipeline.steps import Skip
 
@@ -311,4 +318,4 @@ def short_value(cell: Cell) -> str:
     v = cell.verdict.value
     if v is None:
         return "-"
-    return f"R² {v:.3f}" if cell.column.unit == "r2" else percent(v)
+    return number_text(v, cell.column.unit)

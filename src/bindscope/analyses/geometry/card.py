@@ -31,7 +31,7 @@ COLUMNS = (
     CardColumn(FACTORIZATION, "factorization R², all objects", "r2", "object vectors are sums of concept parts"),
     CardColumn(HELD_OUT, "factorization R², unseen objects", "r2", "the concept parts predict unseen objects"),
     CardColumn(HEADS, "linear heads on unseen objects, %", "rate", "linear heads read every concept of unseen objects"),
-    CardColumn(ACROSS, "mean |cos| across concepts, as %", "share", "concepts take orthogonal directions"),
+    CardColumn(ACROSS, "mean |cos| across concepts", "number", "concepts take orthogonal directions"),
 )
 #: The objects the held-out columns score.
 UNSEEN = "objects unseen by the fit"

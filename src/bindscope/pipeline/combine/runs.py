@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bindscope.analyses.card import plain
 from bindscope.analyses.results import LoadedResult, read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
@@ -237,7 +238,7 @@ def metric_plot(rows: list[tuple[str, CardRow]], column: str, path: Path) -> Pat
     plt = pyplot()
     shown = [(label, r, r.cells[column]) for label, r in rows if column in r.cells]
     unit = shown[0][2].column.unit
-    scale = 1.0 if unit == "r2" else 100.0
+    scale = 1.0 if plain(unit) else 100.0
     names = [f"{label} / {r.dataset} / {r.label}" for label, r, _ in shown]
     verdicts = [cell.verdict for _, _, cell in shown]
     values = np.array([np.nan if v.value is None else v.value for v in verdicts], dtype=float)
