@@ -38,7 +38,8 @@ COLUMNS = (
     ),
 )
 #: The column reads the largest fraction at which every seed scores at least this many scenes needing binding
-#: (and :data:`~bindscope.analyses.complexity.curves.COVERED_AT` of the test_only scenes hold fitted values only).
+#: (and :data:`~bindscope.analyses.complexity.curves.COVERED_AT` of the test_only scenes hold fitted values only);
+#: where none does, it is not measured (a rate of a handful of scenes would read "no binding" on no evidence).
 MIN_CASES = 10
 SCORED_ON = "scenes of unseen objects that need binding, against their binding swaps"
 
@@ -50,24 +51,20 @@ def labels_by_simplicity(settings: ComplexitySettings) -> list[str]:
 
 def column_fraction(table: pd.DataFrame) -> float | None:
     """The fraction the column reads: the largest at which every seed scores at least :data:`MIN_CASES` test_only
-    scenes needing binding and :data:`COVERED_AT` of its test_only scenes hold fitted values only; else the one of
-    the most such scenes (the larger on a tie); None where no scene needing binding was scored.
+    scenes needing binding and :data:`COVERED_AT` of its test_only scenes hold fitted values only (else a family
+    could fail for want of a trained table row); None where no fraction does (the column is not measured).
 
     It depends on the scenes, the splits and the settings only, never on the embeddings: the model and its bag of
     concepts are read at the same fraction. The largest qualifying fraction gives every family the most seen
     objects to generalise from, with enough cases for an interval.
     """
     scenes = curve(table, "scenes", UNSEEN, SWAP_SCENES, "")
-    if scenes.empty or not float(scenes.max().max()) > 0:
+    if scenes.empty:
         return None
     cover = curve(table, "scenes", "test_only", "covered_share", "").reindex_like(scenes)
     enough = (scenes.min(axis=0) >= MIN_CASES) & (cover.mean(axis=0) >= COVERED_AT)
-    fractions = [float(f) for f in scenes.columns]
-    qualified = [f for f, ok in zip(fractions, enough.to_numpy()) if ok]
-    if qualified:
-        return max(qualified)
-    mean = scenes.mean(axis=0).to_numpy(dtype=float)
-    return max(f for f, m in zip(fractions, mean) if m == mean.max())
+    qualified = [float(f) for f, ok in zip(scenes.columns, enough.to_numpy()) if ok]
+    return max(qualified) if qualified else None
 
 
 def best_family(table: pd.DataFrame, fraction: float, labels: list[str]) -> str | None:
@@ -84,13 +81,14 @@ def best_family(table: pd.DataFrame, fraction: float, labels: list[str]) -> str 
 def generalisation(table: pd.DataFrame, labels: list[str]) -> Generalisation:
     """What the column reads: its fraction, family, scenes per seed and the families fitting there."""
     fraction = column_fraction(table)
+    per_fraction = curve(table, "scenes", UNSEEN, SWAP_SCENES, "").mean(axis=0)  # scenes per seed
     if fraction is None:
-        return Generalisation(fraction=None, family=None, scenes=None, fitting=[])
-    scenes = curve(table, "scenes", UNSEEN, SWAP_SCENES, "")[fraction]
+        most = float(per_fraction.max()) if len(per_fraction) else None
+        return Generalisation(fraction=None, family=None, scenes=most, fitting=[])
     return Generalisation(
         fraction=fraction,
         family=best_family(table, fraction, labels),
-        scenes=float(scenes.mean()),
+        scenes=float(per_fraction[fraction]),
         fitting=fitting(table, labels, fraction),
     )
 

@@ -5,6 +5,7 @@ none)."""
 from __future__ import annotations
 
 from bindscope.analyses.base import Rows
+from bindscope.analyses.complexity.card import MIN_CASES
 from bindscope.analyses.complexity.curves import COVERED_AT, FITS_AT, GENERALISES_AT
 from bindscope.analyses.complexity.families import Family, Memorises
 from bindscope.analyses.complexity.reuse import FITS
@@ -157,7 +158,12 @@ def probe_scenes_note(unscored: int | None, probe_scenes: str) -> str:
 def generalisation_note(read: Generalisation) -> str:
     """What the card's column read, in one line."""
     if read.fraction is None or read.family is None:
-        return "no test_only scene needing binding was scored: the binding column is not measured"
+        most = "none at any fraction" if not read.scenes else f"at most {read.scenes:.1f} per seed at any fraction"
+        return (
+            f"the binding column is not measured: no fraction whose test scenes hold fitted values only scores "
+            f"{MIN_CASES} test_only scenes needing binding (with swaps of unseen objects) on every seed ({most}); "
+            "a larger concept space, or fractions where fewer objects are seen, give more"
+        )
     scenes = "" if read.scenes is None else f" ({read.scenes:.0f} scenes needing binding per seed)"
     said = f"binding on unseen objects read for {read.family} at f = {read.fraction:g}{scenes}"
     if read.fitting:
@@ -224,7 +230,7 @@ def headline(summary: ComplexitySummary) -> Rows:
             *(f"acc@{f} %" for f in shown),
             f"train acc@{top} %",
             f"train R²@{top}",
-            f"binding@{card or '-'} % (exchanged)",
+            f"binding@{card} % (exchanged)" if card else "binding % (exchanged)",
             "seconds",
         )
     ]

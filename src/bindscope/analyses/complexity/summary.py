@@ -114,7 +114,9 @@ class FitCounts(Schema):
 class Generalisation(Schema):
     """What the card's column read (:mod:`~bindscope.analyses.complexity.card`): the fraction and the family whose
     test_only scenes needing binding it scored, the scored scenes per seed there, and the families that fit their
-    training scenes at that fraction (none: the column's verdict is ``undetermined``, ``no_fit``)."""
+    training scenes at that fraction (none: the column's verdict is ``undetermined``, ``no_fit``). Where no
+    fraction has enough such scenes, ``fraction`` and ``family`` are None and ``scenes`` is the most any fraction
+    scored per seed."""
 
     fraction: float | None
     family: str | None
