@@ -46,13 +46,18 @@ def test_sum_of_concept_vectors_is_fitted_by_the_additive_family(scenes: SceneSe
     assert s["verdict"]["simplest_generalising"] == "additive" and s["verdict"]["f_star"] == 0.3
     assert s["verdict"]["reliable"] is True
     assert all(v["converged"]["0.3"]["mean"] == 1.0 for v in fams.values())
+    # the evidence first: the family that generalises fits the scenes it was fitted on
+    assert fams["additive"]["fits_training"]["0.6"]["mean"] == 1.0 and "additive" in s["verdict"]["fitting"]
+    assert fams["additive"]["train_r2"]["0.6"]["mean"] > 0.95
 
 
 def test_a_lookup_table_per_object_generalises_under_no_family(scenes: SceneSet) -> None:
     s = _verdict(scenes, "object_lookup", ("additive", "mlp"), (0.2, 0.6))
     assert s["verdict"]["simplest_generalising"] is None
-    # a product that keeps fitting the training objects is flagged: then no high-complexity claim
-    assert s["verdict"]["reading"].endswith("a high-complexity binding function") == s["verdict"]["reliable"]
+    # a product that keeps fitting the training objects is flagged: then no high-complexity claim; nor without a
+    # family that fits its training scenes
+    high = s["verdict"]["reading"].endswith("a high-complexity binding function")
+    assert high == (s["verdict"]["reliable"] and bool(s["verdict"]["fitting"]))
     for name, entry in s["approximators"].items():
         assert entry["f_star"] is None, name
         assert max(v["mean"] for v in entry["object_acc"].values()) < 0.02, name  # near chance
