@@ -9,11 +9,12 @@ import os
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bindscope.analyses import load_result
 from bindscope.core.locks import lock_path, output_lock
-from bindscope.pipeline.report import report_card
+from bindscope.pipeline.card import report_card
 from cli_checks import assert_one_line_error
 
 # A seeded subsample of clevr's 576 scenes that keeps every object in both slots: every analysis still applies, on
@@ -82,34 +83,32 @@ def test_the_run_folder(run: tuple[Path, Path, str]) -> None:
     assert intervene.numbers["probes"]["fitted_here"] is False  # the run's probes were used
     assert intervene.numbers["banks"]["single"]["available"]
     assert "report: " in stdout
-    assert "clevr / minilm-text:\n  objects recoverable: yes" in stdout  # the plain-language answers
+    assert "clevr / minilm-text:\n  objects recoverable beyond a bag of concepts: " in stdout  # the answers
 
 
 def test_the_report_card_equals_the_summaries(run: tuple[Path, Path, str]) -> None:
     _, out, _ = run
     (row,) = report_card(out)
     folder = out / "results" / "clevr" / "minilm-text"
+    for name in ANALYSES:  # every cell is its analysis's stored verdict, in the order of the story
+        typed = load_result(folder / name).typed
+        for key, verdict in typed.verdicts.items():
+            assert row.verdict(key) == verdict
+    assert list(row.cells) == [k for a in ANALYSES for k in load_result(folder / a).typed.verdicts]
     probe = load_result(folder / "probe").numbers
-    assert row.cells["object probe"] == probe["test"]["object_acc"]["mean"]
-    assert row.cells["random weights"] == probe["controls"]["rand"]["test"]["object_acc"]["mean"]
-    decompose = load_result(folder / "decompose").numbers
-    assert row.cells["object-additive R²"] == decompose["r2"]["test"]["object_additive"]["mean"]
-    geometry = load_result(folder / "geometry").numbers
-    assert row.cells["factorization R²"] == geometry["positions"][0]["r2"]
-    complexity = load_result(folder / "complexity").numbers
-    assert row.cells["f*"] == complexity["verdict"]["f_star"]
-    assert any(r.startswith("objects recoverable: yes") for r in row.readings)
-    # each rate's n: the test scenes of the probe's seed, the edits per seed, the unseen objects
+    objects = row.verdict("objects recoverable")
+    assert objects.value == probe["test"]["object_acc"]["mean"]
+    assert objects.floor_value("+rand") == probe["controls"]["rand"]["test"]["object_acc"]["mean"]
+    assert objects.floor_value("bag of concepts") is not None and objects.floor_value("chance") is not None
+    # each rate's n: the test scenes of the probe's seed
     per_scene = load_result(folder / "probe").read_table("per_scene")
     tested = int(((per_scene.group == "test") & (per_scene.probe == "object")).sum())
-    assert row.counts["object probe"] == row.counts["random weights"] == tested == SCENES - int(0.4 * SCENES)
-    intervene = load_result(folder / "intervene").typed
-    edits = intervene.results[intervene.edits[0]]["obj-avg"]["shared"][f"{intervene.table_k:g}"]
-    assert row.counts["edit shared"] == edits.cases > 0  # one seed
-    held = geometry["positions"][0]["held_out"][f"{geometry['headline_fraction']:g}"]
-    assert row.counts["linear heads (unseen)"] == held["objects"]
-    assert isinstance(row.cells["complexity"], str) and " seen" in row.cells["complexity"]  # in words
-    assert any("(95% CI " in r and f"n = {tested})" in r for r in row.readings)
+    assert objects.n_cases == tested == SCENES - int(0.4 * SCENES)
+    assert objects.ci_low <= objects.value <= objects.ci_high
+    assert row.readings[0].startswith("objects recoverable beyond a bag of concepts: ")
+    assert all(v.answer in ("binds", "no_binding", "undetermined") for v in (c.verdict for c in row.cells.values()))
+    card = pd.read_csv(out / "report" / "card.csv")
+    assert list(card.column) == list(row.cells) and {"n_cases", "ci_low", "ci_high", "verdict"} <= set(card.columns)
 
 
 def test_every_step_says_its_wall_time_and_the_run_ends_with_a_time_table(run: tuple[Path, Path, str]) -> None:
@@ -188,7 +187,7 @@ def test_the_report_in_headless_chromium(run: tuple[Path, Path, str], tmp_path: 
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         card = driver.execute_script("return document.querySelector('table').innerText")
-        assert "object probe, %" in card and "minilm-text" in card
+        assert "object probe, %" in card and "minilm-text" in card and "bag of concepts" in card
         page = driver.execute_script(READ_PAGE)
         assert driver.save_screenshot(str(tmp_path / "report.png"))
     finally:
@@ -203,13 +202,15 @@ def test_the_report_in_headless_chromium(run: tuple[Path, Path, str], tmp_path: 
         assert section["path"] == f"results/clevr/minilm-text/{section['analysis']}"
     # every figure with a sentence saying what it shows
     assert page["figures"] == len(widths) and all(len(c.split()) >= 8 for c in page["captions"])
-    # every rate of the card with its interval and n; the complexity cell in words
+    # every rate of the card with its interval and n, its floors and its verdict; every cell with a verdict
+    table = pd.read_csv(out / "report" / "card.csv")
     rates = page["rates"]
-    assert len(rates) == 5  # object probe, random weights, edit shared, edit different, linear heads (unseen)
+    assert len(rates) == int(((table.unit == "rate") & table.n_cases.notna()).sum()) >= 4
     for cell in rates:
-        assert re.fullmatch(r"\d+\.\d%\n?95% CI \d+\.\d–\d+\.\d%\n?n = [\d,]+", cell["text"].strip()), cell
+        assert re.match(r"\d+\.\d+%\n?95% CI \d+\.\d–\d+\.\d%\n?n = [\d,]+\n", cell["text"].strip()), cell
         assert float(cell["low"]) <= float(cell["value"]) / 100 + 1e-9 <= float(cell["high"]) + 2e-9
-    assert re.search(r"(low|moderate|high|unknown|cannot tell)[^|]*: ", page["complexity"])
+        assert "bag of concepts" in cell["text"] and cell["verdict"] in ("binds", "no_binding", "undetermined")
+    assert page["verdicts"] == len(table)
 
 
 # The page as Chromium lays it out: contents, steps, sections, figures, the card's rate cells.
@@ -217,8 +218,6 @@ READ_PAGE = """
 const ids = new Set(Array.from(document.querySelectorAll('[id]')).map(e => e.id));
 const links = Array.from(document.querySelectorAll('nav#contents a')).map(a => a.getAttribute('href'));
 const nav = document.querySelector('nav#contents'), card = document.getElementById('card');
-const heads = Array.from(document.querySelectorAll('table.card thead tr:last-child th')).map(t => t.innerText);
-const column = heads.indexOf('complexity');
 return {
   links: links,
   broken: links.filter(h => !h.startsWith('#') || !ids.has(h.slice(1))),
@@ -229,9 +228,10 @@ return {
   figures: document.querySelectorAll('figure').length,
   captions: Array.from(document.querySelectorAll('figure'))
     .map(f => (f.querySelector('figcaption') || {}).innerText || ''),
-  rates: Array.from(document.querySelectorAll('table.card td.rate')).map(td => ({
-    text: td.innerText, low: td.dataset.low, high: td.dataset.high, value: td.innerText.split('%')[0]})),
-  complexity: column < 0 ? '' : document.querySelector('table.card tbody tr').children[column].innerText,
+  rates: Array.from(document.querySelectorAll('table.card td.rate[data-n]')).map(td => ({
+    text: td.innerText, low: td.dataset.low, high: td.dataset.high, value: td.innerText.split('%')[0],
+    verdict: td.dataset.verdict})),
+  verdicts: document.querySelectorAll('table.card td[data-verdict] span.verdict').length,
 };
 """
 
@@ -250,16 +250,19 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     # each run labelled by its config name, told apart by its folder where two share it
     assert list(dict.fromkeys(card.run)) == ["tiny (run)", "tiny (again)"]
     assert json.loads((tmp_path / "cmp" / "warnings.json").read_text()) == [] and "warning:" not in done.stderr
-    assert card["object probe"].nunique() == 1
+    objects = card[card.column == "objects recoverable"]
+    assert objects.value.nunique() == 1 and len(objects) == 2
     (row,) = report_card(out)
-    assert list(card["object probe n"]) == [row.counts["object probe"]] * 2  # each rate's n beside it
+    assert list(objects.n_cases) == [row.verdict("objects recoverable").n_cases] * 2  # each rate's n beside it
+    assert {"ci_low", "ci_high", "verdict", "bag", "rand", "chance"} <= set(card.columns)
     merged = pd.read_parquet(tmp_path / "cmp" / "results.parquet")
     assert set(merged.run) == {"tiny (run)", "tiny (again)"} and set(merged.analysis_folder) == set(ANALYSES)
     assert list(merged.columns[:4]) == ["run", "dataset", "embeddings", "analysis_folder"]
-    assert (tmp_path / "cmp" / "plots" / "object_probe.png").is_file()
+    assert (tmp_path / "cmp" / "plots" / "objects_recoverable.png").is_file()
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert page.count("<figure><img") == len(list((tmp_path / "cmp" / "plots").glob("*.png"))) >= 4
-    assert "<figcaption>object probe of each run" in page and "marked: random weights, chance, bag of concepts" in page
+    assert "<figcaption>objects recoverable of each run" in page
+    assert "its floors (bag of concepts, +rand, chance)" in page
     assert page.count("n = ") >= 2 * 5  # the card's rates with their n, in both runs' rows
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["datasets"]["clevr"]["hash"] = "0" * 64
