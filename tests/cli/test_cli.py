@@ -132,7 +132,7 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
         assert (tmp_path / "run" / "results" / "clevr" / "minilm-text" / step / "summary.json").is_file()
     probe = json.loads((tmp_path / "run" / "results" / "clevr" / "minilm-text" / "probe" / "summary.json").read_text())
     assert probe["controls"]["rand"], "the +rand embeddings are found as the control"
-    assert "clevr / minilm-text:\n  objects recoverable: yes" in out.stdout
+    assert "clevr / minilm-text:\n  objects recoverable beyond a bag of concepts: " in out.stdout
     assert (tmp_path / "run" / "scratch" / "small-f0.8" / "model").is_dir()
     assert (tmp_path / "run" / "report.html").is_file() and "report: " in out.stdout
     stamp = (tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json").stat().st_mtime_ns
