@@ -9,7 +9,7 @@ import pytest
 
 from bindscope.pipeline import run as run_module
 from bindscope.pipeline.config import parse_config
-from bindscope.pipeline.report import report_card
+from bindscope.pipeline.card import report_card
 
 # An in-process MiniLM run: on the worker of test_run.py's in-process runs, which imports sentence-transformers once.
 
@@ -44,7 +44,8 @@ def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytes
         assert folders == sorted([*layers, "m-text", "m-text-single"])  # the final embedding is kept beside them
     rows = {(r.dataset, r.label): r for r in report_card(tmp_path / "run")}
     assert all(("clevr", f"m-text-L{i}") in rows for i in range(7)) and ("clevr", "m-text") in rows
-    assert rows[("clevr", "m-text-L6")].cells["object probe"] > rows[("clevr", "m-text-L0")].cells["chance"]
+    top, bottom = rows[("clevr", "m-text-L6")].verdict("objects recoverable"), rows[("clevr", "m-text-L0")]
+    assert top is not None and top.value > bottom.verdict("objects recoverable").floor_value("chance")
     assert sorted(p.name for p in (tmp_path / "run" / "report").iterdir()) == [
         "depth-again-m-text.png",
         "depth-clevr-m-text.png",

@@ -81,7 +81,7 @@ class Summary(Schema):
 
     #: Each card column's typed verdict (:class:`~bindscope.estimators.verdicts.Verdict`), judged by the registry
     #: against the same analysis run on the ideal bag of concepts; empty for an analysis without card columns.
-    verdicts: dict[str, Verdict] = Field(default_factory=dict)
+    verdicts: dict[str, Verdict] = Field(default_factory=dict, exclude_if=lambda v: not v)
     #: How far the embeddings are from their ``+rand`` control's (relative Frobenius distance), where the analysis
     #: was given the control: near 0, the model's weights did not shape its embeddings.
     rand_distance: float | None = Field(None, exclude_if=lambda v: v is None)
