@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bindscope.pipeline import run as run_module
-from bindscope.pipeline.config import parse_config
 from bindscope.pipeline.card import report_card
+from bindscope.pipeline.config import parse_config
 
 # An in-process MiniLM run: on the worker of test_run.py's in-process runs, which imports sentence-transformers once.
 

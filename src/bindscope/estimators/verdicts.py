@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -197,7 +197,7 @@ def judge(measured: Measured, bag: Measured | None, *, required: float = MARGIN)
         for name, v in ((BAG, bag_floor(measured, bag)), (RAND, _mean(measured.rand)), (CHANCE, measured.chance))
         if v is not None and math.isfinite(v)
     ]
-    base = {
+    base: dict[str, Any] = {
         "value": value,
         "sd": sd,
         "seeds": int(len(values)),
