@@ -1,4 +1,6 @@
-"""Probes (docs/method/03-probes.md): targets, set separation, chance, the optimisers, persistence."""
+"""Probes (docs/method/03-probes.md): targets, set separation, chance, the optimisers, persistence.
+
+The default ``regularised`` optimiser has its own tests (test_probe_regularised.py)."""
 
 from __future__ import annotations
 
@@ -142,7 +144,9 @@ def test_probe_set_normalize_is_scale_invariant(clevr, tmp_path: Path) -> None:
 
 
 def test_probe_errors(clevr, tmp_path: Path) -> None:
-    with pytest.raises(BindscopeError, match="optimizer: Input should be 'fast', 'reference' or 'lbfgs'"):
+    with pytest.raises(
+        BindscopeError, match="optimizer: Input should be 'regularised', 'fast', 'reference' or 'lbfgs'"
+    ):
         ProbeSet("sgd")
     with pytest.raises(BindscopeError, match="invalid ProbeFit: steps: must be at least 1, got 0"):
         ProbeSet(steps=0)
@@ -176,7 +180,7 @@ def test_separable_probes_over_budget_keep_lbfgs_and_say_so(clevr, caplog) -> No
     names, blocks, t = stack_targets(soft_targets(clevr), len(y))
     x, tt = torch.from_numpy(y[:230])[None], torch.from_numpy(t[:230])[None]
     with caplog.at_level("WARNING", logger="bindscope.estimators.probes"):
-        _, solver = fit_probe_weights(x, tt, blocks, [0], exact_budget_s=0.0)
+        _, solver = fit_probe_weights(x, tt, blocks, [0], optimizer="fast", exact_budget_s=0.0)
     assert solver[0][names.index("object")] == "lbfgs-separable"
     assert "would take about" in caplog.text and "--optimizer reference" in caplog.text
     _, solver = fit_probe_weights(x, tt, blocks, [0], optimizer="lbfgs")

@@ -1,5 +1,16 @@
 """Linear probes over seeds (docs/method/03-probes.md): their settings, one variant's fit and score on each
 seed's scene split, and the saved probe folders. Shared by every analysis that fits probes.
+
+With the default ``regularised`` optimiser a run also records, per seed, how each probe's penalty was chosen
+(:attr:`ProbeRun.strengths`, a :class:`~bindscope.estimators.regularised.StrengthChoice` per probe: the grids,
+the cross-validated losses, the chosen setting, the one-standard-error band, convergence) and the scene counts
+(:attr:`ProbeRun.scene_counts`). Its **band** is what the training scenes cannot tell apart: every setting
+within one standard error of each probe's best, fitted on all training scenes and scored like the chosen fit.
+:attr:`ProbeRun.band` holds, per seed, the lowest (``low``) and highest (``high``) test value of each metric over
+the band's fits (each probe's extreme over its own band; ``concept_acc`` is the mean of the concepts'). The
+tidy table carries them as rows of the variant ``"<variant>:band_low"`` / ``"<variant>:band_high"``
+(:func:`band_variant`; train and test groups, the run's control): where the verdict read from ``low`` differs
+from the one read from ``high``, the training data cannot decide it.
 """
 
 from __future__ import annotations
@@ -24,16 +35,25 @@ from bindscope.estimators.probes import (
     ProbeSet,
     chance_accuracy,
     fit_probe_weights,
+    fit_regularised_probes,
     save_probes,
     set_separation_correct,
     soft_targets,
     stack_targets,
 )
+from bindscope.estimators.regularised import RegularisedFit, StrengthChoice
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_SEEDS, SceneSplit, check_fraction, scene_split
 
 #: The seed of the permuted-label control's shuffle.
 PERMUTATION_SEED = 12345
+#: The band's two ends: the lowest and highest value of each metric over the band's fits.
+BAND_SIDES = ("low", "high")
+
+
+def band_variant(variant: str, side: str) -> str:
+    """The tidy-table variant of one end of a variant's band: ``"base:band_low"``, ``"objects:band_high"``."""
+    return f"{variant}:band_{side}"
 
 
 class ProbeSettings(ProbeFit, ParitySettings):
@@ -44,10 +64,11 @@ class ProbeSettings(ProbeFit, ParitySettings):
     2-object scenes; `text` drops its single-object captions), ``all`` every scene.
     ``split_source``: where the scene split's permutation comes from (numpy, or ``paper``:
     ``torch.randperm`` as the research code draws it; see :func:`~bindscope.space.splits.scene_split`).
-    ``parity="paper"``: the research code's choices for the fields not given (:attr:`PAPER`).
+    ``parity="paper"``: the research code's choices for the fields not given (:attr:`PAPER`), the paper's
+    optimiser trajectory (``fast``) among them.
     """
 
-    PAPER: ClassVar[dict[str, Any]] = {"split_source": "paper", "scenes": "full"}
+    PAPER: ClassVar[dict[str, Any]] = {"split_source": "paper", "scenes": "full", "optimizer": "fast"}
 
     parity: Literal["bindscope", "paper"] = Field(
         "bindscope",
@@ -85,6 +106,9 @@ class ProbeRun:
     solver: dict[int, dict[str, str]] = field(default_factory=dict)
     per_scene: list[pd.DataFrame] = field(default_factory=list)
     train_scenes: dict[int, np.ndarray] = field(default_factory=dict)  # seed -> scene indices fitted on
+    scene_counts: dict[int, dict[str, int]] = field(default_factory=dict)  # seed -> {"train": n, "test": m}
+    strengths: dict[int, dict[str, StrengthChoice]] = field(default_factory=dict)  # regularised: seed -> probe
+    band: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)  # seed -> low/high -> metric (test)
 
 
 def _accuracy_rows(
@@ -146,21 +170,36 @@ def probe_variant(
         [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
     )
     t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
-    w, solver = fit_probe_weights(
-        x.to(settings.device), t.to(settings.device), blocks, list(settings.seeds), **settings.solver_options()
-    )
+    x, t = x.to(settings.device), t.to(settings.device)
+    fit: RegularisedFit | None = None
+    if settings.optimizer == "regularised":
+        fit = fit_regularised_probes(x, t, blocks, list(settings.seeds), **settings.regularised_options())
+        w, solver = fit.weights, fit.solver
+    else:
+        w, solver = fit_probe_weights(x, t, blocks, list(settings.seeds), **settings.solver_options())
     run = ProbeRun()
     for i, (seed, sp) in enumerate(splits.items()):
         coef = w[i].cpu().numpy()
         run.weights[seed] = {n: coef[b] for n, b in zip(names, blocks)}
         run.means[seed] = means[seed]
         run.train_scenes[seed] = sp.train
+        run.scene_counts[seed] = {"train": len(sp.train), "test": len(sp.test)}
         run.solver[seed] = {n: str(e) for n, e in zip(names, solver[i])}
+        if fit is not None:
+            run.strengths[seed] = dict(zip(names, fit.choices[i]))
         for group, idx in (("train", sp.train), ("test", sp.test)):
             xs = prep.apply(y[idx], means[seed]).astype(np.float32)
             correct = {n: set_separation_correct(xs @ run.weights[seed][n].T, targets[n][idx]) for n in names}
             acc = {n: c.mean() for n, c in correct.items()}
             run.rows += _accuracy_rows(analysis, variant, control, group, seed, acc, columns)
+            if fit is not None:
+                ends = band_ends(xs, fit, i, {n: targets[n][idx] for n in names}, names, blocks)
+                for side, side_acc in ends.items():
+                    run.rows += _accuracy_rows(
+                        analysis, band_variant(variant, side), control, group, seed, side_acc, columns
+                    )
+                if group == "test":
+                    run.band[seed] = {side: accuracy_metrics(side_acc) for side, side_acc in ends.items()}
             if chance:
                 chance_acc = {n: chance_accuracy(targets[n][idx]) for n in names}
                 run.rows += _accuracy_rows(analysis, "chance", NO_CONTROL, group, seed, chance_acc, columns)
@@ -170,6 +209,29 @@ def probe_variant(
                     for n, c in correct.items()
                 ]
     return run
+
+
+def band_ends(
+    x: np.ndarray,
+    fit: RegularisedFit,
+    i: int,
+    targets: Mapping[str, np.ndarray],
+    names: tuple[str, ...],
+    blocks: list[slice],
+) -> dict[str, dict[str, float]]:
+    """Each probe's lowest and highest set-separation accuracy on inputs ``x`` ``[N, D]`` over the fits of its
+    band (fit ``i`` of ``fit``): ``{"low": {probe: acc}, "high": {probe: acc}}``."""
+    path = fit.path[i].to(torch.float32)  # [P, G, L, D]
+    logits = torch.from_numpy(np.ascontiguousarray(x)).to(path.device) @ path.flatten(0, 2).T  # [N, P*G*L]
+    logits = logits.view(len(x), -1, path.shape[2])  # [N, P*G, L]
+    ends: dict[str, dict[str, float]] = {side: {} for side in BAND_SIDES}
+    for j, (name, b) in enumerate(zip(names, blocks)):
+        members = torch.from_numpy(np.flatnonzero(fit.band[i, j].reshape(-1))).to(path.device)
+        part = logits[:, members, b].transpose(0, 1)  # [M, N, L_b]
+        t = torch.as_tensor(targets[name], device=path.device).expand(len(members), *targets[name].shape)
+        acc = set_separation_correct(part.flatten(0, 1), t.flatten(0, 1)).reshape(len(members), -1).mean(1)
+        ends["low"][name], ends["high"][name] = float(acc.min()), float(acc.max())
+    return ends
 
 
 def seed_splits(n: int, settings: ProbeSettings) -> dict[int, SceneSplit]:
@@ -188,7 +250,7 @@ def merge_runs(runs: list[ProbeRun]) -> ProbeRun:
     for run in runs:
         out.rows += run.rows
         out.per_scene += run.per_scene
-        for part in ("weights", "means", "solver", "train_scenes"):
+        for part in ("weights", "means", "solver", "train_scenes", "scene_counts", "strengths", "band"):
             getattr(out, part).update(getattr(run, part))
     return out
 
@@ -230,7 +292,8 @@ def permuted_labels(scenes: SceneSet, seed: int = PERMUTATION_SEED) -> SceneSet:
 
 
 def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]]) -> list[str]:
-    """Warnings for probes that separate their training set but did not follow the reference."""
+    """Warnings for probes that separate their training set but did not follow the reference, and for
+    regularised probes whose fits did not converge."""
     out = []
     for variant, per_seed in solvers.items():
         names = sorted({n for per in per_seed.values() for n, v in per.items() if v == "lbfgs-separable"})
@@ -239,6 +302,12 @@ def approximate_warnings(solvers: Mapping[str, Mapping[int, Mapping[str, str]]])
                 f"{variant}: probe(s) {', '.join(names)} separate their training sets and were not refitted "
                 "along the reference trajectory (over --exact-budget, or --optimizer lbfgs); their test "
                 "accuracy may differ from the paper optimiser's"
+            )
+        names = sorted({n for per in per_seed.values() for n, v in per.items() if v == "regularised-unconverged"})
+        if names:
+            out.append(
+                f"{variant}: the regularised fits of probe(s) {', '.join(names)} stopped at --max-iter before "
+                "their gradient norm reached the tolerance; raise --max-iter"
             )
     return out
 
@@ -289,6 +358,13 @@ def split_record(settings: ProbeSettings, seed: int) -> dict[str, Any]:
     }
 
 
+def _strength_record(run: ProbeRun, seed: int) -> dict[str, Any]:
+    """``{"strengths": {probe: choice}}`` for ``probe.json`` where the run chose penalties, else nothing."""
+    if seed not in run.strengths:
+        return {}
+    return {"strengths": {n: c.to_dict() for n, c in run.strengths[seed].items()}}
+
+
 def save_fitted_probes(
     stage: Path,
     run: ProbeRun,
@@ -307,6 +383,7 @@ def save_fitted_probes(
             "split": split_record(settings, seed),
             "optimizer": settings.optimizer,
             "solver": run.solver[seed],
+            **_strength_record(run, seed),
             "embeddings": str(embeddings.resolve()) if embeddings is not None else None,
             "dataset_hash": dataset_hash,
         }

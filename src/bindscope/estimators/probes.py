@@ -7,11 +7,15 @@ absent-label logit.
 
 Optimisers:
 
+``regularised`` (default)
+    The cross-entropy plus an L2 penalty whose optimum is unique, solved to convergence, with the penalty's
+    strength (and shrinkage) chosen by cross-validation inside the training scenes
+    (:mod:`bindscope.estimators.regularised`): the same answer from any converged solver.
 ``reference``
     The paper's: full-batch Adam, lr 1e-2, 10,000 steps, cosine decay to 0, from PyTorch's
     default ``nn.Linear`` initialisation (seeded). Many fits share each batched matmul; the
     arithmetic is ``torch.optim.Adam``'s.
-``fast`` (default)
+``fast`` (the paper's trajectory, ``--parity paper``)
     L-BFGS on whitened inputs, from zero, to convergence: where a probe's training set is not
     separable, the soft cross-entropy has a unique minimiser in logit space, which the reference
     schedule also reaches. Where it *is* separable (always when there are fewer training scenes
@@ -19,7 +23,8 @@ Optimisers:
     implicit bias, and no shortcut reproduces the reference's (shorter Adam schedules differ by
     2.0-2.6 points on average, up to 10, on planted data), so those probes follow the reference trajectory exactly.
 ``lbfgs``
-    L-BFGS alone: fastest, but on separable training sets its numbers are not the paper's.
+    L-BFGS alone: fastest, but on separable training sets its numbers are its path's, neither the paper's nor
+    a unique optimum's.
 """
 
 from __future__ import annotations
@@ -35,15 +40,25 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import load_npy, read_json, save_npy, write_json
-from bindscope.core.validation import MAX_STEPS, Device, Settings, check_fields
+from bindscope.core.validation import MAX_ITEMS, MAX_STEPS, Device, Settings, check_fields
+from bindscope.estimators.regularised import (
+    DEFAULT_FOLDS,
+    DEFAULT_SHRINKAGE,
+    DEFAULT_STRENGTHS,
+    RegularisedFit,
+    StrengthChoice,
+    check_shrinkage,
+    check_strengths,
+    fit_regularised,
+)
 from bindscope.space.concepts import PAD, SceneSet
 
-Optimizer = Literal["fast", "reference", "lbfgs"]
-OPTIMIZERS = ("fast", "reference", "lbfgs")
+Optimizer = Literal["regularised", "fast", "reference", "lbfgs"]
+OPTIMIZERS = ("regularised", "fast", "reference", "lbfgs")
 OBJECT = "object"
 DEFAULT_EXACT_BUDGET_S = 900.0
 log = logging.getLogger(__name__)
@@ -130,11 +145,14 @@ def fit_probe_weights(
     blocks: list[slice],
     seeds: list[int],
     *,
-    optimizer: Optimizer = "fast",
+    optimizer: Optimizer = "regularised",
     steps: int = 10_000,
     lr: float = 1e-2,
     max_iter: int = 500,
     exact_budget_s: float = DEFAULT_EXACT_BUDGET_S,
+    strengths: Sequence[float] = DEFAULT_STRENGTHS,
+    shrinkage: Sequence[float] = DEFAULT_SHRINKAGE,
+    folds: int = DEFAULT_FOLDS,
 ) -> tuple[torch.Tensor, np.ndarray]:
     """Fit F independent sets of bias-free probes at once.
 
@@ -143,27 +161,56 @@ def fit_probe_weights(
     x, t
         Inputs ``[F, n, D]`` and stacked soft targets ``[F, n, L]`` (probe b owns columns ``blocks[b]``).
     seeds
-        Initialisation seed of each fit (the reference's ``nn.Linear`` init).
+        Initialisation seed of each fit (the reference's ``nn.Linear`` init), and the seed of its folds
+        (``regularised``).
     optimizer
-        ``"fast"``, ``"reference"`` or ``"lbfgs"``.
+        ``"regularised"``, ``"fast"``, ``"reference"`` or ``"lbfgs"``.
     exact_budget_s
         ``fast`` only: the most seconds to spend following the reference trajectory for
         separable probes (timed on the first steps). Beyond it those probes keep their L-BFGS
         fit and are marked ``lbfgs-separable``: their test accuracy may differ from the paper
         optimiser's.
+    strengths, shrinkage, folds
+        ``regularised`` only: the grids cross-validated and the folds (:func:`fit_regularised_probes`).
 
     Returns
     -------
     weights
         ``[F, L, D]``.
     solver
-        str ``[F, len(blocks)]``: ``reference`` (followed the reference Adam trajectory),
-        ``lbfgs`` (not separable: the unique optimum the reference also reaches) or
-        ``lbfgs-separable`` (separable, reference over budget or not asked for).
+        str ``[F, len(blocks)]``: ``regularised`` (the penalised optimum, converged) or
+        ``regularised-unconverged``; ``reference`` (followed the reference Adam trajectory), ``lbfgs`` (not
+        separable: the unique optimum the reference also reaches) or ``lbfgs-separable`` (separable, reference
+        over budget or not asked for).
     """
+    if optimizer == "regularised":
+        fit = fit_regularised_probes(
+            x, t, blocks, seeds, strengths=strengths, shrinkage=shrinkage, folds=folds, max_iter=max_iter
+        )
+        return fit.weights, fit.solver
     f, n, d = x.shape
     with threads_for(f * n * d * t.shape[2]):
         return _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, exact_budget_s)
+
+
+def fit_regularised_probes(
+    x: torch.Tensor,
+    t: torch.Tensor,
+    blocks: list[slice],
+    seeds: Sequence[int],
+    *,
+    strengths: Sequence[float] = DEFAULT_STRENGTHS,
+    shrinkage: Sequence[float] = DEFAULT_SHRINKAGE,
+    folds: int = DEFAULT_FOLDS,
+    max_iter: int = 500,
+) -> RegularisedFit:
+    """The ``regularised`` optimiser on F stacked fits (:func:`bindscope.estimators.regularised.fit_regularised`):
+    the weights at each probe's cross-validated penalty, every grid setting's refit, the band and each choice."""
+    _, n, d = x.shape
+    with threads_for(n * d * t.shape[2]):  # many small fits: threads only pay for large ones
+        return fit_regularised(
+            x, t, blocks, seeds, strengths=strengths, shrinkage=shrinkage, folds=folds, max_iter=max_iter
+        )
 
 
 @contextlib.contextmanager
@@ -263,9 +310,11 @@ class ProbeFit(Settings):
     OPTION_NAMES: ClassVar[dict[str, str]] = {"exact_budget_s": "exact-budget"}
 
     optimizer: Optimizer = Field(
-        "fast",
-        description="fast (default): L-BFGS, following the reference trajectory where the training set is "
-        "separable; reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only.",
+        "regularised",
+        description="regularised (default): the loss plus an L2 penalty, whose optimum is unique, solved to "
+        "convergence, its strength and shrinkage chosen by cross-validation on the training scenes; fast (the "
+        "paper's trajectory, as --parity paper): L-BFGS, following the reference Adam trajectory where the "
+        "training set is separable; reference: the paper's Adam (lr 1e-2, cosine, --steps); lbfgs: L-BFGS only.",
     )
     center: bool = Field(False, description="Centre on the training mean.")
     normalize: bool = Field(False, description="L2-normalise each embedding (before centring).")
@@ -278,7 +327,37 @@ class ProbeFit(Settings):
         description="fast: most seconds to spend following the reference trajectory for probes whose training "
         "set is separable (900; beyond it they keep L-BFGS and a warning).",
     )
+    strengths: tuple[float, ...] = Field(
+        DEFAULT_STRENGTHS,
+        description="regularised: the L2 strengths cross-validated, comma-separated (10 from 3e-4 to 10, half "
+        "decades; unit-free: times the mean squared training logit).",
+    )
+    shrinkage: tuple[float, ...] = Field(
+        DEFAULT_SHRINKAGE,
+        description="regularised: the penalty's shares of isotropic variance cross-validated, comma-separated, "
+        "each in [0, 1] (0,0.01; 0: whitened, 1: isotropic).",
+    )
+    folds: int = Field(
+        DEFAULT_FOLDS,
+        ge=2,
+        le=MAX_ITEMS,
+        description="regularised: cross-validation folds inside the training scenes (5; fewer with fewer scenes).",
+    )
     device: Device = Field("cpu", description="Torch device: cpu, cuda, cuda:1 ...")
+
+    @field_validator("strengths")
+    @classmethod
+    def _strengths(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} L2 strengths, got {len(v)}")
+        return check_strengths(v)
+
+    @field_validator("shrinkage")
+    @classmethod
+    def _shrinkage(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if len(v) > MAX_ITEMS:
+            raise ValueError(f"give at most {MAX_ITEMS} shrinkages, got {len(v)}")
+        return check_shrinkage(v)
 
     @property
     def preprocessing(self) -> Preprocessing:
@@ -293,7 +372,13 @@ class ProbeFit(Settings):
             "lr": self.lr,
             "max_iter": self.max_iter,
             "exact_budget_s": self.exact_budget_s,
+            **self.regularised_options(),
         }
+
+    def regularised_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`fit_regularised_probes` these settings ask for."""
+        keys = ("strengths", "shrinkage", "folds", "max_iter")
+        return {k: getattr(self, k) for k in keys}
 
 
 def as_probe_fit(settings: ProbeFit | Optimizer | None = None, **knobs: Any) -> ProbeFit:
@@ -352,7 +437,13 @@ class ProbeSet:
         device = self.settings.device
         xt = torch.from_numpy(self.preprocessing.apply(x, self.mean_)).to(device)
         tt = torch.from_numpy(t).to(device)
-        w, solver = fit_probe_weights(xt[None], tt[None], blocks, [self.seed], **self.settings.solver_options())
+        self.choices_: dict[str, StrengthChoice] = {}
+        if self.optimizer == "regularised":
+            fit = fit_regularised_probes(xt[None], tt[None], blocks, [self.seed], **self.settings.regularised_options())
+            w, solver = fit.weights, fit.solver
+            self.choices_ = dict(zip(names, fit.choices[0]))
+        else:
+            w, solver = fit_probe_weights(xt[None], tt[None], blocks, [self.seed], **self.settings.solver_options())
         self.names_ = names
         self.coef_ = {n: w[0][b].cpu().numpy() for n, b in zip(names, blocks)}
         self.solver_ = dict(zip(names, solver[0]))
@@ -370,7 +461,10 @@ class ProbeSet:
 
     def save(self, folder: str | Path, extra: Mapping | None = None) -> None:
         """Write the probes as a probe folder (see :func:`save_probes`)."""
-        meta = {"optimizer": self.optimizer, "solver": self.solver_, "seed": self.seed, **(extra or {})}
+        meta = {"optimizer": self.optimizer, "solver": self.solver_, "seed": self.seed}
+        if self.choices_:
+            meta["strengths"] = {n: c.to_dict() for n, c in self.choices_.items()}
+        meta.update(extra or {})
         save_probes(folder, self.coef_, self.mean_, center=self.center, normalize=self.normalize, meta=meta)
 
     @classmethod
@@ -387,7 +481,7 @@ class ProbeSet:
         among ``settings`` or ``knobs``: the preprocessing they were fitted with)."""
         probe = cls(settings, seed=seed, **knobs)
         probe.names_, probe.coef_, probe.mean_ = tuple(weights), dict(weights), mean
-        probe.solver_ = {}
+        probe.solver_, probe.choices_ = {}, {}
         return probe
 
     @classmethod
@@ -411,6 +505,7 @@ PROBE_TYPES: dict[str, type | tuple[type, ...]] = {
     "optimizer": str,
     "seed": int,
     "solver": dict,
+    "strengths": dict,
     "split": (dict, type(None)),
     "labels": dict,
     "dataset_hash": (str, type(None)),

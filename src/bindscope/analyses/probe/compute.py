@@ -29,7 +29,7 @@ FLOOR_METRICS = ("object_acc", "concept_acc")
 
 
 def bag_settings(settings: ProbeSettings) -> ProbeSettings:
-    """The bag control's fit: the model's, with ``fast`` as ``lbfgs``.
+    """The bag control's fit: the model's (``regularised`` and ``reference`` stay), with ``fast`` as ``lbfgs``.
 
     A bag's concept probes always separate their training scenes (it holds every value), so ``fast``
     would follow the reference Adam schedule for them on every run (on clevr 17 s against 3 s), for
