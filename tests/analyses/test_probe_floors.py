@@ -86,7 +86,8 @@ def test_no_rand_control_is_said(scenes: SceneSet) -> None:
 
 
 def test_the_bag_control_fits_like_the_model_without_the_reference_detour() -> None:
-    assert bag_settings(ProbeSettings()).optimizer == "lbfgs"  # fast: its separable concept probes keep L-BFGS
+    assert bag_settings(ProbeSettings(optimizer="fast")).optimizer == "lbfgs"  # its separable concept probes
+    assert bag_settings(ProbeSettings()).optimizer == "regularised"  # the default: the model's own fit
     assert bag_settings(ProbeSettings(optimizer="reference")).optimizer == "reference"
     settings = ProbeSettings(seeds=(3, 4), train_fraction=0.5, center=True)
     assert bag_settings(settings).model_dump(exclude={"optimizer"}) == settings.model_dump(exclude={"optimizer"})
