@@ -155,7 +155,8 @@ def test_budgets_resolve_by_device_and_overrides() -> None:
     assert auto.replace(reason="") == BUDGETS["cpu"] and resolve_budget("cpu").reason == ""
     assert "device cpu" in auto.reason and "--budget full" in auto.reason and "512 training scenes" in auto.reason
     assert resolve_budget("auto", "cuda:0").name == "full" and "cuda:0" in resolve_budget("auto", "cuda:0").reason
-    assert auto.probes == "lbfgs" and resolve_budget("full").probes == "fast"
+    assert auto.probes == "lbfgs" and resolve_budget("full").probes == "regularised"
+    assert resolve_budget("paper").probes == "fast"
     assert resolve_budget("paper", "cpu").epochs == 4000 and resolve_budget("paper").max_train_scenes is None
     assert auto.max_target_dims == 128 and "principal subspace" in auto.reason
     assert (
