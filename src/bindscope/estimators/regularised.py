@@ -16,12 +16,14 @@ isotropic variance (``rho = 1``: the squared weight norm on inputs of unit root-
 directions of small variance there. ``lam`` and ``rho`` are unit-free (embeddings 100 times larger get the same
 fit), so one grid means the same for every model.
 
-The cross-entropy is convex and the penalty strictly convex on the span of the training scenes, where the
-minimiser lies, so for every ``lam > 0`` the objective has exactly one minimiser, whatever solver reaches it and
-wherever it starts (the unpenalised loss has none when a probe separates its training scenes). The fits run in
-the eigenbasis of the training scenes' second moment (directions above :data:`RANK_TOL` of the largest
-eigenvalue), preconditioned per direction, with a batched L-BFGS that gives every fit its own history and line
-search, until each probe's gradient norm (in the penalised coordinates ``W S^½``) is at most :data:`GRAD_TOL`.
+The cross-entropy is convex. For ``rho > 0`` the penalty is strictly convex, so for every ``lam > 0`` the objective
+has exactly one minimiser, whatever solver reaches it and wherever it starts (the unpenalised loss has none when a
+probe separates its training scenes); it lies in the span of the training scenes (a component orthogonal to all of
+them changes no training logit and only adds penalty). For ``rho = 0`` the penalty does not see those components
+either: the fit takes the minimiser without them, the limit of ``rho -> 0``, again unique. The fits run in the
+eigenbasis of the training scenes' second moment (directions above :data:`RANK_TOL` of the largest eigenvalue),
+preconditioned per direction, with a batched L-BFGS that gives every fit its own history and line search, until
+each probe's gradient norm (in the penalised coordinates ``W S^½``) is at most :data:`GRAD_TOL`.
 
 Each probe's ``(rho, lam)`` is chosen on its training scenes only: k-fold cross-validation (folds drawn with the
 fit's seed; each fold fit's ``S`` from its own training folds) over the shrinkages and a log grid of strengths,
