@@ -252,7 +252,8 @@ def planted_emb(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Path:
 
 def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     out = tmp_path / "probe"
-    result = run_cli("probe", planted_emb, "--out", out, "--seeds", "0,1", "--steps", "500")
+    grid = ("--strengths", "1e-3,1e-2,1e-1", "--shrinkage", "0", "--folds", "3")  # the default's options, shortened
+    result = run_cli("probe", planted_emb, "--out", out, "--seeds", "0,1", *grid)
     assert result.returncode == 0, result.stderr
     assert "base" in result.stdout and "rand" in result.stdout and "chance" in result.stdout
     assert "seeds 0, 1; wrote" in result.stdout
@@ -271,9 +272,8 @@ def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     assert summary["format"] == {"name": "bindscope-result", "version": 2} and summary["analysis"] == "probe"
     assert summary["inputs"]["control"]["path"].endswith("model_rand") and summary["settings"]["seeds"] == [0, 1]
     assert summary["seeds"] == [0, 1] and len(summary["content_key"]) == 64
-    assert (
-        summary["solver"]["0"]["object"] == "reference" and summary["warnings"] == []
-    )  # separable: followed the reference
+    # the default: the penalised fit, its penalty cross-validated on the training scenes
+    assert summary["solver"]["0"]["object"] == "regularised" and summary["warnings"] == []
     again = run_cli("probe", planted_emb, "--out", out)
     assert_one_line_error(again, "already exists and is not empty; choose another --out or pass --overwrite")
 
@@ -347,7 +347,8 @@ def test_probe_bad_inputs(run_cli, planted_emb: Path, tmp_path: Path) -> None:
 
 
 def test_probe_warns_when_separable_probes_skip_the_reference(run_cli, planted_emb: Path, tmp_path: Path) -> None:
-    result = run_cli("probe", planted_emb, "--out", tmp_path / "p", "--seeds", "0", "--exact-budget", "0")
+    args = ("--seeds", "0", "--optimizer", "fast", "--exact-budget", "0")
+    result = run_cli("probe", planted_emb, "--out", tmp_path / "p", *args)
     assert result.returncode == 0, result.stderr
     assert "warning: base: probe(s)" in result.stderr and "object" in result.stderr
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
