@@ -193,7 +193,7 @@ def probe_variant(
             acc = {n: c.mean() for n, c in correct.items()}
             run.rows += _accuracy_rows(analysis, variant, control, group, seed, acc, columns)
             if fit is not None:
-                ends = band_ends(xs, fit, i, {n: targets[n][idx] for n in names}, names, blocks)
+                ends = band_ends(xs, fit, i, {n: targets[n][idx] for n in names}, names, blocks, acc)
                 for side, side_acc in ends.items():
                     run.rows += _accuracy_rows(
                         analysis, band_variant(variant, side), control, group, seed, side_acc, columns
@@ -218,9 +218,11 @@ def band_ends(
     targets: Mapping[str, np.ndarray],
     names: tuple[str, ...],
     blocks: list[slice],
+    chosen: Mapping[str, float],
 ) -> dict[str, dict[str, float]]:
     """Each probe's lowest and highest set-separation accuracy on inputs ``x`` ``[N, D]`` over the fits of its
-    band (fit ``i`` of ``fit``): ``{"low": {probe: acc}, "high": {probe: acc}}``."""
+    band (fit ``i`` of ``fit``; the chosen fit, whose accuracy is ``chosen``, among them, so that a near-tie
+    scored by another matmul cannot put it outside): ``{"low": {probe: acc}, "high": {probe: acc}}``."""
     path = fit.path[i].to(torch.float32)  # [P, G, L, D]
     logits = torch.from_numpy(np.ascontiguousarray(x)).to(path.device) @ path.flatten(0, 2).T  # [N, P*G*L]
     logits = logits.view(len(x), -1, path.shape[2])  # [N, P*G, L]
@@ -230,7 +232,8 @@ def band_ends(
         part = logits[:, members, b].transpose(0, 1)  # [M, N, L_b]
         t = torch.as_tensor(targets[name], device=path.device).expand(len(members), *targets[name].shape)
         acc = set_separation_correct(part.flatten(0, 1), t.flatten(0, 1)).reshape(len(members), -1).mean(1)
-        ends["low"][name], ends["high"][name] = float(acc.min()), float(acc.max())
+        ends["low"][name] = min(float(acc.min()), float(chosen[name]))
+        ends["high"][name] = max(float(acc.max()), float(chosen[name]))
     return ends
 
 
