@@ -242,6 +242,15 @@ def seed_splits(n: int, settings: ProbeSettings) -> dict[int, SceneSplit]:
     return {s: scene_split(n, settings.train_fraction, s, source=settings.split_source) for s in settings.seeds}
 
 
+def with_scene_cases(table: pd.DataFrame, scenes: int, settings: ProbeSettings, counted: pd.Series) -> pd.DataFrame:
+    """``table`` with ``n_cases`` on the ``counted`` rows (probe accuracies): the scenes of their seed's train or
+    test group; NaN on the other rows (chance, R², references: no share of counted cases)."""
+    sizes = {(s, g): len(getattr(sp, g)) for s, sp in seed_splits(scenes, settings).items() for g in ("train", "test")}
+    keys = zip(table["seed"], table["group"])
+    table["n_cases"] = pd.array([sizes.get(k) if c else None for k, c in zip(keys, counted)], dtype="Int64")
+    return table
+
+
 def _seed_unit(shared: tuple[np.ndarray, SceneSet, ProbeSettings], seed: int, options: dict[str, Any]) -> ProbeRun:
     y, scenes, settings = shared
     return probe_variant(y, scenes, settings.model_copy(update={"seeds": (seed,)}), **options)

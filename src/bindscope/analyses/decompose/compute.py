@@ -15,7 +15,7 @@ from bindscope.analyses.card import bag_counts
 from bindscope.analyses.decompose.r2 import r2_rows
 from bindscope.analyses.decompose.subtraction import RAND_VARIANTS, SUBTRACTION_VARIANTS, subtraction_run
 from bindscope.core.tidy import tidy
-from bindscope.estimators.probe_runs import ProbeSettings, permuted_labels, seed_splits, select_scenes
+from bindscope.estimators.probe_runs import ProbeSettings, permuted_labels, select_scenes, with_scene_cases
 from bindscope.space.concepts import SceneSet
 
 #: ``part``: which half of the analysis a row belongs to.
@@ -76,8 +76,5 @@ def decompose_analysis(
 def with_cases(table: pd.DataFrame, scenes: int, settings: ProbeSettings) -> pd.DataFrame:
     """``table`` with ``n_cases`` on the subtraction probes' accuracy rows: the scenes of their seed's group
     (chance and R² rows are no share of counted cases: NaN)."""
-    sizes = {(s, g): len(getattr(sp, g)) for s, sp in seed_splits(scenes, settings).items() for g in ("train", "test")}
     counted = (table["part"] == "subtraction") & (table["variant"] != "chance")
-    keys = zip(table["seed"], table["group"])
-    table["n_cases"] = pd.array([sizes.get(k) if c else None for k, c in zip(keys, counted)], dtype="Int64")
-    return table
+    return with_scene_cases(table, scenes, settings, counted)

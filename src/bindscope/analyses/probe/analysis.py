@@ -37,6 +37,7 @@ class ProbeAnalysis(Analysis):
     title = "Is object information recoverable? Concept and object probes with chance and controls."
     Settings = ProbeSettings
     Summary = ProbeSummary
+    extra_columns = ("n_cases",)
     uses = frozenset({"control"})
     story = "recoverable"
     order = 10

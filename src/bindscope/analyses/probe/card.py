@@ -15,12 +15,16 @@ import pandas as pd
 from bindscope.analyses.card import CardColumn
 from bindscope.analyses.probe.compute import BAG_FLOOR
 from bindscope.core.tidy import NO_CONTROL
+from bindscope.estimators.probe_runs import band_variant
 from bindscope.estimators.verdicts import Measured
 
 OBJECTS = "objects recoverable"
 COLUMNS = (CardColumn(OBJECTS, "object probe, %", "rate", "objects recoverable beyond a bag of concepts"),)
 #: Tidy-table variants holding the test accuracies at the ends of the regularisation band, by setting name.
-BAND_VARIANTS = {"band_low": "the band's weakest regularisation", "band_high": "the band's strongest regularisation"}
+BAND_VARIANTS = {
+    band_variant("base", "low"): "the lowest reading within the regularisation band",
+    band_variant("base", "high"): "the highest reading within the regularisation band",
+}
 
 
 def per_seed(table: pd.DataFrame, variant: str, control: str = NO_CONTROL, metric: str = "object_acc") -> pd.Series:

@@ -20,6 +20,7 @@ from bindscope.estimators.probe_runs import (
     probe_variant,
     seed_splits,
     select_scenes,
+    with_scene_cases,
 )
 from bindscope.space.concepts import SceneSet
 
@@ -80,4 +81,6 @@ def probe_analysis(
         tick(4, total)
     per_scene = pd.concat(base.per_scene, ignore_index=True)
     per_scene["scene"] = used[per_scene["scene"].to_numpy()]  # rows of the dataset
-    return tidy(rows), base, per_scene
+    table = tidy(rows)
+    counted = ~table["variant"].isin(["chance", BAG_FLOOR])  # BAG_FLOOR: the ideal bag's analytic share
+    return with_scene_cases(table, len(scenes), settings, counted), base, per_scene
