@@ -85,9 +85,7 @@ def second_tower(family: str, scenes: Any, first: np.ndarray) -> np.ndarray:
 
 def settings(name: str) -> Any:
     """Each analysis's settings for the matrix: its defaults over three seeds, kept small where they are costly."""
-    from bindscope.analyses import get_analysis
-
-    from bindscope.analyses import resolve_budget
+    from bindscope.analyses import get_analysis, resolve_budget
 
     kind = get_analysis(name).Settings
     small = dict(SMALL.get(name, {}))
