@@ -213,7 +213,10 @@ def test_spread_is_mean_std_n() -> None:
     [
         (lambda: ProbeSettings(seeds=()), "invalid ProbeSettings: seeds: give at least one seed"),
         (lambda: ProbeSettings(steps=0), "steps: must be at least 1, got 0"),
-        (lambda: ProbeSettings(optimizer="adam"), "optimizer: Input should be 'regularised', 'fast', 'reference' or 'lbfgs'"),
+        (
+            lambda: ProbeSettings(optimizer="adam"),
+            "optimizer: Input should be 'regularised', 'fast', 'reference' or 'lbfgs'",
+        ),
         (lambda: ProbeSettings(stepz=3), "stepz: unknown setting; check its spelling"),
         (lambda: DecomposeSettings(test_fraction=1.0), "test_fraction: test fraction must be in (0, 1)"),
         (lambda: ComplexitySettings(hidden=(0,)), "give MLP hidden widths of at least 1"),
