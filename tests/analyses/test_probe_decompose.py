@@ -93,7 +93,7 @@ def test_rand_control_and_rows(clevr) -> None:
     y = planted_embeddings(clevr, "object_additive", dim=16, noise=0.1, seed=0)
     control = planted_embeddings(clevr, "random", dim=16, seed=1)
     table, _, _ = probe_analysis(y, clevr, ProbeSettings(optimizer="lbfgs", seeds=(0,)), control=control)
-    assert tuple(table.columns) == KEY_COLUMNS
+    assert tuple(table.columns) == (*KEY_COLUMNS, "n_cases")  # the cases each accuracy is a share of
     assert set(zip(table.variant, table.control)) == {
         ("base", "none"),
         ("chance", "none"),

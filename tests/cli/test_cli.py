@@ -263,7 +263,8 @@ def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     assert summary["chance"]["object_acc"] == pytest.approx((552 / 276 + 24 / 24) / 576, abs=5e-4)  # test split
     assert summary["controls"]["rand"]["test"]["object_acc"]["mean"] < 0.1
     table = pd.read_parquet(out / "results.parquet")
-    assert list(table.columns) == ["analysis", "variant", "control", "group", "metric", "seed", "value"]
+    keys = ["analysis", "variant", "control", "group", "metric", "seed", "value"]
+    assert list(table.columns) == [*keys, "n_cases", "ci_low", "ci_high"]  # each rate's n and 95% interval
     assert sorted(table.seed.unique()) == [0, 1]
     assert len(pd.read_csv(out / "results.csv")) == len(table)
     probe = json.loads((out / "probes" / "seed0" / "probe.json").read_text())

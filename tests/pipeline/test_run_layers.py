@@ -47,6 +47,7 @@ def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytes
     top, bottom = rows[("clevr", "m-text-L6")].verdict("objects recoverable"), rows[("clevr", "m-text-L0")]
     assert top is not None and top.value > bottom.verdict("objects recoverable").floor_value("chance")
     assert sorted(p.name for p in (tmp_path / "run" / "report").iterdir()) == [
+        "card.csv",
         "depth-again-m-text.png",
         "depth-clevr-m-text.png",
     ]
