@@ -72,8 +72,9 @@ def test_object_vectors_that_are_not_sums_of_concepts_bind_beyond_a_bag(scenes: 
     assert floors["object_acc"].rand == summary.controls.rand.test["object_acc"].mean
     assert floors["object_acc"].bag_fitted == summary.controls.bag.test["object_acc"].mean
     notes = ProbeAnalysis().notes(summary)
-    assert notes[0].startswith("objects recoverable: yes, 100.0%")
-    assert notes[1].startswith("object_acc 100.0%: chance ") and " ideal / " in notes[1]
+    assert notes[1].startswith("objects recoverable: yes, 100.0%")
+    assert notes[0].startswith("probes: ") and "test scenes per seed" in notes[0]  # the solver and the scenes
+    assert notes[2].startswith("object_acc 100.0%: chance ") and " ideal / " in notes[2]
     assert notes[-1].startswith("binds beyond a bag of concepts; object probe 100.0% vs ")
     rows = {r[0]: r for r in ProbeAnalysis().headline(summary)}
     assert {"bag (fitted)", "bag (ideal)", "rand", "chance"} <= set(rows)
@@ -82,7 +83,7 @@ def test_object_vectors_that_are_not_sums_of_concepts_bind_beyond_a_bag(scenes: 
 def test_no_rand_control_is_said(scenes: SceneSet) -> None:
     _, summary = summarized(planted_embeddings(scenes, "object_lookup", dim=32, seed=0), scenes)
     assert summary.floors["object_acc"].rand is None and summary.controls.rand is None
-    assert "+rand not given" in ProbeAnalysis().notes(summary)[1]
+    assert "+rand not given" in ProbeAnalysis().notes(summary)[2]
 
 
 def test_the_bag_control_fits_like_the_model_without_the_reference_detour() -> None:

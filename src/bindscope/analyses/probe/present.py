@@ -59,7 +59,19 @@ def binding_reading(summary: ProbeSummary) -> str:
 def readings(summary: ProbeSummary) -> list[str]:
     """Every reading: objects recoverable, each accuracy beside its floors, binding beyond a bag."""
     floors = [floor_reading(summary, m) for m in FLOOR_METRICS if m in summary.test]
-    return [recoverable_reading(summary), *floors, binding_reading(summary)]
+    return [fit_reading(summary), recoverable_reading(summary), *floors, binding_reading(summary)]
+
+
+def fit_reading(summary: ProbeSummary) -> str:
+    """How the probes were fitted: the solver of each probe (over seeds) and the scenes per seed."""
+    solvers = sorted({label for per_seed in summary.solver.values() for label in per_seed.values()})
+    scenes = summary.scenes or {}
+    where = (
+        f" on {scenes['train']:,} training scenes, read on {scenes['test']:,} test scenes per seed"
+        if {"train", "test"} <= set(scenes)
+        else ""
+    )
+    return f"probes: {', '.join(solvers) or 'solver not recorded'}{where} ({len(summary.solver)} seed(s))"
 
 
 def headline_rows(summary: ProbeSummary) -> Rows:

@@ -64,6 +64,8 @@ class ProbeSummary(Summary):
     floors: dict[str, Floors] | None = Field(None, exclude_if=is_absent)
     binding: Binding | None = Field(None, exclude_if=is_absent)
     solver: dict[str, dict[str, str]]
+    #: The scenes one seed's probes were fitted on (``train``) and read on (``test``); None in older results.
+    scenes: dict[str, int] | None = Field(None, exclude_if=is_absent)
 
 
 def seed_values(table: pd.DataFrame, variant: str, control: str, metric: str) -> pd.Series:
@@ -111,4 +113,14 @@ def probe_summary(table: pd.DataFrame, solver: Mapping[int, Mapping[str, str]] |
         floors=floor_summary(table),
         binding=binding_summary(table),
         solver={str(s): dict(e) for s, e in (solver or {}).items()},
+        scenes=scene_counts(table),
     )
+
+
+def scene_counts(table: pd.DataFrame) -> dict[str, int] | None:
+    """The base probes' train and test scenes per seed (their rows' ``n_cases``); None where not recorded."""
+    if "n_cases" not in table.columns:
+        return None
+    rows = table[(table.variant == "base") & (table.control == NO_CONTROL)]
+    counts = {g: pd.to_numeric(rows[rows.group == g]["n_cases"], errors="coerce").mean() for g in ("train", "test")}
+    return {g: int(round(float(n))) for g, n in counts.items() if pd.notna(n)} or None
