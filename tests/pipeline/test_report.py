@@ -164,3 +164,24 @@ def test_the_mds_labels_as_drawn_do_not_overlap() -> None:
     assert [t.get_text() for t in texts] == labels
     for a, b in itertools.combinations(extents, 2):
         assert not a.overlaps(b), (a, b)
+
+
+def test_a_model_equal_to_its_rand_control_is_flagged_on_the_card(tmp_path: Path) -> None:
+    from bindscope.analyses import AnalysisInputs, ProbeSettings, load_result, run_analysis
+    from bindscope.pipeline.card import card_row
+    from bindscope.space.concepts import ConceptSpace, SceneSet
+    from bindscope.space.planted import planted_embeddings
+
+    space = ConceptSpace.from_dict({"color": ["r", "g", "b"], "shape": ["x", "y", "z"]})
+    scenes = SceneSet.enumerate(space, 2)
+    y = planted_embeddings(scenes, "object_additive", dim=16, seed=0)
+    other = planted_embeddings(scenes, "random", dim=16, seed=1)
+    settings = ProbeSettings(optimizer="lbfgs", max_iter=50, seeds=(0,))
+    rows = {}
+    for name, control in (("same", y.copy()), ("nearly", y + 1e-6), ("other", other)):
+        out = run_analysis("probe", AnalysisInputs(y, scenes, control=control), tmp_path / name, settings).path
+        rows[name] = card_row("d", name, {"probe": load_result(out)})
+    assert rows["same"].flags and "equal their +rand control" in rows["same"].flags[0]
+    assert rows["nearly"].flags and rows["same"].flags[0] in rows["same"].readings
+    assert not rows["other"].flags
+    assert "class='flagged'" in card_html([rows["same"]]) and "class='flagged'" not in card_html([rows["other"]])
