@@ -17,7 +17,8 @@ from typing import Literal
 import numpy as np
 
 from bindscope.analyses.inputs import AnalysisInputs
-from bindscope.estimators.intervals import CONFIDENCE
+from bindscope.estimators.floors import bag_query_embeddings
+from bindscope.estimators.intervals import Rate, interval_text
 from bindscope.estimators.metrics import percent
 from bindscope.estimators.verdicts import BAG, CHANCE, RAND, REASONS, Measured, Verdict, judge
 from bindscope.space.concepts import SceneSet
@@ -59,11 +60,7 @@ def bag_counts(scenes: SceneSet) -> np.ndarray:
 def single_object_bag(scenes: SceneSet, rows: int) -> np.ndarray:
     """The bag of a single-object bank (rows object-major, ``o * S + s``): each object's multi-hot, S times."""
     objects = scenes.space.all_objects()
-    positions = rows // len(objects)
-    offsets = np.concatenate([[0], np.cumsum(scenes.space.sizes)[:-1]])
-    hot = np.zeros((len(objects), int(sum(scenes.space.sizes))), dtype=np.float32)
-    np.put_along_axis(hot, objects + offsets, 1.0, axis=1)
-    return np.repeat(hot, positions, axis=0)
+    return np.repeat(bag_query_embeddings(scenes.space, objects), rows // len(objects), axis=0)
 
 
 def bag_inputs(inputs: AnalysisInputs) -> AnalysisInputs:
@@ -90,12 +87,19 @@ def value_text(verdict: Verdict, unit: Unit, *, interval: bool = True) -> str:
     if v is None:
         return "-"
     shown = number_text(v, unit)
-    if interval and verdict.n_cases is not None and verdict.ci_low is not None and verdict.ci_high is not None:
-        ci = f"{CONFIDENCE:.0%} CI {100 * verdict.ci_low:.1f}–{100 * verdict.ci_high:.1f}%"
-        shown += f" ({ci}, n = {verdict.n_cases:,})"
+    shown_rate = verdict_rate(verdict)
+    if interval and shown_rate is not None:
+        shown += f" ({interval_text(shown_rate)})"
     elif interval and verdict.sd is not None:
         shown += f" (sd {sd_text(verdict.sd, unit)} over {verdict.seeds} seeds)"
     return shown
+
+
+def verdict_rate(verdict: Verdict) -> Rate | None:
+    """A verdict's number as a :class:`~bindscope.estimators.intervals.Rate` (None where it is not a rate with its
+    n and interval)."""
+    v, n, low, high = verdict.value, verdict.n_cases, verdict.ci_low, verdict.ci_high
+    return None if v is None or n is None or low is None or high is None else Rate(v, n, low, high)
 
 
 def number_text(value: float, unit: Unit) -> str:

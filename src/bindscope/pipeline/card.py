@@ -21,13 +21,13 @@ from bindscope.analyses.card import (
     ANSWER_WORDS,
     CardColumn,
     floor_text,
-    number_text,
     sd_text,
     value_text,
+    verdict_rate,
     verdict_words,
 )
 from bindscope.analyses.results import LoadedResult, read_header
-from bindscope.estimators.intervals import CONFIDENCE
+from bindscope.estimators.intervals import bounds_text
 from bindscope.estimators.verdicts import BAG, CHANCE, RAND, REASONS, Verdict, skipped_verdict
 from bindscope.pipeline.steps import Skip
 
@@ -172,9 +172,9 @@ def cell_html(cell: Cell | None) -> str:
 
 def spread_html(v: Verdict, column: CardColumn) -> str:
     """Below a number: its 95% interval and n (a rate), or its sd over seeds (anything else)."""
-    if v.n_cases is not None and v.ci_low is not None and v.ci_high is not None:
-        ci = f"{CONFIDENCE:.0%} CI {100 * v.ci_low:.1f}–{100 * v.ci_high:.1f}%"
-        return f"<br><small class='ci'>{ci}<br>n = {v.n_cases:,}</small>"
+    shown = verdict_rate(v)
+    if shown is not None:
+        return f"<br><small class='ci'>{bounds_text(shown)}<br>n = {shown.n:,}</small>"
     if v.sd is not None:
         return f"<br><small class='ci'>sd {html.escape(sd_text(v.sd, column.unit))} over {v.seeds} seeds</small>"
     return ""
@@ -302,20 +302,3 @@ def card_table(rows: list[CardRow], runs: list[str] | None = None) -> pd.DataFra
     columns = (["run"] if runs is not None else []) + list(CARD_COLUMNS)
     table = pd.DataFrame(records, columns=columns)
     return table.astype({"n_cases": "Int64", "seeds": "Int64"})
-
-
-def terminal_lines(rows: list[CardRow]) -> list[str]:
-    """The card as the terminal shows it: per row, its readings."""
-    lines = []
-    for r in rows:
-        lines.append(f"{r.dataset} / {r.label}")
-        lines += [f"  {x}" for x in r.readings]
-    return lines
-
-
-def short_value(cell: Cell) -> str:
-    """A cell's number without its interval (for charts' labels): ``87.5%`` or ``R² 0.912``."""
-    v = cell.verdict.value
-    if v is None:
-        return "-"
-    return number_text(v, cell.column.unit)

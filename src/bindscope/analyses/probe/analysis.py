@@ -54,7 +54,7 @@ class ProbeAnalysis(Analysis):
         return probe_summary(result.table, result.run.solver)
 
     def measure(self, result: ProbeResult, settings: ProbeSettings) -> dict[str, Measured]:
-        return measure_objects(result.table, result.tables.get("per_scene"))
+        return measure_objects(result.table)
 
     def headline(self, summary: ProbeSummary) -> Rows:
         return headline_rows(summary)

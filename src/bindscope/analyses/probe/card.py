@@ -9,16 +9,17 @@ alternatives: where one of them gives another answer, the verdict is ``undetermi
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from bindscope.analyses.card import CardColumn
 from bindscope.analyses.probe.compute import BAG_FLOOR
+from bindscope.analyses.probe.summary import scene_counts, seed_values
 from bindscope.core.tidy import NO_CONTROL
 from bindscope.estimators.probe_runs import band_variant
 from bindscope.estimators.verdicts import Measured
 
 OBJECTS = "objects recoverable"
+OBJECT_ACC = "object_acc"
 COLUMNS = (CardColumn(OBJECTS, "object probe, %", "rate", "objects recoverable beyond a bag of concepts"),)
 #: Tidy-table variants holding the test accuracies at the ends of the regularisation band, by setting name.
 BAND_VARIANTS = {
@@ -27,40 +28,20 @@ BAND_VARIANTS = {
 }
 
 
-def per_seed(table: pd.DataFrame, variant: str, control: str = NO_CONTROL, metric: str = "object_acc") -> pd.Series:
-    """One metric's test values per seed of one variant and control (indexed by seed)."""
-    rows = table[
-        (table["variant"] == variant)
-        & (table["control"] == control)
-        & (table["group"] == "test")
-        & (table["metric"] == metric)
-    ]
-    return rows.set_index("seed")["value"].sort_index()
-
-
-def test_cases(per_scene: pd.DataFrame | None) -> int | None:
-    """The test scenes per seed of the object probe (None where the per-scene table is missing)."""
-    if per_scene is None or not len(per_scene):
-        return None
-    rows = per_scene[(per_scene["group"] == "test") & (per_scene["probe"] == "object")]
-    counts = rows.groupby("seed").size()
-    return int(round(float(counts.mean()))) if len(counts) else None
-
-
-def measure_objects(table: pd.DataFrame, per_scene: pd.DataFrame | None) -> dict[str, Measured]:
-    """The object probe's test accuracy per seed, with chance, ``+rand``, the bag's analytic bound and the
-    readings at the ends of the regularisation band."""
-    acc = per_seed(table, "base")
-    rand = per_seed(table, "base", "rand")
-    chance = per_seed(table, "chance")
-    analytic = per_seed(table, BAG_FLOOR)
-    alternatives = {name: per_seed(table, v).tolist() for v, name in BAND_VARIANTS.items() if len(per_seed(table, v))}
+def measure_objects(table: pd.DataFrame) -> dict[str, Measured]:
+    """The object probe's test accuracy per seed, with its test scenes per seed, chance, ``+rand``, the bag's
+    analytic bound and the readings at the ends of the regularisation band."""
+    acc = seed_values(table, "base", NO_CONTROL, OBJECT_ACC)
+    rand = seed_values(table, "base", "rand", OBJECT_ACC)
+    chance = seed_values(table, "chance", NO_CONTROL, OBJECT_ACC)
+    analytic = seed_values(table, BAG_FLOOR, NO_CONTROL, OBJECT_ACC)
+    band = {name: seed_values(table, v, NO_CONTROL, OBJECT_ACC) for v, name in BAND_VARIANTS.items()}
     measured = Measured(
-        values=acc.tolist(),
-        n_cases=test_cases(per_scene),
+        values=acc.sort_index().tolist(),
+        n_cases=(scene_counts(table) or {}).get("test"),
         chance=float(chance.mean()) if len(chance) else None,
-        rand=rand.tolist() if len(rand) else None,
-        alternatives=alternatives,
-        bag_bound=float(np.mean(analytic)) if len(analytic) else None,
+        rand=rand.sort_index().tolist() if len(rand) else None,
+        alternatives={name: v.sort_index().tolist() for name, v in band.items() if len(v)},
+        bag_bound=float(analytic.mean()) if len(analytic) else None,
     )
     return {OBJECTS: measured}
