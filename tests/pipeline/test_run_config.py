@@ -39,7 +39,7 @@ def test_defaults_and_settings() -> None:
         ({"modles": []}, "modles: unknown key; allowed: analyses, datasets, description, device, models, name"),
         (
             {"datasets": [{"name": "clevr", "preset": "clevr", "imags": True}]},
-            "datasets.0.imags: unknown key; allowed: images, max_scenes, name, preset, subsample_seed",
+            "datasets.0.imags: unknown key; allowed: image_size, images, max_scenes, name, preset, subsample_seed",
         ),
         ({"analyses": {"probe": {"stpes": 3}}}, "analyses.probe: unknown keys ['stpes']; allowed: center, device"),
         ({"analyses": {"probe": {"steps": 0}}}, "analyses.probe: steps: must be at least 1, got 0"),

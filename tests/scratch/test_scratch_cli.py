@@ -274,7 +274,7 @@ def test_bad_train_inputs(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "m"
     assert_one_line_error(
         run_cli("scratch", "train", "--config", "nope", "--out", out, "-q"),
-        "unknown scratch config 'nope'; choose one of cpu-small, paper or give a YAML file",
+        "unknown scratch config 'nope'; choose one of clip-small, clip-tiny, cpu-small, paper or give a YAML file",
     )
     assert_one_line_error(
         run_cli("scratch", "train", "--fraction", "1.5", "--out", out, "-q"),

@@ -26,7 +26,107 @@ from bindscope.cli.common import (
     print_table,
 )
 
-ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="A built-in config (cpu-small, paper) or a YAML file.")]
+ConfigOpt = Annotated[
+    str,
+    typer.Option(
+        "--config",
+        "-c",
+        help="A built-in config (cpu-small, paper; image-text: clip-tiny, clip-small) or a YAML file.",
+    ),
+]
+
+
+class Towers(str, Enum):
+    """Image-text towers (``towers``)."""
+
+    pooled = "pooled"
+    slot = "slot"
+
+
+class Batches(str, Enum):
+    """How image-text batches are drawn (``batches``)."""
+
+    swap_free = "swap-free"
+    natural = "natural"
+
+
+class HardNegatives(str, Enum):
+    """Hard negative captions of image-text training (``hard_negatives``)."""
+
+    none = "none"
+    attribute = "attribute"
+    noun = "noun"
+    both = "both"
+
+
+class Split(str, Enum):
+    """How an image-text model's dataset is held out (``split``)."""
+
+    combinations = "combinations"
+    objects = "objects"
+
+
+DatasetOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--dataset",
+        "-d",
+        help="Image-text configs: the dataset folder to train on (rendered images and captions, e.g. clevr2d).",
+    ),
+]
+TowersOpt = Annotated[
+    Optional[Towers], typer.Option(help="Image-text: pooled (CLIP-like, the default) or slot towers.")
+]
+BatchesOpt = Annotated[
+    Optional[Batches],
+    typer.Option(help="Image-text: swap-free (no scene with its binding swap in a batch; default) or natural batches."),
+]
+HardNegativesOpt = Annotated[
+    Optional[HardNegatives],
+    typer.Option(help="Image-text: swap captions added as hard negatives (none, attribute, noun, both)."),
+]
+SplitOpt = Annotated[
+    Optional[Split],
+    typer.Option(help="Image-text: hold out scene groups closed under swaps (combinations) or objects (objects)."),
+]
+ImageSizeOpt = Annotated[
+    Optional[int], typer.Option(help="Image-text: the side the towers read images at (default 32).")
+]
+
+
+def image_text_overrides(
+    dataset: Path | None,
+    towers: Towers | None,
+    batches: Batches | None,
+    hard_negatives: HardNegatives | None,
+    split: Split | None,
+    image_size: int | None,
+) -> dict[str, Any]:
+    """The image-text options the user gave, as config overrides (None: the config's)."""
+    return {
+        "dataset": None if dataset is None else str(dataset.resolve()),
+        "towers": towers.value if towers else None,
+        "batches": batches.value if batches else None,
+        "hard_negatives": hard_negatives.value if hard_negatives else None,
+        "split": split.value if split else None,
+        "image_size": image_size,
+    }
+
+
+def scratch_config(config: str, **overrides: Any) -> Any:
+    """A training config with the options given; an option of the other kind of config is refused."""
+    from bindscope.core.errors import BindscopeError
+    from bindscope.scratch.config import image_text, load_config
+
+    given_keys = {k for k, v in overrides.items() if v is not None}
+    image_keys = {"dataset", "towers", "batches", "hard_negatives", "split", "image_size"}
+    token_keys = {"final_norm", "init", "queries", "batch_eval", "heldout_negatives", "selection", "parity"}
+    wrong = given_keys & (token_keys if image_text(config) else image_keys)
+    if wrong:
+        kind = "image-text" if image_text(config) else "token-level"
+        options = ", ".join("--" + k.replace("_", "-") for k in sorted(wrong))
+        raise BindscopeError(f"{options} do(es) not apply to the {kind} config {config}; drop it")
+    return load_config(config, **overrides)
 
 
 class Init(str, Enum):
@@ -138,6 +238,7 @@ def _setting(value: Any) -> str:
 @scratch_app.command("configs")
 def scratch_configs() -> None:
     """List the built-in training configs and their settings."""
+    from bindscope.embeddings.encoders.scratch.config import ScratchConfig
     from bindscope.scratch.config import BUILTIN, load_config
 
     keys = (
@@ -159,10 +260,18 @@ def scratch_configs() -> None:
         "selection",
     )
     rows: list[tuple[str, ...]] = [("config", "objects", *keys)]
+    image_keys = ("towers", "batches", "hard_negatives", "split", "image_size", "d_out", "steps", "batch_size", "lr")
+    image_rows: list[tuple[str, ...]] = [("image-text config", *image_keys)]
     for name in BUILTIN:
         cfg = load_config(name)
-        rows.append((name, f"{cfg.preset().space.num_objects}", *(_setting(getattr(cfg, k)) for k in keys)))
+        if isinstance(cfg, ScratchConfig):
+            rows.append((name, f"{cfg.preset().space.num_objects}", *(_setting(getattr(cfg, k)) for k in keys)))
+        else:
+            image_rows.append((name, *(_setting(getattr(cfg, k)) for k in image_keys)))
     print_table(rows)
+    typer.echo("")
+    print_table(image_rows)
+    typer.echo("image-text configs train on a dataset with rendered images: scratch train -c clip-tiny --dataset DIR")
 
 
 @scratch_app.command("train")
@@ -185,27 +294,37 @@ def scratch_train(
     heldout_negatives: HeldoutNegativesOpt = None,
     selection: SelectionOpt = None,
     parity: ParityOpt = None,
+    dataset: DatasetOpt = None,
+    towers: TowersOpt = None,
+    batches: BatchesOpt = None,
+    hard_negatives: HardNegativesOpt = None,
+    split: SplitOpt = None,
+    image_size: ImageSizeOpt = None,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
 ) -> None:
-    """Train a scene and a query encoder from scratch (docs/method/09-scratch.md); an interrupted run resumes."""
-    from bindscope.scratch.config import load_config
+    """Train a model from scratch (docs/method/09-scratch.md): a scene and a query encoder (token-level configs), or
+    an image and a text tower on a dataset's rendered scenes (image-text configs); an interrupted run resumes."""
     from bindscope.scratch.train import train_model
 
-    cfg = load_config(
+    cfg = scratch_config(
         config,
         fraction=fraction,
         seed=seed,
         steps=steps,
         batch_size=batch_size,
         **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives, selection, parity),
+        **image_text_overrides(dataset, towers, batches, hard_negatives, split, image_size),
     )
     result = train_model(cfg, out, device=device, overwrite=overwrite, progress=not quiet)
     s = result.summary
     if result.status == "existing":
         typer.echo(f"{out} already holds this model; nothing to do")
+    if s.get("kind") == "image-text":
+        print_image_text_summary(s, out)
+        return
     typer.echo(
         f"config {s['config']}, fraction {s['fraction']:g} ({s['objects']['fit']} objects trained on, "
         f"{s['objects']['validation']} validation, {s['objects']['test']} held out), seed {s['seed']}"
@@ -217,6 +336,57 @@ def scratch_train(
     for reason in s.get("not_comparable") or ():
         typer.echo(f"not comparable with bindscope's defaults: {reason}")
     typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out}")
+
+
+IMAGE_TEXT_LABELS = {
+    "concept_at_1": "concept@1 (image -> caption)",
+    "strict_at_1": "strict top-1 (image -> caption)",
+    "swap_attribute": "attribute swap",
+    "swap_noun": "noun swap",
+    "order_sensitivity": "order sensitivity",
+}
+
+
+def image_text_rows(s: dict[str, Any]) -> list[tuple[str, ...]]:
+    """An image-text run's table: per part and metric, the model beside an ideal bag of concepts and chance."""
+    rows: list[tuple[str, ...]] = [("scenes", "metric", "model %", "bag of concepts %", "chance %", "cases")]
+    for part, label in (("train", "trained on"), ("heldout", "held out")):
+        for metric, name in IMAGE_TEXT_LABELS.items():
+            key = f"{part}_{metric}"
+            if key in s["selected"]:
+                floor = s["floors"].get(key, {})
+                rows.append(
+                    (
+                        label,
+                        name,
+                        _percent(s["selected"][key]),
+                        _percent(floor.get("bag")),
+                        _percent(floor.get("chance")),
+                        str(s["cases"].get(key, "-")),
+                    )
+                )
+    return rows
+
+
+def print_image_text_summary(s: dict[str, Any], out: Path) -> None:
+    """What ``scratch train`` prints for an image-text model."""
+    hard = s["hard_negatives_available"]
+    typer.echo(
+        f"config {s['config']}: {s['towers']} towers, {s['batches']} batches, hard negatives {s['hard_negatives']}"
+        + (f" ({', '.join(f'{n:,} {k}' for k, n in hard.items())} training scenes have one)" if hard else "")
+    )
+    typer.echo(
+        f"{s['split']} split at fraction {s['fraction']:g}, seed {s['seed']}: {s['scenes']['train']:,} scenes trained "
+        f"on, {s['scenes']['heldout']:,} held out"
+    )
+    print_table(image_text_rows(s))
+    typer.echo(
+        "bag of concepts: a model that sees every concept but binds none (swaps 50 %: it ties every swap); order "
+        "sensitivity: how often a caption in the other mention order loses to the attribute swap (100 %: a "
+        "positional shortcut)"
+    )
+    typer.echo(f"{s['steps']:,} steps in {s['seconds']:.0f} s ({s['steps_per_second']:.1f} steps/s)")
+    typer.echo(f"\nwrote {out}; use it as the model spec scratch:{out} (--modality image or text)")
 
 
 METRIC_LABELS = {
@@ -271,6 +441,12 @@ def scratch_sweep(
     heldout_negatives: HeldoutNegativesOpt = None,
     selection: SelectionOpt = None,
     parity: ParityOpt = None,
+    dataset: DatasetOpt = None,
+    towers: TowersOpt = None,
+    batches: BatchesOpt = None,
+    hard_negatives: HardNegativesOpt = None,
+    split: SplitOpt = None,
+    image_size: ImageSizeOpt = None,
     workers: Annotated[
         int, typer.Option(help="Runs trained at once in worker processes (the CPU threads are split between them).")
     ] = 1,
@@ -282,16 +458,17 @@ def scratch_sweep(
     address: AddressOpt = None,
     memory: MemoryOpt = None,
 ) -> None:
-    """Held-out-object accuracy against coverage: one model per fraction and seed; finished runs are kept."""
+    """Held-out accuracy against coverage (objects; image-text configs: the attribute swap on held-out scenes): one
+    model per fraction and seed; finished runs are kept."""
     from bindscope.core.validation import MAX_WORKERS, check_size
-    from bindscope.scratch.config import load_config
     from bindscope.scratch.sweep import SweepSettings, sweep
 
     check_size(workers, "--workers", 1, MAX_WORKERS)
-    cfg = load_config(
+    cfg = scratch_config(
         config,
         steps=steps,
         **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives, selection, parity),
+        **image_text_overrides(dataset, towers, batches, hard_negatives, split, image_size),
     )
     settings = SweepSettings(fractions=parse_fractions(fractions) or (), **given(seeds=parse_seeds(seeds)))
     s = sweep(
@@ -304,6 +481,14 @@ def scratch_sweep(
         progress=not quiet and workers == 1,
         say=typer.echo,
     )
+    if s.get("kind") == "image-text":
+        print_table(image_text_sweep_rows(s["per_fraction"]))
+        typer.echo(
+            "bag: an ideal bag of concepts ties every swap (50 %); binds: every seed clears it by "
+            f"{100 * s['margin']:.0f} points; hard negatives: training scenes with a clean swap caption (mean over "
+            f"seeds)\n\nseeds {', '.join(map(str, s['seeds']))}; wrote {out}"
+        )
+        return
     print_table(sweep_rows(s["per_fraction"]))
     typer.echo(
         f"bag: an ideal bag of concepts on the same scenes (a model that binds nothing scores that), chance "
@@ -313,6 +498,37 @@ def scratch_sweep(
     for reason in s.get("not_comparable") or ():
         typer.echo(f"not comparable with bindscope's defaults: {reason}")
     typer.echo(f"\nseeds {', '.join(map(str, s['seeds']))}; wrote {out}")
+
+
+def image_text_sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
+    """An image-text sweep's table: per fraction, the held-out attribute swap over seeds beside the bag, the
+    verdict, the other held-out metrics, the clean hard negatives and the steps."""
+    from bindscope.estimators.floors import SHORT_READINGS
+
+    header = ("fraction", "held-out attribute swap %", "std", "min", "max", "bag %", "binds", "noun swap %")
+    rows: list[tuple[str, ...]] = [(*header, "concept@1 %", "strict top-1 %", "its bag %", "hard negatives", "steps")]
+    for f, entry in per_fraction.items():
+        h, floors = entry["heldout_swap_attribute"], entry.get("floors") or {}
+        verdict = (entry.get("binding") or {}).get("reading", "-")
+        std = "-" if h["std"] is None else f"{100 * h['std']:.1f}"
+        rows.append(
+            (
+                f,
+                f"{100 * h['mean']:.1f}",
+                std,
+                f"{100 * h['min']:.1f}",
+                f"{100 * h['max']:.1f}",
+                _percent(floors.get("heldout_swap_attribute", {}).get("bag")),
+                SHORT_READINGS.get(verdict, verdict),
+                _percent(entry.get("heldout_swap_noun", {}).get("mean")),
+                _percent(entry.get("heldout_concept_at_1", {}).get("mean")),
+                _percent(entry.get("heldout_strict_at_1", {}).get("mean")),
+                _percent(floors.get("heldout_strict_at_1", {}).get("bag")),
+                f"{entry.get('hard_negatives', 0):,.0f}",
+                f"{entry.get('steps', 0):,}",
+            )
+        )
+    return rows
 
 
 def sweep_rows(per_fraction: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -357,10 +573,19 @@ def scratch_export(
     quiet: QuietOpt = False,
     wait: WaitOpt = False,
 ) -> None:
-    """Embed every ordered object pair with the scene encoder and write the query probes: inputs for every analysis."""
+    """Embed every ordered object pair with the scene encoder and write the query probes (an image-text model: its
+    dataset's images and captions, with controls and single objects): inputs for every analysis."""
     from bindscope.scratch.export import export_model
 
     r = export_model(model, out, layer=layer, control=control, device=device, overwrite=overwrite, progress=not quiet)
+    if r.probes is None:  # an image-text model
+        typer.echo(f"dataset     {r.dataset}\n" + "\n".join(f"embeddings  {f}" for f in r.folders))
+        image, text = out / "embeddings" / "image", out / "embeddings" / "text"
+        typer.echo(
+            f"\nnext: bindscope crossmodal {image} {text} --out RUN/crossmodal; "
+            f"bindscope probe {image} --out RUN/probe-image"
+        )
+        return
     typer.echo(
         f"dataset     {r.dataset}\nembeddings  {r.embeddings}"
         + (f"\ncontrol     {r.control}" if r.control else "")

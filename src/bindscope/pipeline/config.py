@@ -34,7 +34,7 @@ from bindscope.core.validation import (
     format_validation,
     short_repr,
 )
-from bindscope.data.presets import Preset, load_preset, preset_from_dict
+from bindscope.data.presets import Preset, load_preset, preset_from_dict, with_image_settings
 from bindscope.embeddings.encoders import BACKENDS, parse_spec
 from bindscope.space.splits import DEFAULT_SEEDS
 
@@ -73,6 +73,11 @@ class DatasetConfig(Schema):
         "default: every scene.",
     )
     subsample_seed: Seed = Field(0, description="Seed of the `max_scenes` subsample.")
+    image_size: str | None = Field(
+        None,
+        description="Render the images at this size instead of the preset's: `SIZE` or `WIDTHxHEIGHT` (e.g. `64`); "
+        "a preset with a renderer only.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -94,6 +99,12 @@ class DatasetConfig(Schema):
     def load_preset(self) -> Preset:
         """The dataset's preset, with its covering subsample when ``max_scenes`` is set (its scenes are not built)."""
         preset = load_preset(self.preset)
+        if self.image_size is not None:
+            if preset.config.renderer in (None, "import"):
+                raise BindscopeError(
+                    f"dataset {self.name}: preset {self.preset} draws no images, so image_size does not apply; drop it"
+                )
+            preset = with_image_settings(preset, size=self.image_size)
         if self.max_scenes is None:
             return preset
         data = preset.to_dict()
@@ -220,17 +231,29 @@ class ScratchEntry(Schema):
         description="Any other field of the training config (`d_model`, `lr` ...), replacing the config's value.",
     )
     control: bool = Field(True, description="Also export the random-weight (`+rand`) control of the trained model.")
+    dataset: str | None = Field(
+        None,
+        description="An image-text config's dataset: the name of a dataset of the run with images and captions "
+        "(rendered for it); the model is trained on it, then embeds its images and captions like any model.",
+    )
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         return check_name(v, "scratch model name")
 
-    def training_config(self) -> Any:
-        """The validated training config (:class:`bindscope.scratch.config.ScratchConfig`)."""
+    def image_text(self) -> bool:
+        """Whether the training config is an image-text one (a CLIP in miniature)."""
+        from bindscope.scratch.config import image_text
+
+        return image_text(self.config)
+
+    def training_config(self, dataset: str | None = None) -> Any:
+        """The validated training config (:class:`bindscope.scratch.config.ScratchConfig`, or
+        :class:`~bindscope.embeddings.encoders.scratch.clip_config.ClipConfig` trained on the folder ``dataset``)."""
         from bindscope.scratch.config import load_config as load_scratch_config
 
-        given = {"fraction": self.fraction, "seed": self.seed, "steps": self.steps}
+        given = {"fraction": self.fraction, "seed": self.seed, "steps": self.steps, "dataset": dataset}
         overrides = {**self.overrides, **{k: v for k, v in given.items() if v is not None}}
         return load_scratch_config(self.config, **overrides)
 
@@ -311,6 +334,31 @@ class RunConfig(Schema):
             raise ValueError(f"unknown analyses {unknown}; a run holds {', '.join(run_order())}")
         return v
 
+    def _trains_on(self, entry: ScratchEntry, names: list[str]) -> None:
+        """An image-text scratch model names a dataset of the run with images and captions; a token-level one none."""
+        if not entry.image_text():
+            if entry.dataset is not None:
+                raise ValueError(
+                    f"scratch model {entry.name}: config {entry.config} is token-level and trains on its own concept "
+                    "space; drop `dataset` (only image-text configs such as clip-tiny train on a dataset)"
+                )
+            return
+        if entry.dataset not in names:
+            raise ValueError(
+                f"scratch model {entry.name}: image-text config {entry.config} trains on a dataset of the run; set "
+                f"`dataset` to one of {', '.join(names) or '(none: add a dataset with images, e.g. preset clevr2d)'}"
+            )
+        preset = next(d for d in self.datasets if d.name == entry.dataset).load_preset()
+        if not {"image", "text"} <= set(preset.config.modalities) or preset.config.renderer is None:
+            raise ValueError(
+                f"scratch model {entry.name}: dataset {entry.dataset} has no rendered images and captions; give it a "
+                "preset with a renderer (clevr2d, clevr)"
+            )
+
+    def trains_images(self, dataset: str) -> bool:
+        """Whether an image-text scratch model trains on ``dataset`` (so its images must be rendered)."""
+        return any(e.dataset == dataset and e.image_text() for e in self.scratch)
+
     @model_validator(mode="after")
     def _references(self) -> RunConfig:
         if self.models and not self.datasets:
@@ -330,6 +378,7 @@ class RunConfig(Schema):
                 entry.training_config()
             except BindscopeError as exc:
                 raise ValueError(f"scratch model {entry.name}: {exc}") from None
+            self._trains_on(entry, names)
         labels = [m.label for m in self.models]
         if len(set(labels)) != len(labels):
             raise ValueError(f"model names repeat: {labels}; give each model a distinct name")

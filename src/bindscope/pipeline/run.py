@@ -44,7 +44,7 @@ from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
-from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
+from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig, ScratchEntry
 from bindscope.pipeline.preflight import check_splits
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, Where, described, error_fix, step
 
@@ -147,7 +147,8 @@ def preflight(config: RunConfig, root: Path) -> None:
 def build_datasets(state: RunState) -> None:
     for entry in state.config.datasets:
         folder = state.root / "datasets" / entry.name
-        images = entry.images or any("image" in m.modalities for m in state.config.models_for(entry.name))
+        images = entry.images or state.config.trains_images(entry.name)
+        images = images or any("image" in m.modalities for m in state.config.models_for(entry.name))
         with state.log.timed("dataset", entry.name, folder) as outcome:
             existed = (folder / "manifest.json").is_file()
             ds = build_dataset(dataset_preset(entry), folder, images=images, progress=state.progress is not None)
@@ -288,35 +289,64 @@ def merge_units(state: RunState, units: list[Unit]) -> None:
 
 
 def scratch_all(state: RunState) -> list[EmbeddingSpec]:
-    """Train (or find) each scratch model and export it; its export is then analysed like an embedding folder
-    (dataset ``scratch-<name>``: every ordered object pair of its space)."""
-    from bindscope.data.datasets import load_dataset
-    from bindscope.scratch.export import export_model
-    from bindscope.scratch.train import train_model
-
+    """Train (or find) each scratch model, then make it analysable: a token-level model's export is analysed like
+    an embedding folder (dataset ``scratch-<name>``: every ordered object pair of its space); an image-text model
+    embeds its dataset's images and captions, with its ``+rand`` control and single-object banks, like any model."""
     specs = []
     for entry in state.config.scratch:
         root = state.root / "scratch" / entry.name
-        with state.log.timed("scratch", f"{entry.name}/model", root / "model") as outcome:
-            trained = train_model(
-                entry.training_config(), root / "model", device=state.config.device, progress=state.progress is not None
-            )
-            outcome["status"] = "reused" if trained.status == "existing" else trained.status
-        state.say(f"scratch      {entry.name}: model ({described(outcome)})")
-        with state.log.timed("export", f"{entry.name}/export", root / "export") as outcome:
-            existed = (root / "export" / "export.json").is_file()
-            export_model(root / "model", root / "export", control=entry.control, device=state.config.device)
-            outcome["status"] = "reused" if existed else "computed"
-        state.say(f"export       {entry.name}: embeddings and probes ({described(outcome)})")
-        dataset = f"scratch-{entry.name}"
-        state.datasets[dataset] = load_dataset(root / "export" / "dataset")
-        model = ModelConfig(
-            spec=f"scratch:{(root / 'model').resolve()}", name=entry.name, control=entry.control, single_objects=False
+        dataset = state.datasets[entry.dataset].root.resolve() if entry.dataset is not None else None
+        train_scratch(state, entry, root, None if dataset is None else str(dataset))
+        specs += image_text_specs(state, entry, root) if entry.image_text() else [export_scratch(state, entry, root)]
+    return specs
+
+
+def train_scratch(state: RunState, entry: ScratchEntry, root: Path, dataset: str | None) -> None:
+    from bindscope.scratch.train import train_model
+
+    with state.log.timed("scratch", f"{entry.name}/model", root / "model") as outcome:
+        trained = train_model(
+            entry.training_config(dataset),
+            root / "model",
+            device=state.config.device,
+            progress=state.progress is not None,
         )
-        spec = EmbeddingSpec(dataset, model, "text", None)
-        state.folders[f"{dataset}/{spec.label}"] = root / "export" / "embeddings" / "scene"
-        state.folders[f"{dataset}/{spec.label}+rand"] = root / "export" / "embeddings" / "scene-rand"
-        specs.append(spec)
+        outcome["status"] = "reused" if trained.status == "existing" else trained.status
+    state.say(f"scratch      {entry.name}: model ({described(outcome)})")
+
+
+def export_scratch(state: RunState, entry: ScratchEntry, root: Path) -> EmbeddingSpec:
+    """A token-level model's export (its scene embeddings, control and probes) as the run's embedding folders."""
+    from bindscope.data.datasets import load_dataset
+    from bindscope.scratch.export import export_model
+
+    with state.log.timed("export", f"{entry.name}/export", root / "export") as outcome:
+        existed = (root / "export" / "export.json").is_file()
+        export_model(root / "model", root / "export", control=entry.control, device=state.config.device)
+        outcome["status"] = "reused" if existed else "computed"
+    state.say(f"export       {entry.name}: embeddings and probes ({described(outcome)})")
+    dataset = f"scratch-{entry.name}"
+    state.datasets[dataset] = load_dataset(root / "export" / "dataset")
+    model = ModelConfig(
+        spec=f"scratch:{(root / 'model').resolve()}", name=entry.name, control=entry.control, single_objects=False
+    )
+    spec = EmbeddingSpec(dataset, model, "text", None)
+    state.folders[f"{dataset}/{spec.label}"] = root / "export" / "embeddings" / "scene"
+    state.folders[f"{dataset}/{spec.label}+rand"] = root / "export" / "embeddings" / "scene-rand"
+    return spec
+
+
+def image_text_specs(state: RunState, entry: ScratchEntry, root: Path) -> list[EmbeddingSpec]:
+    """An image-text model's embeddings of its dataset (images and captions, ``+rand``, single objects)."""
+    model = ModelConfig(
+        spec=f"scratch:{(root / 'model').resolve()}",
+        name=entry.name,
+        modalities=("image", "text"),
+        control=entry.control,
+        single_objects=True,
+    )
+    specs = [EmbeddingSpec(str(entry.dataset), model, modality, None) for modality in model.modalities]
+    embed_all(state, specs)
     return specs
 
 

@@ -10,6 +10,12 @@
                               embeddings of every concept value and every object
     OUT/export.json           what was exported, from which model
 
+An image-text model (a CLIP in miniature) exports its training dataset's images and captions instead::
+
+    OUT/embeddings/image/ , image+rand/ , image-single/    its image tower on the scenes, the control, the
+    OUT/embeddings/text/ , text+rand/ , text-single/       single objects; the same for its text tower
+    OUT/export.json
+
 Each part is written atomically and skipped when already there, so exporting again is a no-op.
 """
 
@@ -26,12 +32,14 @@ from bindscope.estimators.probes import save_probes
 
 @dataclass(frozen=True)
 class ExportResult:
-    """Where :func:`export_model` put the dataset, the embeddings, the control and the probes."""
+    """Where :func:`export_model` put the dataset, the embeddings, the control and the probes (an image-text
+    model: the image embeddings as ``embeddings``, all its folders in ``folders``, no probes)."""
 
     dataset: Path
     embeddings: Path
     control: Path | None
-    probes: Path
+    probes: Path | None
+    folders: tuple[Path, ...] = ()
 
 
 @writes("out", what="export folder", kind="export", reads=("model_dir",))
@@ -64,13 +72,15 @@ def export_model(
 
     from bindscope.data.datasets import build_dataset
     from bindscope.embeddings.embed import embed_dataset
-    from bindscope.embeddings.encoders.scratch.folder import load_model
+    from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, load_model, read_model_config
     from bindscope.scratch.evaluate import query_probes
 
     model_dir, out = Path(model_dir).resolve(), Path(out)
     if out.exists() and not out.is_dir():
         raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
     _check_previous(out, model_dir, layer, overwrite)
+    if read_model_config(model_dir).get("format") == CLIP_FORMAT:
+        return export_image_text(model_dir, out, layer, control, device, overwrite, progress)
     model, record = load_model(model_dir, device=device)
     preset = _preset(record)  # checked before the folder is made, so a refused export leaves none
     out.mkdir(parents=True, exist_ok=True)
@@ -128,6 +138,60 @@ def export_model(
         },
     )
     return ExportResult(ds.root, emb.embeddings.root, rand, out / "probes")
+
+
+def export_image_text(
+    model_dir: Path, out: Path, layer: int | None, control: bool, device: str, overwrite: bool, progress: bool
+) -> ExportResult:
+    """Embed an image-text model's training dataset: images and captions, each with its control and singles."""
+    from bindscope.embeddings.embed import embed_dataset
+    from bindscope.embeddings.encoders import load_encoder
+    from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
+    from bindscope.embeddings.encoders.scratch.folder import RETRAIN, read_model_config
+    from bindscope.scratch.clip_train import check_same_dataset, training_dataset
+    from bindscope.scratch.config import config_from_dict
+
+    if layer is not None:
+        raise BindscopeError(f"{model_dir} is an image-text model: it has no layers to export; drop --layer")
+    record = read_model_config(model_dir)
+    config = config_from_dict(record["config"], f"{model_dir}/config.json")
+    if not isinstance(config, ClipConfig):
+        raise BindscopeError(f"{model_dir}/config.json records a token-level config in an image-text model; {RETRAIN}")
+    check_same_dataset(record, config)
+    ds = training_dataset(config)
+    out.mkdir(parents=True, exist_ok=True)
+    mark_output(out, "export")
+    spec = f"scratch:{model_dir}"
+    folders = []
+    for modality in ("image", "text"):
+        jobs = [("", spec, False), ("-single", spec, True)] + ([("+rand", f"{spec}+rand", False)] if control else [])
+        for suffix, model_spec, singles in jobs:
+            folder = out / "embeddings" / f"{modality}{suffix}"
+            embed_dataset(
+                ds,
+                load_encoder(model_spec, device=device),
+                modality=modality,
+                out=folder,
+                device=device,
+                single_objects=singles,
+                overwrite=overwrite,
+                progress=progress,
+            )
+            folders.append(folder)
+    write_json(
+        out / "export.json",
+        {
+            "model": str(model_dir),
+            "selected_step": record["selected_step"],
+            "layer": None,
+            "dataset_hash": ds.hash,
+            "dataset": str(ds.root),
+            "scenes": len(ds),
+            "control": control,
+        },
+    )
+    image = out / "embeddings" / "image"
+    return ExportResult(ds.root, image, out / "embeddings" / "image+rand" if control else None, None, tuple(folders))
 
 
 def _preset(record: dict):

@@ -1,4 +1,7 @@
-"""Coverage sweeps: held-out-object accuracy of controlled models against the train fraction.
+"""Coverage sweeps: held-out accuracy of models trained from scratch against the train fraction.
+
+Token-level configs are read on held-out objects (object accuracy); image-text configs on held-out scenes
+(the attribute swap, with concept@1, strict top-1, the noun swap and order sensitivity beside it).
 
 ``sweep(config, settings, out)`` trains one model per (fraction, seed) and writes a result folder
 in the common format (:mod:`bindscope.analyses.results`, analysis ``scratch-sweep``)::
@@ -25,6 +28,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +44,10 @@ from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
 from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import MAX_ITEMS, MAX_SEED, MAX_WORKERS, Settings, WholeSeed
+from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
 from bindscope.embeddings.encoders.scratch.config import ScratchConfig
 from bindscope.estimators.floors import MARGIN, binding_verdict
+from bindscope.scratch.config import config_from_dict
 from bindscope.scratch.plot import BAG_OF_CONCEPTS, coverage_plot
 from bindscope.scratch.train import train_model
 from bindscope.space.splits import DEFAULT_SEEDS, check_fraction
@@ -51,6 +57,36 @@ EXTRA_COLUMNS = ("fraction", "coverage", "selected_step")
 SPLITS = {"test": "held-out objects", "validation": "validation objects", "train": "training objects"}
 #: Metrics summarised per fraction (the batch-query ones exist only for configs with ``batch_eval``).
 SUMMARY_METRICS = ("object_acc", "binding_object_acc", "concept_acc", "batch_object_acc", "batch_concept_acc")
+
+
+@dataclass(frozen=True)
+class SweepKind:
+    """What a sweep of one kind of config reads: its evaluation parts (group -> label), its metrics, the
+    headline (group, metric) judged against the bag of concepts, and the metrics its figure shows."""
+
+    splits: dict[str, str]
+    metrics: tuple[str, ...]
+    headline: tuple[str, str]
+    panels: tuple[str, str]
+    what: str
+
+    @property
+    def key(self) -> str:
+        return "_".join(self.headline)
+
+
+TOKEN = SweepKind(SPLITS, SUMMARY_METRICS, ("test", "object_acc"), ("object_acc", "concept_acc"), "held-out object acc")
+IMAGE_TEXT = SweepKind(
+    {"heldout": "held-out scenes", "train": "trained-on scenes"},
+    ("swap_attribute", "swap_noun", "order_sensitivity", "concept_at_1", "strict_at_1"),
+    ("heldout", "swap_attribute"),
+    ("swap_attribute", "concept_at_1"),
+    "held-out attribute swap",
+)
+
+
+def sweep_kind(config: ScratchConfig | ClipConfig) -> SweepKind:
+    return IMAGE_TEXT if isinstance(config, ClipConfig) else TOKEN
 
 
 def run_name(fraction: float, seed: int) -> str:
@@ -84,7 +120,7 @@ class SweepSettings(Settings):
 
 @writes("out", what="sweep folder", kind="result")
 def sweep(
-    config: ScratchConfig,
+    config: ScratchConfig | ClipConfig,
     settings: SweepSettings,
     out: str | Path,
     *,
@@ -123,28 +159,38 @@ def sweep(
         for f in fractions
         for s in seeds
     ]
+    kind = sweep_kind(config)
     for job_config, _ in jobs:
-        ScratchConfig.model_validate(job_config.model_dump())  # the overrides must still be valid
-    rows = []
+        type(config).model_validate(job_config.model_dump())  # the overrides must still be valid
+    rows, runs = [], []
     for i, (job_config, summary, status) in enumerate(_train_all(jobs, device, workers, progress)):
         if say is not None:
-            acc = summary["selected"].get("test_object_acc", float("nan"))
+            acc = summary["selected"].get(kind.key, float("nan"))
             say(
-                f"[{i + 1}/{len(jobs)}] fraction {job_config.fraction:g} seed {job_config.seed}: held-out object "
-                f"accuracy {acc:.3f} ({status})"
+                f"[{i + 1}/{len(jobs)}] fraction {job_config.fraction:g} seed {job_config.seed}: {kind.what} "
+                f"{acc:.3f} ({status})"
             )
         rows.extend(_rows(summary, job_config.fraction, job_config.seed))
+        runs.append({"fraction": job_config.fraction, **run_facts(summary)})
         kill_point("sweep-run")
     table = tidy(rows, EXTRA_COLUMNS).sort_values(["fraction", "seed"], kind="stable", ignore_index=True)
-    numbers = sweep_summary(table, config, fractions)
+    numbers = sweep_summary(table, config, fractions, kind)
+    add_run_facts(numbers["per_fraction"], runs)
     title = (
         f"scratch {config.name}: binding generalisation against coverage "
         f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
-        + ("; selected on test: optimistic" if config.selection == "test" else "")
+        + ("; selected on test: optimistic" if getattr(config, "selection", None) == "test" else "")
     )
 
     def extra(stage: Path) -> None:
-        coverage_plot(table, stage / "plots" / "coverage.png", title=title)
+        coverage_plot(
+            table,
+            stage / "plots" / "coverage.png",
+            title=title,
+            splits=tuple(kind.splits.items()),
+            panels=kind.panels,
+            headline=kind.headline,
+        )
         shutil.copytree(runs_dir, stage / "runs", ignore=shutil.ignore_patterns("sweep.json"))  # a failure loses no run
 
     head = header(
@@ -160,7 +206,9 @@ def sweep(
     return written
 
 
-def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterator[tuple[ScratchConfig, dict, str]]:
+def _train_all(
+    jobs: list, device: str, workers: int, progress: bool
+) -> Iterator[tuple[ScratchConfig | ClipConfig, dict, str]]:
     """Train the (config, folder) jobs on the chosen executor, yielding (config, summary, status) as
     runs finish. Each run trains into its own folder (so on a cluster, the output must be on storage
     every node mounts); a run interrupted part-way continues from its checkpoint."""
@@ -191,7 +239,7 @@ def _train_all(jobs: list, device: str, workers: int, progress: bool) -> Iterato
 
 def train_unit(state: Any, config: dict, folder: str, device: str, progress: bool) -> tuple[dict, str]:
     """One run of a sweep: train (or continue, or reuse) the model in ``folder``."""
-    result = train_model(ScratchConfig.model_validate(config), folder, device=device, progress=progress)
+    result = train_model(config_from_dict(config, "sweep run config"), folder, device=device, progress=progress)
     return result.summary, result.status
 
 
@@ -248,18 +296,43 @@ def _spread(values: pd.Series) -> dict[str, Any]:
     return {**spread(v), "min": float(v.min()), "max": float(v.max())}
 
 
-def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[float]) -> dict:
-    """Mean and spread over seeds of every split's object and concept accuracy (strict, and batch-query
-    where reported), per fraction, each beside its floors (an ideal bag of concepts and chance on the same
-    scenes, mean over seeds), and whether the held-out object accuracy binds beyond a bag of concepts on
-    every seed (:func:`binding_verdict`)."""
+def run_facts(summary: dict) -> dict[str, Any]:
+    """What a sweep reports of each run besides its numbers: its steps, seconds and clean hard negatives."""
+    return {
+        "steps": summary.get("steps"),
+        "seconds": summary.get("seconds"),
+        "hard_negatives": sum((summary.get("hard_negatives_available") or {}).values()),
+    }
+
+
+def add_run_facts(per_fraction: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -> None:
+    """Per fraction: the steps, the mean seconds and mean clean hard negatives (training scenes that have one)."""
+    frame = pd.DataFrame(runs)
+    for fraction, at in frame.groupby("fraction"):
+        per_fraction[f"{fraction:g}"].update(
+            {
+                "steps": int(at["steps"].max()),
+                "seconds": float(at["seconds"].mean()),
+                "hard_negatives": float(at["hard_negatives"].mean()),
+            }
+        )
+
+
+def sweep_summary(
+    table: pd.DataFrame, config: ScratchConfig | ClipConfig, fractions: list[float], kind: SweepKind = TOKEN
+) -> dict:
+    """Mean and spread over seeds of every split's metrics (object and concept accuracy, strict and batch-query
+    where reported; image-text: swaps and retrieval), per fraction, each beside its floors (an ideal bag of
+    concepts and chance on the same scenes, mean over seeds), and whether the headline (held-out object
+    accuracy; image-text: held-out attribute swap) beats a bag of concepts on every seed (:func:`binding_verdict`)."""
     per = {}
+    group, metric_name = kind.headline
     for fraction in fractions:
         at = table[table.fraction == fraction]
         models = at[at.variant == "model"]
         entry: dict[str, Any] = {"floors": {}}
-        for split in SPLITS:
-            for metric in SUMMARY_METRICS:
+        for split in kind.splits:
+            for metric in kind.metrics:
                 where = (at.group == split) & (at.metric == metric)
                 values = at[where & (at.variant == "model")]["value"]
                 if not len(values):
@@ -273,14 +346,28 @@ def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[fl
                 }
                 if floors:
                     entry["floors"][key] = floors
-        bag = at[(at.variant == BAG_OF_CONCEPTS) & (at.group == "test") & (at.metric == "object_acc")]
+        bag = at[(at.variant == BAG_OF_CONCEPTS) & (at.group == group) & (at.metric == metric_name)]
         if len(bag):
-            entry["test_bag_of_concepts_object_acc"] = _spread(bag["value"])
-        entry["binding"] = _binding(models, bag)
+            entry[f"{group}_bag_of_concepts_{metric_name}"] = _spread(bag["value"])
+        entry["binding"] = _binding(models, bag, kind)
         entry["coverage"] = round(float(models["coverage"].mean()), 6)
         per[f"{fraction:g}"] = entry
-    headline = {f: per[f].get("test_object_acc", {}).get("mean") for f in per}
-    chance = table[(table.variant == "chance") & (table.group == "test") & (table.metric == "object_acc")]["value"]
+    headline = {f: per[f].get(kind.key, {}).get("mean") for f in per}
+    chance = table[(table.variant == "chance") & (table.group == group) & (table.metric == metric_name)]["value"]
+    if isinstance(config, ClipConfig):
+        return {
+            "config": config.name,
+            "kind": "image-text",
+            "fractions": fractions,
+            "held_out_swap_attribute": {f: per[f].get(kind.key) for f in per},
+            "per_fraction": per,
+            "chance_swap_attribute": float(np.mean(chance)),
+            "margin": MARGIN,
+            "gain_low_to_high": _gain(headline, fractions),
+            "not_comparable": [],
+            "metric": "held-out attribute swap: how often a held-out scene's image scores its caption above its "
+            "attribute swap's (ties half; a bag of concepts ties every swap: 50 %), after the last step",
+        }
     selection = "the test objects (optimistic)" if config.selection == "test" else "validation objects"
     return {
         "config": config.name,
@@ -289,9 +376,7 @@ def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[fl
         "per_fraction": per,
         "chance_object_acc": float(np.mean(chance)),
         "margin": MARGIN,
-        "gain_low_to_high": (headline[f"{fractions[-1]:g}"] - headline[f"{fractions[0]:g}"])
-        if len(fractions) > 1
-        else None,
+        "gain_low_to_high": _gain(headline, fractions),
         "selection": config.selection,
         "not_comparable": config.not_comparable(),
         "metric": "held-out-object accuracy: set separation of scenes built only from objects never trained on, "
@@ -299,8 +384,14 @@ def sweep_summary(table: pd.DataFrame, config: ScratchConfig, fractions: list[fl
     }
 
 
-def _binding(models: pd.DataFrame, bag: pd.DataFrame) -> dict[str, Any]:
-    """The binding verdict of one fraction: held-out object accuracy against the bag, seed by seed."""
-    acc = models[(models.group == "test") & (models.metric == "object_acc")].set_index("seed")["value"]
+def _gain(headline: dict[str, float | None], fractions: list[float]) -> float | None:
+    low, high = headline[f"{fractions[0]:g}"], headline[f"{fractions[-1]:g}"]
+    return high - low if len(fractions) > 1 and low is not None and high is not None else None
+
+
+def _binding(models: pd.DataFrame, bag: pd.DataFrame, kind: SweepKind = TOKEN) -> dict[str, Any]:
+    """The binding verdict of one fraction: the headline against the bag, seed by seed."""
+    group, metric = kind.headline
+    acc = models[(models.group == group) & (models.metric == metric)].set_index("seed")["value"]
     floor = bag.set_index("seed")["value"].reindex(acc.index)
     return binding_verdict(acc.to_list(), floor.to_list())

@@ -34,21 +34,16 @@ from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
 from bindscope.core.locks import writes
 from bindscope.core.progress import progress_bar
-from bindscope.core.validation import check_fields, one_line
 from bindscope.core.version import utc_now
 from bindscope.embeddings.encoders.base import count_parameters
+from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
 from bindscope.embeddings.encoders.scratch.config import ScratchConfig
-from bindscope.embeddings.encoders.scratch.folder import CONFIG, MODEL_FORMAT, WEIGHTS, load_weights
+from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, CONFIG, MODEL_FORMAT, WEIGHTS
 from bindscope.embeddings.encoders.scratch.model import DualEncoder, build_model
 from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 from bindscope.estimators.floors import MARGIN, binding_verdict
-from bindscope.scratch.checkpoint import (
-    latest_checkpoint,
-    optimizer_tensors,
-    restore_optimizer,
-    save_weights,
-    write_checkpoint,
-)
+from bindscope.scratch.checkpoint import latest_checkpoint, save_weights
+from bindscope.scratch.clip_train import ClipTrainer, check_same_dataset
 from bindscope.scratch.config import warmup_steps
 from bindscope.scratch.data import SceneSampler
 from bindscope.scratch.evaluate import (
@@ -61,6 +56,8 @@ from bindscope.scratch.evaluate import (
     strict_floors,
 )
 from bindscope.scratch.losses import active_soft_cross_entropy, soft_cross_entropy
+from bindscope.scratch.schedule import scheduled_lr
+from bindscope.scratch.trainer_base import TrainerBase
 from bindscope.space.concepts import ConceptSpace
 
 log = logging.getLogger(__name__)
@@ -95,12 +92,7 @@ def training_sampler(config: ScratchConfig, space: ConceptSpace, roles: ObjectRo
 
 def learning_rate(config: ScratchConfig, step: int) -> float:
     """Linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0 (or constant)."""
-    warm = warmup_steps(config)
-    if step < warm:
-        return config.lr * (step + 1) / warm
-    if config.schedule == "constant":
-        return config.lr
-    return config.lr * max(0.0, (config.steps - step) / max(1, config.steps - warm))
+    return scheduled_lr(config.lr, step, config.steps, warmup_steps(config), constant=config.schedule == "constant")
 
 
 def make_optimizer(model: DualEncoder, config: ScratchConfig) -> torch.optim.AdamW:
@@ -112,10 +104,11 @@ def make_optimizer(model: DualEncoder, config: ScratchConfig) -> torch.optim.Ada
     )
 
 
-class Trainer:
+class Trainer(TrainerBase):
     """One run's model, optimizer, sampler and evaluation sets."""
 
     def __init__(self, config: ScratchConfig, device: str = "cpu") -> None:
+        super().__init__()
         self.config = config
         self.device = device
         self.preset = config.preset()
@@ -126,16 +119,9 @@ class Trainer:
         self.sets = evaluation_scenes(config, self.space, self.roles)
         self.batch_samplers = batch_eval_samplers(config, self.space, self.roles) if config.batch_eval else {}
         self.floors = strict_floors(self.space, self.sets)
-        self.model = build_model(config, self.vocab).to(device)
+        self.model: DualEncoder = build_model(config, self.vocab).to(device)
         self.optimizer = make_optimizer(self.model, config)
         self.concept_queries = self.vocab.concept_queries().to(device)
-        self.step = 0
-        self.log_rows: list[dict] = []
-        self.eval_rows: list[dict] = []
-        self.best: dict[str, Any] = {"step": None, "score": None}
-        self.best_weights: dict[str, torch.Tensor] | None = None
-        self.seconds = 0.0
-        self._window: list[torch.Tensor] = []
 
     def train_step(self) -> None:
         """One optimisation step on batch ``self.step``."""
@@ -162,8 +148,7 @@ class Trainer:
             self._log()
 
     def _log(self) -> None:
-        mean = torch.stack(self._window).mean(0).cpu().tolist()
-        self._window = []
+        mean = self.mean_window()
         self.log_rows.append(
             {
                 "step": self.step,
@@ -198,72 +183,27 @@ class Trainer:
                     "chance": floor.get("chance"),
                 }
             )
-        score = metrics.get(SELECTED_ON[self.config.selection])
-        if score is None or self.best["score"] is None or score > self.best["score"]:
-            self.best = {"step": self.step, "score": score}
-            self.best_weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.keep(metrics.get(SELECTED_ON[self.config.selection]))
         return metrics
 
-    # -- checkpoints ------------------------------------------------------------------------------
-    def save(self, work: Path) -> None:
-        tensors, groups = optimizer_tensors(self.optimizer)
-        state = {
-            "step": self.step,
-            "best": self.best,
-            "param_groups": groups,
-            "log": self.log_rows,
-            "evaluation": self.eval_rows,
-            "seconds": self.seconds,
-            "window": [w.cpu().tolist() for w in self._window],
+    def postfix(self, metrics: dict[str, float]) -> dict[str, str]:
+        """What the progress bar shows after an evaluation."""
+        return {
+            "test_obj": f"{metrics['test_object_acc']:.3f}",
+            "bag": f"{self.floors['test_object_acc']['bag']:.3f}",
+            "loss": f"{self.log_rows[-1]['loss']:.3f}",
         }
-        files = {"model": self.model.state_dict(), "optimizer": tensors}
-        if self.best_weights is not None:
-            files["best"] = self.best_weights
-        write_checkpoint(work, self.step, files, state)
 
-    def restore(self, folder: Path) -> None:
-        """Continue from a checkpoint folder; a damaged one is one error that says how to start over."""
-        fix = "pass --overwrite to start the training over"
-        state = read_json(folder / "state.json", "training checkpoint", folder)
-        missing = [k for k in CHECKPOINT_TYPES if k != "window" and k not in state]
-        if missing:
-            raise BindscopeError(f"the training checkpoint {folder} lacks {', '.join(missing)}; {fix}")
-        check_fields(state, CHECKPOINT_TYPES, f"training checkpoint {folder / 'state.json'}", fix)
-        try:
-            self.model.load_state_dict(load_weights(folder / "model.safetensors", root=folder))
-            restore_optimizer(
-                self.optimizer, load_weights(folder / "optimizer.safetensors", root=folder), state["param_groups"]
-            )
-            self._window = [torch.tensor(w, device=self.device) for w in state.get("window", [])]
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            if isinstance(exc, BindscopeError):
-                raise
-            raise BindscopeError(
-                f"the training checkpoint {folder} does not fit this run ({one_line(exc, 100)}); {fix}"
-            ) from None
-        self.step, self.best = state["step"], state["best"]
-        self.log_rows, self.eval_rows, self.seconds = state["log"], state["evaluation"], float(state["seconds"])
-        best = folder / "best.safetensors"
-        self.best_weights = (
-            {k: v.to(self.device) for k, v in load_weights(best, root=folder).items()} if best.is_file() else None
-        )
+    def write(self, out: Path, *, overwrite: bool = False) -> dict:
+        return write_model(self, out, overwrite=overwrite)
 
-
-#: Types of a training checkpoint's ``state.json`` (all required but ``window``).
-CHECKPOINT_TYPES: dict[str, type | tuple[type, ...]] = {
-    "step": int,
-    "best": dict,
-    "param_groups": list,
-    "log": list,
-    "evaluation": list,
-    "seconds": (int, float),
-    "window": list,
-}
+    def roles_record(self) -> dict:
+        return self.roles.to_dict()
 
 
 @writes("out", what="model folder", kind="model")
 def train_model(
-    config: ScratchConfig,
+    config: ScratchConfig | ClipConfig,
     out: str | Path,
     *,
     device: str = "cpu",
@@ -275,7 +215,8 @@ def train_model(
 
     Parameters
     ----------
-    config : ScratchConfig
+    config : ScratchConfig or ClipConfig
+        A token-level config, or an image-text one (which names its dataset).
     out : path
         The model folder; it appears only when training is complete.
     device : str
@@ -296,17 +237,22 @@ def train_model(
         return TrainResult(out, existing, "existing")
     check_output_dir(out, kind="model", overwrite=overwrite)
     resumed = _prepare_work(work, config, overwrite)
-    trainer = Trainer(config, device)
+    trainer = make_trainer(config, device)
     if resumed is not None:
         trainer.restore(resumed)
         log.info("resuming %s at step %d", out, trainer.step)
     _run(trainer, work, progress, on_step)
-    summary = write_model(trainer, out, overwrite=overwrite)
+    summary = trainer.write(out, overwrite=overwrite)
     shutil.rmtree(work, ignore_errors=True)
     return TrainResult(out, summary, "resumed" if resumed is not None else "trained")
 
 
-def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], None] | None) -> None:
+def make_trainer(config: ScratchConfig | ClipConfig, device: str = "cpu") -> Trainer | ClipTrainer:
+    """The trainer of a config: token-level or image-text."""
+    return ClipTrainer(config, device) if isinstance(config, ClipConfig) else Trainer(config, device)
+
+
+def _run(trainer: Trainer | ClipTrainer, work: Path, progress: bool, on_step: Callable[[int], None] | None) -> None:
     cfg = trainer.config
     bar = progress_bar(cfg.steps, initial=trainer.step, desc="train", unit="step", enabled=progress)
     started = time.perf_counter() - trainer.seconds
@@ -316,11 +262,7 @@ def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], 
             bar.update(1)
             if trainer.step % cfg.eval_every == 0 or trainer.step == cfg.steps:
                 metrics = trainer.evaluate_now()
-                bar.set_postfix(
-                    test_obj=f"{metrics['test_object_acc']:.3f}",
-                    bag=f"{trainer.floors['test_object_acc']['bag']:.3f}",
-                    loss=f"{trainer.log_rows[-1]['loss']:.3f}",
-                )
+                bar.set_postfix(**trainer.postfix(metrics))
             if trainer.step % cfg.checkpoint_every == 0 and trainer.step < cfg.steps:
                 trainer.seconds = time.perf_counter() - started
                 trainer.save(work)
@@ -329,7 +271,7 @@ def _run(trainer: Trainer, work: Path, progress: bool, on_step: Callable[[int], 
     trainer.seconds = time.perf_counter() - started
 
 
-def _prepare_work(work: Path, config: ScratchConfig, overwrite: bool) -> Path | None:
+def _prepare_work(work: Path, config: ScratchConfig | ClipConfig, overwrite: bool) -> Path | None:
     """The checkpoint to resume from (None: a fresh start); refuses a run of another config."""
     record = work / "run.json"
     if work.exists() and (overwrite or not record.is_file()):
@@ -349,12 +291,16 @@ def _prepare_work(work: Path, config: ScratchConfig, overwrite: bool) -> Path | 
     return None
 
 
-def _finished(out: Path, config: ScratchConfig, overwrite: bool) -> dict | None:
+def _finished(out: Path, config: ScratchConfig | ClipConfig, overwrite: bool) -> dict | None:
     """The summary of a finished run of this config in ``out`` (None: nothing finished there)."""
     if overwrite or not (out / CONFIG).is_file() or not (out / "summary.json").is_file():
         return None
     recorded = read_json(out / CONFIG, "scratch model config")
-    if recorded.get("format") == MODEL_FORMAT and _normalised(recorded.get("config")) == config.to_dict():
+    same = _normalised(recorded.get("config")) == config.to_dict()
+    if isinstance(config, ClipConfig) and recorded.get("format") == CLIP_FORMAT and same:
+        check_same_dataset(recorded, config)
+        return read_json(out / "summary.json", "training summary")
+    if isinstance(config, ScratchConfig) and recorded.get("format") == MODEL_FORMAT and same:
         if recorded.get("objects") != object_roles(config, config.preset().space).to_dict():
             raise BindscopeError(
                 f"{out} was trained on another object split of this config (before 0.2, validation objects were "
@@ -367,8 +313,9 @@ def _finished(out: Path, config: ScratchConfig, overwrite: bool) -> dict | None:
 def _normalised(recorded: Any) -> Any:
     """A recorded config with every field spelled out (records written before a field existed hold
     its default), or the record as it is when it is not a valid config."""
+    kind = ClipConfig if isinstance(recorded, dict) and recorded.get("kind") == "image-text" else ScratchConfig
     try:
-        return ScratchConfig.model_validate(recorded).to_dict()
+        return kind.model_validate(recorded).to_dict()
     except ValidationError:
         return recorded
 

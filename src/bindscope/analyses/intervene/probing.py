@@ -74,7 +74,9 @@ def probe_hits_for(
 def fit_probes(
     y: np.ndarray, scenes: SceneSet, settings: InterveneSettings
 ) -> tuple[ProbeSet, ProbeRun, ProbeSettings]:
-    """Probes fitted here with the full probe settings (scene split 0.4, ``probe_seed``)."""
-    probe_settings = ProbeSettings(seeds=(settings.probe_seed,), device=settings.device, scenes="full")
+    """Probes fitted here with the full probe settings (scene split 0.4, ``probe_seed``, ``probe_optimizer``)."""
+    probe_settings = ProbeSettings(
+        seeds=(settings.probe_seed,), device=settings.device, scenes="full", optimizer=settings.probe_optimizer
+    )
     probes, run = fit_probe_set(y, scenes, probe_settings)
     return probes, run, probe_settings

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from bindscope.core.validation import MAX_ITEMS, Device, Seed, Seeds, Settings
 from bindscope.estimators.object_banks import BANKS, BankName
+from bindscope.estimators.probes import Optimizer
 
 #: The strength the paper's table and the terminal report.
 TABLE_K = 1.0
@@ -39,6 +40,11 @@ class InterveneSettings(Settings):
     )
     noun: str | None = Field(None, description="The noun concept (default: the dataset's noun).")
     probe_seed: Seed = Field(0, description="Which seed's probes to use (or to fit); 0.")
+    probe_optimizer: Optimizer = Field(
+        "fast",
+        description="The solver of probes fitted here: fast (default: the paper's trajectory, on which the "
+        "interventions agree case for case with the research code), regularised, reference or lbfgs.",
+    )
     cases: bool = Field(True, description="Write every edit's outcome to cases.parquet (on by default).")
     device: Device = Field("cpu", description="Torch device: cpu, cuda, cuda:1 ...")
 

@@ -23,8 +23,15 @@ from bindscope.embeddings.encoders.spec import ModelSpec
 MODEL_CLASS = ".".join(("bindscope", "scratch", "SequenceEncoder (scene)"))
 
 
-def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> ScratchEncoder:
-    """Load the scene encoder of a parsed ``scratch:`` spec."""
+def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> Encoder:
+    """Load a parsed ``scratch:`` spec: a token-level model's scene encoder, or both towers of an image-text one."""
+    from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, read_model_config
+
+    record = read_model_config(spec.target)
+    if record.get("format") == CLIP_FORMAT:
+        from bindscope.embeddings.encoders.scratch.clip_encoder import ClipEncoder
+
+        return ClipEncoder(spec, record, layer=layer, device=device, dtype=dtype)
     return ScratchEncoder(spec, layer=layer, device=device, dtype=dtype)
 
 

@@ -30,6 +30,9 @@ from bindscope.embeddings.encoders.scratch.model import DualEncoder, build_model
 from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 
 MODEL_FORMAT = "bindscope-scratch-v1"
+#: The format of an image-text model folder (a CLIP in miniature): ``config.json`` holds its config, words,
+#: dataset hash and split instead of a token vocabulary and object roles.
+CLIP_FORMAT = "bindscope-clip-v1"
 RETRAIN = "train the model again with bindscope scratch train"
 #: Types of ``config.json``'s keys in a finished model folder.
 RECORD_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -71,6 +74,11 @@ def read_model_config(folder: str | Path) -> dict[str, Any]:
         hint = " (its training has not finished: run the same train command again)" if partial else ""
         raise BindscopeError(f"{folder} holds no {CONFIG}: it is not a bindscope scratch model folder{hint}")
     data = read_json(folder / CONFIG, "scratch model config", folder)
+    if data.get("format") == CLIP_FORMAT:
+        for key in ("config", "words", "dataset_hash", "split", "selected_step"):
+            if key not in data:
+                raise BindscopeError(f"{folder / CONFIG} is damaged (no {key!r}); train the model again")
+        return data
     if data.get("format") != MODEL_FORMAT:
         raise BindscopeError(
             f"{folder / CONFIG} is not a bindscope scratch model config (format {data.get('format')!r})"
@@ -104,6 +112,11 @@ def load_model(
     """
     folder = Path(folder)
     record = read_model_config(folder)
+    if record.get("format") == CLIP_FORMAT:
+        raise BindscopeError(
+            f"{folder} is an image-text model (a CLIP in miniature), not a token-level one; embed its images and "
+            f"captions with `bindscope embed --model scratch:{folder} --modality image|text`"
+        )
     try:
         config = ScratchConfig.model_validate(record["config"])
     except ValidationError:
