@@ -196,16 +196,19 @@ def test_a_finished_model_of_another_dataset_content_is_refused(tmp_path: Path) 
     assert not (tmp_path / "export").exists()
 
 
-def test_an_interrupted_run_does_not_resume_on_another_dataset_content(tmp_path: Path) -> None:
+def test_an_interrupted_run_does_not_resume_on_another_dataset_content(reference: Path, tmp_path: Path) -> None:
     """The run's first steps read one content of the dataset folder: continuing on another would mix them."""
     data = build_tiny(tmp_path / "data")
     config = tiny_clip(data, **SHORT)
     with pytest.raises(KeyboardInterrupt):
         train_model(config, tmp_path / "model", on_step=interrupt_at(15))
     build_dataset(tiny_preset(image={"width": 40, "height": 40}), data, overwrite=True, workers=1)
-    with pytest.raises(BindscopeError, match=str(data)):
+    with pytest.raises(BindscopeError, match=r"holds an unfinished run .*other data"):
         train_model(config, tmp_path / "model")
-    assert not (tmp_path / "model").exists()
+    assert not (tmp_path / "model").exists() and (tmp_path / ".model.training").is_dir()
+    build_dataset(tiny_preset(), data, overwrite=True, workers=1)  # the content it started on: it resumes
+    assert train_model(config, tmp_path / "model").status == "resumed"
+    assert same_bytes(reference / "model.safetensors", tmp_path / "model" / "model.safetensors")
 
 
 # -- what the model reads -----------------------------------------------------------------------------------
@@ -269,6 +272,15 @@ def test_the_contrastive_loss_known_answers() -> None:
     assert loss.item() == pytest.approx((image_to_text + math.log1p(math.exp(-s))) / 2, rel=1e-12)
     perfect = contrastive_loss(Planted(50.0), images, torch.stack([e1, e2, e3]))  # a far negative costs nothing
     assert perfect.item() == pytest.approx(0.0, abs=1e-12)
+    # captions at cosines [[1, 0.6], [0, 0.8]] to the images: each direction ranks its own row of that matrix
+    leaning = contrastive_loss(Planted(s), images, torch.stack([e1, 0.6 * e1 + 0.8 * e2]))
+
+    def lse(*cosines: float) -> float:
+        return math.log(sum(math.exp(s * c) for c in cosines))
+
+    image_to_text = ((lse(1, 0.6) - s) + (lse(0, 0.8) - 0.8 * s)) / 2
+    text_to_image = ((lse(1, 0) - s) + (lse(0.6, 0.8) - 0.8 * s)) / 2
+    assert leaning.item() == pytest.approx((image_to_text + text_to_image) / 2, rel=1e-12)
 
 
 # -- the evaluation on planted embeddings -------------------------------------------------------------------
