@@ -93,10 +93,16 @@ def smaller(config: dict) -> dict:
 
     sizes = {"text": 400, "clevr": 264}  # text: 400 pair scenes (each of its 400 objects in both slots)
     for dataset in config["datasets"]:
-        dataset["max_scenes"] = sizes[dataset["preset"]]
-    (scratch,) = config["scratch"]
-    scratch["steps"] = 40
-    scratch["overrides"]["concepts"] = {"attribute": list(TEXT_ATTRIBUTES[:5]), "noun": list(TEXT_NOUNS[:5])}
+        if dataset["preset"] in sizes:
+            dataset["max_scenes"] = sizes[dataset["preset"]]
+        else:  # the clevr2d images the CLIPs in miniature train on: all 576 scenes, drawn small
+            dataset["image_size"] = "32"
+    token, *image_text = config["scratch"]
+    token["steps"] = 40
+    token["overrides"]["concepts"] = {"attribute": list(TEXT_ATTRIBUTES[:5]), "noun": list(TEXT_NOUNS[:5])}
+    for entry in image_text:
+        entry["steps"] = 20
+        entry["overrides"] = {**entry.get("overrides", {}), "channels": 8, "d_model": 16, "heads": 2, "d_out": 16}
     config["analyses"]["complexity"]["budget"]["epochs"] = 20
     config["analyses"]["geometry"]["fractions"] = [0.6]
     return config
@@ -134,6 +140,9 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     assert probe["controls"]["rand"], "the +rand embeddings are found as the control"
     assert "clevr / minilm-text:\n  objects recoverable beyond a bag of concepts: " in out.stdout
     assert (tmp_path / "run" / "scratch" / "small-f0.8" / "model").is_dir()
+    for name in ("clip-swapfree", "clip-hardneg"):  # both halves of the paper: images and captions of trained models
+        assert (tmp_path / "run" / "results" / "clevr2d" / name / "crossmodal" / "summary.json").is_file()
+        assert (tmp_path / "run" / "results" / "clevr2d" / f"{name}-image" / "probe" / "summary.json").is_file()
     assert (tmp_path / "run" / "report.html").is_file() and "report: " in out.stdout
     stamp = (tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json").stat().st_mtime_ns
     again = run_cli(*demo, "--out", tmp_path / "run", "--quiet")  # finished steps are no-ops

@@ -174,14 +174,21 @@ def test_training_again_is_a_no_op(run_cli, model: Path, dataset: Path) -> None:
     [
         (
             ("-c", "clip-tiny", "--dataset", "DATA", "--final-norm"),
-            "--final-norm do(es) not apply to the image-text config clip-tiny; drop it",
+            "--final-norm applies to token-level configs only, not to the image-text config clip-tiny; drop it",
         ),
         (
             ("-c", "clip-tiny", "--dataset", "DATA", "--queries", "sampled", "--selection", "test"),
-            "--queries, --selection do(es) not apply to the image-text config clip-tiny; drop it",
+            "--queries, --selection apply to token-level configs only, not to the image-text config clip-tiny; "
+            "drop them",
         ),
-        (("-c", "cpu-small", "--dataset", "DATA"), "--dataset do(es) not apply to the token-level config cpu-small"),
-        (("-c", "cpu-small", "--towers", "slot"), "--towers do(es) not apply to the token-level config cpu-small"),
+        (
+            ("-c", "cpu-small", "--dataset", "DATA"),
+            "--dataset applies to image-text configs only, not to the token-level config cpu-small",
+        ),
+        (
+            ("-c", "cpu-small", "--towers", "slot"),
+            "--towers applies to image-text configs only, not to the token-level config cpu-small",
+        ),
         (("-c", "clip-tiny", "--steps", "5"), "image-text config clip-tiny names no dataset; give --dataset DATASET"),
         (("-c", "clip-tiny", "--dataset", "DATA"), "batch size 64 exceeds the 28 swap-free scene groups"),
     ],
@@ -197,7 +204,9 @@ def test_train_refuses_options_of_the_other_kind(
 
 def test_sweep_refuses_options_of_the_other_kind(run_cli, tmp_path: Path) -> None:
     result = run_cli("scratch", "sweep", "-c", "cpu-small", "--split", "objects", "--out", tmp_path / "s", "-q")
-    assert_one_line_error(result, "--split do(es) not apply to the token-level config cpu-small; drop it")
+    assert_one_line_error(
+        result, "--split applies to image-text configs only, not to the token-level config cpu-small; drop it"
+    )
     assert not (tmp_path / "s").exists()
 
 

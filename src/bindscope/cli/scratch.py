@@ -125,7 +125,11 @@ def scratch_config(config: str, **overrides: Any) -> Any:
     if wrong:
         kind = "image-text" if image_text(config) else "token-level"
         options = ", ".join("--" + k.replace("_", "-") for k in sorted(wrong))
-        raise BindscopeError(f"{options} do(es) not apply to the {kind} config {config}; drop it")
+        verb, them = ("apply", "them") if len(wrong) > 1 else ("applies", "it")
+        other = "token-level" if image_text(config) else "image-text"
+        raise BindscopeError(
+            f"{options} {verb} to {other} configs only, not to the {kind} config {config}; drop {them}"
+        )
     return load_config(config, **overrides)
 
 
@@ -434,6 +438,7 @@ def scratch_sweep(
     fractions: Annotated[str, typer.Option(help="Train fractions (coverage), comma-separated.")] = "0.2,0.4,0.6,0.8",
     seeds: SeedsOpt = None,
     steps: Annotated[Optional[int], typer.Option(help="Training steps per run; default: the config's.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Scenes per step; default: the config's.")] = None,
     final_norm: FinalNormOpt = None,
     init: InitOpt = None,
     queries: QueriesOpt = None,
@@ -467,6 +472,7 @@ def scratch_sweep(
     cfg = scratch_config(
         config,
         steps=steps,
+        batch_size=batch_size,
         **parity_overrides(final_norm, init, queries, batch_eval, heldout_negatives, selection, parity),
         **image_text_overrides(dataset, towers, batches, hard_negatives, split, image_size),
     )

@@ -94,6 +94,7 @@ class RunState:
     summaries: dict[str, dict[str, Any]]
     folders: dict[str, Path] = field(default_factory=dict)  # embedding folders outside embeddings/ (exports)
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # model spec -> what was loaded
+    trained: list[ModelConfig] = field(default_factory=list)  # image-text scratch models, embedded like the others
 
     def embedding_folder(self, spec: EmbeddingSpec, suffix: str = "") -> Path:
         key = f"{spec.dataset}/{spec.label}{suffix}"
@@ -347,6 +348,7 @@ def image_text_specs(state: RunState, entry: ScratchEntry, root: Path) -> list[E
     )
     specs = [EmbeddingSpec(str(entry.dataset), model, modality, None) for modality in model.modalities]
     embed_all(state, specs)
+    state.trained.append(model)
     return specs
 
 
@@ -557,7 +559,7 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
             "seeds": list(state.config.seeds),
             "device": state.config.device,
             "datasets": {n: {"path": str(d.root), "hash": d.hash, "scenes": len(d)} for n, d in state.datasets.items()},
-            "models": {m.label: model_entry(m, state.sources) for m in state.config.models},
+            "models": {m.label: model_entry(m, state.sources) for m in (*state.config.models, *state.trained)},
             "seconds": round(time.perf_counter() - started, 3),
             "steps": state.log.to_list(),
             "skipped": [asdict(s) for s in state.log.skips()],

@@ -10,7 +10,9 @@ closed under every binding swap and every reordering of the objects, so
 
 Hard negatives of a training scene are the captions of its attribute swap (a2 o1 / a1 o2) and noun
 swap (a1 o2 / a2 o1), added where the swap is a training scene of the dataset and names other
-objects than the scene. Every batch is a pure function of ``(seed, step)``.
+objects than the scene; a batch's hard negatives are distinct and none is a caption of the batch (in
+natural batches a swap can be one: it is then an ordinary negative, never a false one). Every batch
+is a pure function of ``(seed, step)``.
 """
 
 from __future__ import annotations
@@ -148,4 +150,5 @@ class ClipBatches:
         rows = self.train[picked]
         negatives = [self.negatives[k][rows] for k in self.negatives]
         hard = torch.cat(negatives) if negatives else rows.new_zeros(0)
-        return rows, hard[hard >= 0]
+        hard = torch.unique(hard[hard >= 0])
+        return rows, hard[~torch.isin(hard, rows)]  # a caption of the batch is already a negative of the others

@@ -54,8 +54,9 @@ def training_dataset(config: ClipConfig) -> Dataset:
     ds = load_dataset(config.dataset)
     if ds.scenes.max_objects != 2:
         raise BindscopeError(
-            f"dataset {ds.root} has up to {ds.scenes.max_objects} objects per scene; an image-text model is trained "
-            "on scenes of one or two objects (objects_per_scene: 2)"
+            f"dataset {ds.root} has up to {ds.scenes.max_objects} object{'s' if ds.scenes.max_objects != 1 else ''} per "
+            "scene; an image-text model is "
+            "trained on scenes of two objects, whose binding swaps it is read on (objects_per_scene: 2)"
         )
     if ds.preset.config.noun is None or ds.space.num_concepts < 2:
         raise BindscopeError(
@@ -109,7 +110,6 @@ class ClipTrainer(TrainerBase):
             [{"params": decay, "weight_decay": config.weight_decay}, {"params": [self.model.tau], "weight_decay": 0.0}],
             lr=config.lr,
         )
-        self.hard_seen = 0
 
     def learning_rate(self, step: int) -> float:
         cfg = self.config
@@ -171,6 +171,10 @@ class ClipTrainer(TrainerBase):
 
     def write(self, out: Path, *, overwrite: bool = False) -> dict:
         return write_clip_model(self, out, overwrite=overwrite)
+
+    def identity(self) -> dict[str, Any]:
+        """What, besides its config, an unfinished run must find unchanged to resume: the dataset's content."""
+        return {"dataset_hash": self.dataset.hash}
 
 
 def contrastive_loss(model: ClipModel, images: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -197,8 +197,10 @@ class Trainer(TrainerBase):
     def write(self, out: Path, *, overwrite: bool = False) -> dict:
         return write_model(self, out, overwrite=overwrite)
 
-    def roles_record(self) -> dict:
-        return self.roles.to_dict()
+    def identity(self) -> dict[str, Any]:
+        """What, besides its config, an unfinished run must find unchanged to resume: nothing (the config
+        defines the data)."""
+        return {}
 
 
 @writes("out", what="model folder", kind="model")
@@ -236,8 +238,8 @@ def train_model(
         shutil.rmtree(work, ignore_errors=True)  # left by a crash after the model was written
         return TrainResult(out, existing, "existing")
     check_output_dir(out, kind="model", overwrite=overwrite)
-    resumed = _prepare_work(work, config, overwrite)
-    trainer = make_trainer(config, device)
+    trainer = make_trainer(config, device)  # refuses a bad config or dataset before any folder is made
+    resumed = _prepare_work(work, config, overwrite, trainer.identity())
     if resumed is not None:
         trainer.restore(resumed)
         log.info("resuming %s at step %d", out, trainer.step)
@@ -271,13 +273,24 @@ def _run(trainer: Trainer | ClipTrainer, work: Path, progress: bool, on_step: Ca
     trainer.seconds = time.perf_counter() - started
 
 
-def _prepare_work(work: Path, config: ScratchConfig | ClipConfig, overwrite: bool) -> Path | None:
-    """The checkpoint to resume from (None: a fresh start); refuses a run of another config."""
+def _prepare_work(
+    work: Path, config: ScratchConfig | ClipConfig, overwrite: bool, identity: dict[str, Any] | None = None
+) -> Path | None:
+    """The checkpoint to resume from (None: a fresh start); refuses a run of another config, or of other training
+    data (``identity``, e.g. an image-text model's dataset hash)."""
     record = work / "run.json"
+    identity = identity or {}
     if work.exists() and (overwrite or not record.is_file()):
         shutil.rmtree(work)
     if record.is_file():
-        recorded = _normalised(read_json(record, "unfinished training record").get("config"))
+        data = read_json(record, "unfinished training record")
+        recorded = _normalised(data.get("config"))
+        other = {k: v for k, v in identity.items() if data.get(k) != v}
+        if other:
+            raise BindscopeError(
+                f"{work} holds an unfinished run trained on other data (its {', '.join(sorted(other))} changed); "
+                "restore the data to finish it, or pass --overwrite to start over"
+            )
         if recorded != config.to_dict():
             known = recorded if isinstance(recorded, dict) else {}
             changed = sorted(k for k in config.to_dict() if known.get(k) != config.to_dict()[k])
@@ -287,7 +300,7 @@ def _prepare_work(work: Path, config: ScratchConfig | ClipConfig, overwrite: boo
             )
         return latest_checkpoint(work)
     work.mkdir(parents=True)
-    write_json(record, {"config": config.to_dict()})
+    write_json(record, {"config": config.to_dict(), **identity})
     return None
 
 

@@ -82,7 +82,7 @@ BACKENDS: dict[str, Backend] = {
             "scratch",
             "bindscope.embeddings.encoders.scratch.encoder",
             "controlled models trained from scratch (bindscope scratch)",
-            "text",
+            "text (image-text models: image, text)",
             (("torch", "torch"),),
             ("scratch:runs/scratch/model",),
         ),

@@ -66,6 +66,16 @@ class ClipEncoder(Encoder):
         self.config: ClipConfig = self.model.config
         self._weights = None if spec.random else file_sha256(self.folder / WEIGHTS)
 
+    def dataset_items(self, dataset: Any, modality: str, single_objects: bool = False) -> Items | None:
+        """The dataset's own captions or images (None); its captions are checked here, before any folder is made,
+        to hold only words the model read."""
+        if modality == "text":
+            from bindscope.data.datasets import single_object_captions
+
+            captions = single_object_captions(dataset) if single_objects else dataset.captions
+            self.model.words.tokens([str(c) for c in captions])
+        return None
+
     def prepare(self, modality: str, items: Items) -> Any:
         self.check_modality(modality)
         if modality == "text":
@@ -92,7 +102,10 @@ class ClipEncoder(Encoder):
             "dim": {"image": cfg.d_out, "text": cfg.d_out},
             "dtype": self.dtype,
             "layer": None,
-            "num_layers": {"image": 3 if cfg.towers == "pooled" else 2, "text": cfg.text_layers},
+            "num_layers": {
+                "image": 3 if cfg.towers == "pooled" else 2,
+                "text": cfg.text_layers if cfg.towers == "pooled" else 1,
+            },
             "pooling": {
                 "image": "mean over positions" if cfg.towers == "pooled" else "flattened (slot MLP)",
                 "text": "mean over words" if cfg.towers == "pooled" else "last GRU state",
