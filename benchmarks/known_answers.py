@@ -8,6 +8,10 @@ scenes, every family, one seed, the default ``cpu`` budget (the exact protocol) 
 complexity sweep reaches for each (docs/method/06-complexity.md). These were the suite's known-answer tests until the
 suite had to fit in 10 minutes: the assertions are theirs, unchanged.
 
+Four checks train CLIPs in miniature (``clip-tiny`` on clevr2d images, seeds 0, 1 and 2; docs/method/09-scratch.md
+§9.1): concepts are recognised, attribute hard negatives and natural batches bind, and a prototype's claim that
+attribute hard negatives leave the noun swap behind.
+
 The tier also runs the README's main job at its shipped quick size (``bindscope demo --quick``, twice: every
 step computed, then every step reused), which the suite checks on a smaller copy of the same config.
 
@@ -125,22 +129,106 @@ def demo_quick() -> str:
         cmd = [bindscope, "demo", "--out", str(run), "--quick", "--quiet"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        assert "dataset      clevr: 576 scenes (computed)" in out.stdout and "dataset      text" in out.stdout
-        assert "embeddings   clevr/minilm-text+rand (embedded)" in out.stdout
+        assert "dataset      clevr: 576 scenes (computed, " in out.stdout and "dataset      text" in out.stdout
+        assert "embeddings   clevr/minilm-text+rand (embedded, " in out.stdout
         results = run / "results" / "clevr" / "minilm-text"
         for step in ("probe", "decompose", "intervene", "complexity", "geometry"):
             assert (results / step / "summary.json").is_file(), step
         assert json.loads((results / "probe" / "summary.json").read_text())["controls"]["rand"]
-        assert "clevr / minilm-text:\n  objects recoverable: yes" in out.stdout
+        assert "clevr / minilm-text:\n  objects recoverable beyond a bag of concepts: " in out.stdout
         assert (run / "scratch" / "small-f0.8" / "model").is_dir()
+        for name in ("clip-swapfree", "clip-hardneg"):
+            assert (run / "results" / "clevr2d" / name / "crossmodal" / "summary.json").is_file(), name
         assert (run / "report.html").is_file() and "report: " in out.stdout
         stamp = (results / "complexity" / "summary.json").stat().st_mtime_ns
         again = subprocess.run(cmd, capture_output=True, text=True)  # finished steps are no-ops
         assert again.returncode == 0, again.stderr
-        assert "(computed)" not in again.stdout.split("report")[0] and "(embedded)" not in again.stdout
+        assert "(computed, " not in again.stdout.split("report")[0] and "(embedded, " not in again.stdout
         assert (results / "complexity" / "summary.json").stat().st_mtime_ns == stamp
         answers = out.stdout[out.stdout.index("clevr / minilm-text:") :].splitlines()[:3]
     return " | ".join(line.strip() for line in answers)
+
+
+SEEDS = (0, 1, 2)
+#: The CLIPs in miniature of the image-text checks: condition -> overrides of the built-in clip-tiny config.
+CLIP_CONDITIONS = {
+    "pooled, swap-free": {},
+    "pooled, swap-free, attribute hard negatives": {"hard_negatives": "attribute"},
+    "pooled, natural batches": {"batches": "natural"},
+    "slot, natural batches": {"towers": "slot", "batches": "natural"},
+}
+_CLIP_RUNS: dict[str, list[dict]] = {}
+
+
+def clip_runs(condition: str) -> list[dict]:
+    """The last-step numbers of clip-tiny under ``condition`` on clevr2d (64 px, read at 32), seeds 0, 1, 2 (trained
+    once per process)."""
+    if condition not in _CLIP_RUNS:
+        from bindscope.data.datasets import build_dataset
+        from bindscope.data.presets import load_preset, with_image_settings
+        from bindscope.scratch.config import load_config
+        from bindscope.scratch.train import train_model
+
+        with tempfile.TemporaryDirectory() as tmp:
+            data = build_dataset(with_image_settings(load_preset("clevr2d"), size="64"), Path(tmp) / "clevr2d")
+            _CLIP_RUNS[condition] = [
+                train_model(
+                    load_config("clip-tiny", dataset=str(data.root), seed=seed, **CLIP_CONDITIONS[condition]),
+                    Path(tmp) / f"model-{seed}",
+                ).summary["selected"]
+                for seed in SEEDS
+            ]
+    return _CLIP_RUNS[condition]
+
+
+def clip_reading(condition: str, keys: tuple[str, ...]) -> str:
+    runs = clip_runs(condition)
+    return f"{condition}: " + "; ".join(f"{k} {[round(r[k], 3) for r in runs]}" for k in keys)
+
+
+def clip_concepts() -> str:
+    """Every trained CLIP in miniature recognises the concepts: concept@1 >= 95% on trained-on and held-out scenes."""
+    for condition in CLIP_CONDITIONS:
+        for run in clip_runs(condition):
+            for part in ("train", "heldout"):
+                assert run[f"{part}_concept_at_1"] >= 0.95, (
+                    f"{condition}: {part} concept@1 {run[f'{part}_concept_at_1']}"
+                )
+    return "; ".join(clip_reading(c, ("heldout_concept_at_1",)) for c in CLIP_CONDITIONS)
+
+
+def clip_hard_negatives() -> str:
+    """Attribute hard negatives make the pooled swap-free model bind: attribute swap >= 95% on trained-on and held-out
+    combinations, every seed."""
+    condition = "pooled, swap-free, attribute hard negatives"
+    keys = ("train_swap_attribute", "heldout_swap_attribute", "heldout_swap_noun", "heldout_order_sensitivity")
+    read = clip_reading(condition, keys)
+    for run in clip_runs(condition):
+        assert min(run["train_swap_attribute"], run["heldout_swap_attribute"]) >= 0.95, read
+    return read
+
+
+def clip_noun_gap() -> str:
+    """The prototype's claim: with attribute hard negatives only, the noun swap stays at least 15 points below the
+    attribute swap (held out, every seed)."""
+    condition = "pooled, swap-free, attribute hard negatives"
+    read = clip_reading(condition, ("heldout_swap_attribute", "heldout_swap_noun", "heldout_order_sensitivity"))
+    for run in clip_runs(condition):
+        assert run["heldout_swap_attribute"] - run["heldout_swap_noun"] >= 0.15, read
+    return read
+
+
+def clip_natural() -> str:
+    """Natural batches (a swap can be an in-batch negative) make the pooled model bind: attribute swap >= 95%; slot
+    towers bind every swap (>= 99%), their order sensitivity shown (a positional shortcut)."""
+    keys = ("heldout_swap_attribute", "heldout_swap_noun", "heldout_order_sensitivity")
+    for run in clip_runs("pooled, natural batches"):
+        assert run["heldout_swap_attribute"] >= 0.95, clip_reading("pooled, natural batches", keys)
+    for run in clip_runs("slot, natural batches"):
+        for part in ("train", "heldout"):
+            for swap in ("swap_attribute", "swap_noun"):
+                assert run[f"{part}_{swap}"] >= 0.99, clip_reading("slot, natural batches", keys)
+    return clip_reading("pooled, natural batches", keys) + " | " + clip_reading("slot, natural batches", keys)
 
 
 #: name -> (what the check claims, the check: it returns what it read, or raises AssertionError).
@@ -166,6 +254,16 @@ CHECKS: dict[str, tuple[str, Callable[[], str]]] = {
         complexity_check("sum_mult", (0.4, 0.7), sum_mult),
     ),
     "demo": ("the README's main job (bindscope demo --quick) runs every step, then reuses them", demo_quick),
+    "clip_concepts": ("every CLIP in miniature recognises the concepts (concept@1 >= 95%, 3 seeds)", clip_concepts),
+    "clip_hard_negatives": (
+        "attribute hard negatives: attribute swap >= 95% trained-on and held out (3 seeds)",
+        clip_hard_negatives,
+    ),
+    "clip_noun_gap": (
+        "attribute hard negatives leave the noun swap >= 15 points lower (a prototype's claim, 3 seeds)",
+        clip_noun_gap,
+    ),
+    "clip_natural": ("natural batches bind (pooled >= 95%, slot >= 99% every swap; 3 seeds)", clip_natural),
 }
 
 

@@ -39,7 +39,7 @@ def manifest(out: Path) -> dict:
 
 
 def test_a_run_with_a_skip_records_its_reason_and_fix(run_cli, tmp_path: Path) -> None:
-    # cross-modal tests need both modalities; the model embeds text only, and clevr has images
+    # cross-modal tests need an image-text model; MiniLM has no image tower (clevr has images)
     config = write_config(tmp_path, "skips", "  crossmodal: true\n")
     done = run_cli("run", config, "--out", tmp_path / "run", "-q")
     assert done.returncode == 0, done.stderr
@@ -49,8 +49,8 @@ def test_a_run_with_a_skip_records_its_reason_and_fix(run_cli, tmp_path: Path) -
         "analysis": "crossmodal",
         "dataset": "clevr",
         "label": "minilm",
-        "reason": "model minilm is embedded in text only; the cross-modal tests need both",
-        "fix": "embed the model in both modalities (modalities: [image, text]), or switch crossmodal off "
+        "reason": "model minilm is a text model (st: no image tower); the cross-modal tests need an image-text model",
+        "fix": "nothing to change for this model; to drop the line, switch crossmodal off "
         "(analyses: {crossmodal: false})",
     }
     assert found["skipped"] == [want]

@@ -35,7 +35,7 @@ from bindscope.core.validation import (
     short_repr,
 )
 from bindscope.data.presets import Preset, load_preset, preset_from_dict, with_image_settings
-from bindscope.embeddings.encoders import BACKENDS, parse_spec
+from bindscope.embeddings.encoders import BACKENDS, embeds_images, parse_spec
 from bindscope.space.splits import DEFAULT_SEEDS
 
 Modality = Literal["image", "text"]
@@ -184,10 +184,10 @@ class ModelConfig(Schema):
                     f"give it one with name: ({NAME_RULE})"
                 ) from None
         backend = BACKENDS[parse_spec(self.spec).backend]
-        if "image" in self.modalities and backend.modalities == "text":
+        if "image" in self.modalities and not embeds_images(self.spec):
+            what = "token-level scratch models" if backend.name == "scratch" else f"{backend.name} models"
             raise ValueError(
-                f"model {self.label} ({short_repr(self.spec)}): {backend.name} models embed text only; "
-                "drop image from its modalities"
+                f"model {self.label} ({short_repr(self.spec)}): {what} embed text only; drop image from its modalities"
             )
         missing = backend.missing()  # found without importing them
         if missing:

@@ -488,8 +488,17 @@ def skip(state: RunState, where: Where, reason: str, fix: str) -> None:
 def one_modality(state: RunState, spec: EmbeddingSpec) -> tuple[str, str]:
     """Why a model embedded in one modality has no cross-modal tests, and what to change (the dataset may lack
     the other modality)."""
-    reason = f"model {spec.model.label} is embedded in {spec.modality} only; the cross-modal tests need both"
+    from bindscope.embeddings.encoders import embeds_images, parse_spec
+
     off = "switch crossmodal off (analyses: {crossmodal: false})"
+    if not embeds_images(spec.model.spec):
+        backend = parse_spec(spec.model.spec, check_folders=False).backend
+        return (
+            f"model {spec.model.label} is a text model ({backend}: no image tower); the cross-modal tests "
+            "need an image-text model",
+            f"nothing to change for this model; to drop the line, {off}",
+        )
+    reason = f"model {spec.model.label} is embedded in {spec.modality} only; the cross-modal tests need both"
     offered = dataset_modalities(state, spec.dataset)
     if {"image", "text"} <= offered:
         return reason, f"embed the model in both modalities (modalities: [image, text]), or {off}"

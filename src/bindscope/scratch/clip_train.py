@@ -16,26 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling, retrieval, retrieval_chance
 from bindscope.analyses.crossmodal.swaps import mean_and_count, swap_cases, swap_scores, swap_wins
-from bindscope.analyses.results import versions
 from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
-from bindscope.core.io import staged_dir, write_json
 from bindscope.core.locks import writes
-from bindscope.core.version import utc_now
 from bindscope.data.datasets import Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.encoders.base import count_parameters
 from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
 from bindscope.embeddings.encoders.scratch.clip_model import ClipModel, Words, build_clip, image_tensor
-from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, CONFIG, WEIGHTS
-from bindscope.scratch.checkpoint import save_weights
+from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, WEIGHTS
 from bindscope.scratch.clip_data import ClipBatches, ClipSplit, clip_split
 from bindscope.scratch.schedule import scheduled_lr
-from bindscope.scratch.trainer_base import TrainerBase
+from bindscope.scratch.trainer_base import TrainerBase, write_model_folder
 from bindscope.space.concepts import SceneSet
 
 PARTS = ("train", "heldout")
@@ -52,10 +47,10 @@ def training_dataset(config: ClipConfig) -> Dataset:
             "e.g. from `bindscope dataset build clevr2d --size 64`)"
         )
     ds = load_dataset(config.dataset)
-    if ds.scenes.max_objects != 2:
+    k = ds.scenes.max_objects
+    if k != 2:
         raise BindscopeError(
-            f"dataset {ds.root} has up to {ds.scenes.max_objects} object{'s' if ds.scenes.max_objects != 1 else ''} per "
-            "scene; an image-text model is "
+            f"dataset {ds.root} has up to {k} object{'s' if k != 1 else ''} per scene; an image-text model is "
             "trained on scenes of two objects, whose binding swaps it is read on (objects_per_scene: 2)"
         )
     if ds.preset.config.noun is None or ds.space.num_concepts < 2:
@@ -269,18 +264,6 @@ def write_clip_model(trainer: ClipTrainer, out: Path, *, overwrite: bool = False
         "split": trainer.split.to_dict(),
         "selected_step": trainer.step,
     }
-    manifest = {
-        "command": "scratch train",
-        "device": trainer.device,
-        "seconds": trainer.seconds,
-        "versions": versions(),
-        "created": utc_now(),
-    }
-    with staged_dir(out, kind="model", overwrite=overwrite) as stage:
-        save_weights(stage / WEIGHTS, trainer.model.state_dict())
-        pd.DataFrame(trainer.log_rows).to_csv(stage / "metrics.csv", index=False)
-        pd.DataFrame(trainer.eval_rows).to_csv(stage / "evaluation.csv", index=False)
-        write_json(stage / "summary.json", summary)
-        write_json(stage / "manifest.json", manifest)
-        write_json(stage / CONFIG, record)
+    weights = {WEIGHTS.removesuffix(".safetensors"): trainer.model.state_dict()}
+    write_model_folder(trainer, out, weights, summary, record, overwrite=overwrite)
     return summary

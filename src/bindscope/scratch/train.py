@@ -23,18 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 from pydantic import ValidationError
 
-from bindscope.analyses.results import versions
 from bindscope.core.devices import check_device
 from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
-from bindscope.core.io import check_output_dir, read_json, staged_dir, write_json
+from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
 from bindscope.core.progress import progress_bar
-from bindscope.core.version import utc_now
 from bindscope.embeddings.encoders.base import count_parameters
 from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
 from bindscope.embeddings.encoders.scratch.config import ScratchConfig
@@ -42,7 +39,7 @@ from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, CONFIG, MO
 from bindscope.embeddings.encoders.scratch.model import DualEncoder, build_model
 from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 from bindscope.estimators.floors import MARGIN, binding_verdict
-from bindscope.scratch.checkpoint import latest_checkpoint, save_weights
+from bindscope.scratch.checkpoint import latest_checkpoint
 from bindscope.scratch.clip_train import ClipTrainer, check_same_dataset
 from bindscope.scratch.config import warmup_steps
 from bindscope.scratch.data import SceneSampler
@@ -57,7 +54,7 @@ from bindscope.scratch.evaluate import (
 )
 from bindscope.scratch.losses import active_soft_cross_entropy, soft_cross_entropy
 from bindscope.scratch.schedule import scheduled_lr
-from bindscope.scratch.trainer_base import TrainerBase
+from bindscope.scratch.trainer_base import TrainerBase, write_model_folder
 from bindscope.space.concepts import ConceptSpace
 
 log = logging.getLogger(__name__)
@@ -395,21 +392,16 @@ def write_model(trainer: Trainer, out: Path, *, overwrite: bool = False, command
         "objects": trainer.roles.to_dict(),
         "selected_step": selected,
     }
-    manifest = {
-        "command": command,
-        "device": trainer.device,
-        "seconds": trainer.seconds,
-        "versions": versions(),
-        "created": utc_now(),
-    }
-    with staged_dir(out, kind="model", overwrite=overwrite) as stage:
-        save_weights(stage / WEIGHTS, weights)
-        save_weights(stage / "final.safetensors", trainer.model.state_dict())
-        pd.DataFrame(trainer.log_rows).to_csv(stage / "metrics.csv", index=False)
-        pd.DataFrame(trainer.eval_rows).to_csv(stage / "evaluation.csv", index=False)
-        write_json(stage / "summary.json", summary)
-        write_json(stage / "manifest.json", manifest)
-        write_json(stage / CONFIG, record)
+    final = trainer.model.state_dict()
+    write_model_folder(
+        trainer,
+        out,
+        {WEIGHTS.removesuffix(".safetensors"): weights, "final": final},
+        summary,
+        record,
+        overwrite=overwrite,
+        command=command,
+    )
     return summary
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
+from bindscope.analyses.results import versions
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import read_json
+from bindscope.core.io import read_json, staged_dir, write_json
 from bindscope.core.validation import check_fields, one_line
-from bindscope.embeddings.encoders.scratch.folder import load_weights
-from bindscope.scratch.checkpoint import optimizer_tensors, restore_optimizer, write_checkpoint
+from bindscope.core.version import utc_now
+from bindscope.embeddings.encoders.scratch.folder import CONFIG, load_weights
+from bindscope.scratch.checkpoint import optimizer_tensors, restore_optimizer, save_weights, write_checkpoint
 
 #: Types of a training checkpoint's ``state.json`` (all required but ``window``).
 CHECKPOINT_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -102,3 +105,33 @@ class TrainerBase:
         self.best_weights = (
             {k: v.to(self.device) for k, v in load_weights(best, root=folder).items()} if best.is_file() else None
         )
+
+
+def write_model_folder(
+    trainer: TrainerBase,
+    out: Path,
+    weights: dict[str, dict[str, torch.Tensor]],
+    summary: dict[str, Any],
+    record: dict[str, Any],
+    *,
+    overwrite: bool = False,
+    command: str = "scratch train",
+) -> None:
+    """Write a finished model folder in one step (staged, then moved): each of ``weights`` as
+    ``<name>.safetensors``, the training log and evaluations as CSV, ``summary``, ``record`` as the folder's
+    config and a manifest of the command, device, seconds and versions."""
+    manifest = {
+        "command": command,
+        "device": trainer.device,
+        "seconds": trainer.seconds,
+        "versions": versions(),
+        "created": utc_now(),
+    }
+    with staged_dir(out, kind="model", overwrite=overwrite) as stage:
+        for name, state in weights.items():
+            save_weights(stage / f"{name}.safetensors", state)
+        pd.DataFrame(trainer.log_rows).to_csv(stage / "metrics.csv", index=False)
+        pd.DataFrame(trainer.eval_rows).to_csv(stage / "evaluation.csv", index=False)
+        write_json(stage / "summary.json", summary)
+        write_json(stage / "manifest.json", manifest)
+        write_json(stage / CONFIG, record)

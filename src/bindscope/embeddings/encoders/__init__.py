@@ -102,6 +102,21 @@ def embedded_default() -> tuple[str, Path | None]:
     return DEFAULT_MODEL, packaged[0] if packaged else None
 
 
+def embeds_images(spec: str | ModelSpec) -> bool:
+    """Whether the model a spec names has an image tower (a scratch model: an image-text one), without loading it."""
+    parsed = parse_spec(spec, check_folders=False)
+    if parsed.backend == "st":
+        return False
+    if parsed.backend == "scratch":
+        from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, read_model_config
+
+        try:
+            return read_model_config(parsed.target).get("format") == CLIP_FORMAT
+        except BindscopeError:
+            return False
+    return True
+
+
 def load_encoder(
     spec: str | ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
 ) -> Encoder:
@@ -136,6 +151,7 @@ __all__ = [
     "BACKENDS",
     "DEFAULT_MODEL",
     "embedded_default",
+    "embeds_images",
     "Backend",
     "Encoder",
     "ModelSpec",
