@@ -153,9 +153,7 @@ class ClipTrainer(TrainerBase):
             self.eval_rows.append(
                 {"step": self.step, "split": part, "metric": metric, "value": value, "cases": cases, **floor}
             )
-        values = {k: v for k, (v, _) in metrics.items()}
-        self.keep(None)  # the last step's weights are the model
-        return values
+        return {k: v for k, (v, _) in metrics.items()}  # the last step's weights are the model: none are kept
 
     def postfix(self, metrics: dict[str, float]) -> dict[str, str]:
         return {
