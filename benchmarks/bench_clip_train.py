@@ -71,7 +71,7 @@ def plain_rate(trainer: ClipTrainer, steps: int, repeats: int) -> tuple[float, f
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            first = float(loss) if first is None else first
+            first = float(loss.detach()) if first is None else first
         if round_ >= 0:
             rates.append(steps / (time.perf_counter() - start))
     return max(rates), float(first)
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fractions", default="0.5,0.8")
     parser.add_argument("--seeds", default="0,1")
-    add_csv_argument(parser)
+    add_csv_argument(parser, __file__)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-clip-"))
     dataset = build_dataset(with_image_settings(load_preset("clevr2d"), size="64"), work / "clevr2d", workers=1)
@@ -152,7 +152,7 @@ def main() -> None:
             "",
         )
     )
-    write_results(__file__, measured, args.csv)
+    print(f"wrote {write_results(__file__, measured, args.csv)}")
 
 
 if __name__ == "__main__":
