@@ -48,6 +48,10 @@ class ClipSplit:
     objects: np.ndarray
     coverage: float
 
+    def parts(self) -> dict[str, np.ndarray]:
+        """The dataset rows of each part: ``train`` and ``heldout``."""
+        return {"train": self.train, "heldout": self.heldout}
+
     def to_dict(self) -> dict:
         return {
             "train": self.train.tolist(),

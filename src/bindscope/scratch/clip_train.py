@@ -33,7 +33,6 @@ from bindscope.scratch.schedule import scheduled_lr
 from bindscope.scratch.trainer_base import TrainerBase, write_model_folder
 from bindscope.space.concepts import SceneSet
 
-PARTS = ("train", "heldout")
 #: The swap tests' names (:func:`~bindscope.analyses.crossmodal.swaps.swap_wins`) and their metric names here.
 SWAP_KEYS = {"attribute": "swap_attribute", "noun": "swap_noun", "order_sensitivity": "order_sensitivity"}
 EMBED_BATCH = 512
@@ -66,12 +65,11 @@ def training_dataset(config: ClipConfig) -> Dataset:
     return ds
 
 
-def check_same_dataset(recorded: dict[str, Any], config: ClipConfig) -> None:
+def check_same_dataset(recorded: dict[str, Any], ds: Dataset) -> None:
     """Refuse a finished model whose dataset's content changed since it was trained."""
-    ds = training_dataset(config)
     if recorded.get("dataset_hash") != ds.hash:
         raise BindscopeError(
-            f"the model was trained on another content of {config.dataset} (hash "
+            f"the model was trained on another content of {ds.root} (hash "
             f"{str(recorded.get('dataset_hash'))[:12]}, now {ds.hash[:12]}); choose another --out or pass --overwrite "
             "to train it again"
         )
@@ -193,7 +191,7 @@ def clip_metrics(
     """
     scores = swap_scores(image, text, cases)
     out: dict[str, tuple[float, int]] = {}
-    for part, rows in (("train", split.train), ("heldout", split.heldout)):
+    for part, rows in split.parts().items():
         two = np.isin(cases.scene, rows)
         wins = swap_wins({k: v[two] for k, v in scores.items()})
         ranked = retrieval(image[rows], text[rows], scenes.subset(rows))["image_to_text"]
@@ -207,7 +205,7 @@ def clip_metrics(
 def part_floors(scenes: SceneSet, split: ClipSplit) -> dict[str, dict[str, dict[str, float]]]:
     """Per part and metric, what chance and an ideal bag of concepts score on the same scenes."""
     out = {}
-    for part, rows in (("train", split.train), ("heldout", split.heldout)):
+    for part, rows in split.parts().items():
         sub = scenes.subset(rows)
         chance = retrieval_chance(sub)
         swap = {"chance": 0.5, "bag": 0.5}

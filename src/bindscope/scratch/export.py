@@ -79,8 +79,9 @@ def export_model(
     if out.exists() and not out.is_dir():
         raise BindscopeError(f"{out} exists and is not a folder; choose another --out")
     _check_previous(out, model_dir, layer, overwrite)
-    if read_model_config(model_dir).get("format") == CLIP_FORMAT:
-        return export_image_text(model_dir, out, layer, control, device, overwrite, progress)
+    record = read_model_config(model_dir)
+    if record.get("format") == CLIP_FORMAT:
+        return export_image_text(model_dir, record, out, layer, control, device, overwrite, progress)
     model, record = load_model(model_dir, device=device)
     preset = _preset(record)  # checked before the folder is made, so a refused export leaves none
     out.mkdir(parents=True, exist_ok=True)
@@ -141,35 +142,43 @@ def export_model(
 
 
 def export_image_text(
-    model_dir: Path, out: Path, layer: int | None, control: bool, device: str, overwrite: bool, progress: bool
+    model_dir: Path,
+    record: dict,
+    out: Path,
+    layer: int | None,
+    control: bool,
+    device: str,
+    overwrite: bool,
+    progress: bool,
 ) -> ExportResult:
     """Embed an image-text model's training dataset: images and captions, each with its control and singles."""
     from bindscope.embeddings.embed import embed_dataset
     from bindscope.embeddings.encoders import load_encoder
     from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
-    from bindscope.embeddings.encoders.scratch.folder import RETRAIN, read_model_config
+    from bindscope.embeddings.encoders.scratch.folder import RETRAIN
     from bindscope.scratch.clip_train import check_same_dataset, training_dataset
     from bindscope.scratch.config import config_from_dict
 
     if layer is not None:
         raise BindscopeError(f"{model_dir} is an image-text model: it has no layers to export; drop --layer")
-    record = read_model_config(model_dir)
     config = config_from_dict(record["config"], f"{model_dir}/config.json")
     if not isinstance(config, ClipConfig):
         raise BindscopeError(f"{model_dir}/config.json records a token-level config in an image-text model; {RETRAIN}")
-    check_same_dataset(record, config)
     ds = training_dataset(config)
+    check_same_dataset(record, ds)
     out.mkdir(parents=True, exist_ok=True)
     mark_output(out, "export")
     spec = f"scratch:{model_dir}"
+    trained = load_encoder(spec, device=device)  # each encoder is loaded once for every folder it writes
+    rand = load_encoder(f"{spec}+rand", device=device) if control else None
     folders = []
     for modality in ("image", "text"):
-        jobs = [("", spec, False), ("-single", spec, True)] + ([("+rand", f"{spec}+rand", False)] if control else [])
-        for suffix, model_spec, singles in jobs:
+        jobs = [("", trained, False), ("-single", trained, True)] + ([("+rand", rand, False)] if rand else [])
+        for suffix, encoder, singles in jobs:
             folder = out / "embeddings" / f"{modality}{suffix}"
             embed_dataset(
                 ds,
-                load_encoder(model_spec, device=device),
+                encoder,
                 modality=modality,
                 out=folder,
                 device=device,

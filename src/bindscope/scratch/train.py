@@ -40,7 +40,7 @@ from bindscope.embeddings.encoders.scratch.model import DualEncoder, build_model
 from bindscope.embeddings.encoders.scratch.vocabulary import Vocabulary
 from bindscope.estimators.floors import MARGIN, binding_verdict
 from bindscope.scratch.checkpoint import latest_checkpoint
-from bindscope.scratch.clip_train import ClipTrainer, check_same_dataset
+from bindscope.scratch.clip_train import ClipTrainer, check_same_dataset, training_dataset
 from bindscope.scratch.config import warmup_steps
 from bindscope.scratch.data import SceneSampler
 from bindscope.scratch.evaluate import (
@@ -308,7 +308,7 @@ def _finished(out: Path, config: ScratchConfig | ClipConfig, overwrite: bool) ->
     recorded = read_json(out / CONFIG, "scratch model config")
     same = _normalised(recorded.get("config")) == config.to_dict()
     if isinstance(config, ClipConfig) and recorded.get("format") == CLIP_FORMAT and same:
-        check_same_dataset(recorded, config)
+        check_same_dataset(recorded, training_dataset(config))
         return read_json(out / "summary.json", "training summary")
     if isinstance(config, ScratchConfig) and recorded.get("format") == MODEL_FORMAT and same:
         if recorded.get("objects") != object_roles(config, config.preset().space).to_dict():

@@ -105,7 +105,7 @@ def embedded_default() -> tuple[str, Path | None]:
 def embeds_images(spec: str | ModelSpec) -> bool:
     """Whether the model a spec names has an image tower (a scratch model: an image-text one), without loading it."""
     parsed = parse_spec(spec, check_folders=False)
-    if parsed.backend == "st":
+    if BACKENDS[parsed.backend].modalities == "text":
         return False
     if parsed.backend == "scratch":
         from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, read_model_config
