@@ -29,6 +29,7 @@ from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
 from bindscope.embeddings.encoders.scratch.clip_model import ClipModel, Words, build_clip, image_tensor
 from bindscope.embeddings.encoders.scratch.folder import CLIP_FORMAT, WEIGHTS
 from bindscope.scratch.clip_data import ClipBatches, ClipSplit, clip_split
+from bindscope.scratch.config import warmup_steps
 from bindscope.scratch.schedule import scheduled_lr
 from bindscope.scratch.trainer_base import TrainerBase, write_model_folder
 from bindscope.space.concepts import SceneSet
@@ -106,7 +107,7 @@ class ClipTrainer(TrainerBase):
 
     def learning_rate(self, step: int) -> float:
         cfg = self.config
-        return scheduled_lr(cfg.lr, step, cfg.steps, int(cfg.warmup_fraction * cfg.steps))
+        return scheduled_lr(cfg.lr, step, cfg.steps, warmup_steps(cfg))
 
     def train_step(self) -> None:
         """One step on batch ``self.step``."""

@@ -117,5 +117,5 @@ def image_text(name_or_path: str | Path) -> bool:
     return isinstance(data, dict) and data.get("kind") == "image-text"
 
 
-def warmup_steps(config: ScratchConfig) -> int:
+def warmup_steps(config: ScratchConfig | ClipConfig) -> int:
     return int(math.floor(config.warmup_fraction * config.steps))

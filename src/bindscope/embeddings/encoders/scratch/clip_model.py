@@ -80,14 +80,17 @@ def image_tensor(images: Sequence[Any], size: int) -> torch.Tensor:
     """``[N, 3, size, size]`` float images in [-1, 1] of image paths or PIL images: RGB, resized with a box filter."""
     from PIL import Image
 
+    def pixels(img: Any) -> np.ndarray:
+        return np.asarray(img.convert("RGB").resize((size, size), Image.Resampling.BOX))
+
     out = np.empty((len(images), size, size, 3), dtype=np.uint8)
     for i, item in enumerate(images):
         if not isinstance(item, (str, Path)):
-            out[i] = np.asarray(item.convert("RGB").resize((size, size), Image.Resampling.BOX))
+            out[i] = pixels(item)
             continue
         try:
             with Image.open(item) as img:
-                out[i] = np.asarray(img.convert("RGB").resize((size, size), Image.Resampling.BOX))
+                out[i] = pixels(img)
         except (OSError, ValueError) as exc:
             raise BindscopeError(f"cannot read image {item} ({exc}); render the dataset again") from None
     return torch.from_numpy(out).permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0)
