@@ -15,6 +15,7 @@ import pytest
 
 from bindscope.cli import main
 from bindscope.core.errors import BindscopeError
+from bindscope.core.io import mark_output
 from bindscope.core.locks import is_locked, lock_path, output_lock, remove_leftovers
 from cli_checks import assert_one_line_error
 
@@ -85,6 +86,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(run_cli, tmp_path: Path) 
 def test_leftovers_of_dead_writers_are_removed_but_not_those_of_a_live_one(tmp_path: Path) -> None:
     out = tmp_path / "out"
     (out / "sub").mkdir(parents=True)
+    mark_output(out, "run")  # inside a folder bindscope wrote (never inside a user's: see the next test)
     dead = [
         tmp_path / ".out.k3j9x0q1.partial",
         tmp_path / ".out.old-12345",

@@ -85,7 +85,7 @@ def test_a_write_error_that_is_not_the_disk_is_not_disguised() -> None:
 
     assert disk_error_message(FileNotFoundError(2, "No such file or directory", "x")) is None
     assert "Read-only file system" in str(disk_error_message(OSError(30, "Read-only file system", "/ro/x")))
-    assert "writing /ro/x" in str(disk_error_message(OSError(30, "Read-only file system", "/ro/x")))
+    assert "cannot write /ro/x (Read-only" in str(disk_error_message(OSError(30, "Read-only file system", "/ro/x")))
     assert "No space left" in str(disk_error_message(OSError("[Errno 28] No space left on device")))  # pyarrow's
 
 

@@ -306,5 +306,7 @@ def test_a_damaged_mark_is_a_folder_bindscope_did_not_write(tmp_path: Path, mark
     with pytest.raises(BindscopeError, match="table holds files bindscope did not write; --overwrite replaces only"):
         check_replaceable(table, "table")
     (table / "manifest.json").write_text('{"format": "bindscope-embeddings-v1"}')
+    assert written_kind(table) is None  # table.md: not what an embedding folder holds, whatever its manifest says
+    (table / "table.md").rename(table / "embeddings.npy")
     expected = None if "kind" in mark else "embeddings"  # a readable mark decides; an unreadable one does not
     assert written_kind(table) == expected

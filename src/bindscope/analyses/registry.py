@@ -30,6 +30,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import keeping_units
 from bindscope.core.io import check_output_dir
 from bindscope.core.locks import writes
+from bindscope.core.places import check_state_folder
 from bindscope.estimators.verdicts import Verdict
 
 log = logging.getLogger(__name__)
@@ -244,4 +245,4 @@ def rand_distance(arrays: AnalysisInputs) -> float | None:
 def units_folder(out: Path, key: str) -> Path:
     """Where a run into ``out`` keeps its finished units until its result is written: a hidden
     sibling, one sub-folder per content key of the run (other inputs or settings start afresh)."""
-    return out.parent / f".{out.name}.units" / key[:16]
+    return check_state_folder(out.parent / f".{out.name}.units") / key[:16]

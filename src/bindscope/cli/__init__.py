@@ -12,7 +12,7 @@ import typer
 from bindscope.cli import data, embeddings, measure, run, scratch  # noqa: F401 (their commands register on import)
 from bindscope.cli.app import app
 from bindscope.cli.common import QuietOpt, WaitOpt, quiet_model_libraries
-from bindscope.core.errors import BindscopeError, disk_error_message
+from bindscope.core.errors import BindscopeError, os_error_message
 
 
 @app.command(
@@ -46,8 +46,8 @@ def demo(
 def main(argv: list[str] | None = None) -> None:
     """Entry point. Bad input, usage mistakes included, is one line on stderr.
 
-    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`) or a write the disk refused (full,
-    read-only), 2 command-line usage,
+    Exit status: 0 success, 1 bad input (a :class:`BindscopeError`) or an error of the operating system (a
+    write the disk refused: full, read-only; a name too long, a link loop ...), 2 command-line usage,
     130 interrupted (Ctrl-C), 143 terminated (SIGTERM: cleaned up like Ctrl-C).
     """
     interrupted = "interrupted; run the same command again (embed continues where it stopped)"
@@ -57,10 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     except BindscopeError as exc:
         _fail(str(exc), 1)
     except OSError as exc:
-        message = disk_error_message(exc)
-        if message is None:
-            raise
-        _fail(message, 1)
+        _fail(os_error_message(exc), 1)
     except (typer.Abort, KeyboardInterrupt):
         _fail(interrupted, 130)
     except Terminated:

@@ -29,7 +29,7 @@ def disk_error_message(exc: OSError) -> str | None:
 
     names = {errno.errorcode.get(exc.errno or -1, "")}
     names |= {name for name in _FULL | _DENIED if os.strerror(getattr(errno, name, 0)) in str(exc)}
-    where = f" writing {exc.filename}" if exc.filename else ""
+    where = f" to {exc.filename}" if exc.filename else ""
     reason = exc.strerror or str(exc)
     short = _SHORT_WRITE.fullmatch(str(exc)) if exc.errno is None else None
     if short:
@@ -42,7 +42,39 @@ def disk_error_message(exc: OSError) -> str | None:
         )
     if names & _DENIED:
         return (
-            f"cannot write{where} ({reason}); nothing was replaced and the previous result is intact: "
+            f"cannot write{where.replace(' to ', ' ', 1)} ({reason}); nothing was replaced and the previous result is "
+            "intact: "
             "choose an --out on a writable disk or fix the folder's permissions"
         )
     return None
+
+
+#: What to do about the OS errors that are not the disk refusing a write, by errno name.
+_FIXES = {
+    "ENAMETOOLONG": "the name is longer than this file system allows: choose a shorter --out or path",
+    "ELOOP": "a link loop: remove the loop or choose another path",
+    "EBUSY": "it is in use or a mount point: choose a folder below it or another --out",
+    "ENOTDIR": "a file stands where a folder belongs: check the path or choose another --out",
+    "EISDIR": "a folder stands where a file belongs: check the path or choose another --out",
+    "ENOENT": "a file or folder disappeared while the command ran (deleted, or the working folder removed): "
+    "restore it and run the same command again",
+    "EXDEV": "it crosses file systems: keep the output and its hidden siblings on one disk",
+}
+
+
+def os_error_message(exc: OSError) -> str:
+    """The one line for any OS error that reaches the command line: the disk's own message
+    (:func:`disk_error_message`) or what failed, where, and what to do."""
+    import errno
+    import os
+
+    message = disk_error_message(exc)
+    if message is not None:
+        return message
+    name = errno.errorcode.get(exc.errno or -1, "")
+    where = f" at {os.fsdecode(exc.filename)}" if exc.filename else ""
+    if exc.filename2:
+        where += f" (and {os.fsdecode(exc.filename2)})"
+    reason = exc.strerror or str(exc)
+    fix = _FIXES.get(name, "check the path and its permissions, then run the same command again")
+    return f"the system refused an operation{where} ({reason}); {fix}"

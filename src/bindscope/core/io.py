@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
 import tempfile
 import tokenize
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bindscope.core import places
 from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
 from bindscope.core.validation import check_fields, one_line, short_repr
+
+log = logging.getLogger(__name__)
 
 
 def _umask() -> int:
@@ -114,7 +119,7 @@ def read_yaml(path: Path, what: str) -> Any:
 
     text = read_text(path, what, kind="YAML")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_key_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -124,6 +129,29 @@ def read_yaml(path: Path, what: str) -> Any:
         raise BindscopeError(f"{what} {path} holds a value YAML cannot read ({one_line(exc)})") from None
     except RecursionError:
         raise BindscopeError(f"{what} {path} nests too deeply; write a flat mapping of settings") from None
+
+
+@functools.cache
+def _unique_key_loader() -> type:
+    """YAML's safe loader, refusing a key written twice in one mapping (YAML would keep the last silently)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            keys = [k for k, _ in node.value]
+            if isinstance(node, yaml.MappingNode) and not any(k.tag == "tag:yaml.org,2002:merge" for k in keys):
+                seen: set[Any] = set()
+                for key_node in keys:
+                    key = self.construct_object(key_node, deep=True)
+                    if isinstance(key, Hashable) and key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key {key!r} is written twice; keep one", key_node.start_mark
+                        )
+                    if isinstance(key, Hashable):
+                        seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def read_manifest(
@@ -271,9 +299,11 @@ def written_kind(folder: Path) -> str | None:
     """The kind of output bindscope wrote ``folder`` as, or None (not written by bindscope, or damaged).
 
     Read from its mark (:data:`OUTPUT_MARK`) or, for a folder written before marks, from the format tag
-    of its ``manifest.json`` or ``summary.json``.
+    of its ``manifest.json`` or ``summary.json``, and only where the folder holds nothing else than such an
+    output writes (:func:`bindscope.core.places.holds_only_its_own`): a copied manifest does not make a folder
+    bindscope's.
     """
-    mark = _json_object(folder / OUTPUT_MARK)
+    mark = None if (folder / OUTPUT_MARK).is_symlink() else _json_object(folder / OUTPUT_MARK)
     if mark is not None:
         kind = mark.get("kind") if mark.get("written_by") == "bindscope" else None
         return kind if kind in OUTPUT_KINDS else None
@@ -282,7 +312,7 @@ def written_kind(folder: Path) -> str | None:
         tag = tag.get("name") if isinstance(tag, dict) else tag
         for prefix, kind in FORMAT_KINDS.items():
             if isinstance(tag, str) and (tag == prefix or tag.startswith(f"{prefix}-v")):
-                return kind
+                return kind if places.holds_only_its_own(folder, kind) else None  # not a copied manifest
     return None
 
 
@@ -296,19 +326,21 @@ def _json_object(path: Path) -> dict | None:
 
 def check_output_place(out: Path, option: str = "--out") -> None:
     """Refuse, before any work, an output that is the current folder, the file system's root, the home folder
-    or has no name: bindscope writes a folder (or file) of its own, below such a place. ``option`` names the
-    output in the messages."""
-    out = Path(out)
-    real = out.expanduser().resolve()
-    places = {Path.cwd().resolve(): "the current folder", Path(real.anchor): "the root folder"}
+    or has no name: bindscope writes a folder (or file) of its own, below such a place. A dangling link or a
+    link loop is refused too, and a name too long for the hidden files bindscope keeps beside it
+    (:mod:`bindscope.core.places`). ``option`` names the output in the messages."""
+    out = Path(out).expanduser()
+    places.check_name_length(out, option)
+    real = places.check_resolvable(out, option)
+    homes = {Path.cwd().resolve(): "the current folder", Path(real.anchor): "the root folder"}
     with contextlib.suppress(RuntimeError, KeyError):  # no home folder known
-        places.setdefault(Path.home().resolve(), "your home folder")
+        homes.setdefault(Path.home().resolve(), "your home folder")
     if out.name == "..":
         raise BindscopeError(
             f"{option} {out} ends in '..'; give the output its own name, e.g. {option} {real / 'result'}"
         )
-    if str(out) in ("", ".") or real in places:
-        what = places.get(real, "the current folder")
+    if str(out) in ("", ".") or real in homes or any(places.identity(real) == places.identity(h) for h in homes):
+        what = next((w for h, w in homes.items() if places.identity(real) == places.identity(h)), "the current folder")
         raise BindscopeError(
             f"{option} {str(out) or repr('')} is {what}; bindscope writes an output of its own and never replaces "
             f"such a folder: give a new folder below it, e.g. {option} {out / 'result' if str(out) else 'result'}"
@@ -316,18 +348,22 @@ def check_output_place(out: Path, option: str = "--out") -> None:
 
 
 def check_not_an_input(out: Path, inputs: Iterable[str | os.PathLike], option: str = "--out") -> None:
-    """Refuse an output that is, holds or lies inside one of the ``inputs`` the command reads (links resolved),
-    so that no writer, ``--overwrite`` or not, can replace or write into what it reads."""
+    """Refuse an output that is, holds or lies inside one of the ``inputs`` the command reads, so that no writer,
+    ``--overwrite`` or not, can replace or write into what it reads. Paths are compared with links resolved,
+    and by identity (device and inode, :func:`bindscope.core.places.relation`) for every existing ancestor: a
+    folder reached through a bind mount or another name is the same folder."""
     real_out = Path(out).expanduser().resolve()
     for given in inputs:
         real = Path(given).expanduser().resolve()
         if real == real_out:
-            relation = "is"
+            relation: str | None = "is"
         elif real_out in real.parents:
             relation = "holds"
         elif real in real_out.parents:
             relation = "lies inside"
         else:
+            relation = places.relation(real_out, real)
+        if relation is None:
             continue
         raise BindscopeError(
             f"{option} {out} {relation} the input {given}; bindscope never writes over or into what a command "
@@ -343,6 +379,7 @@ def check_output_dir(out: Path, *, kind: str, overwrite: bool = False, option: s
     """
     if out.exists() and not out.is_dir():
         raise BindscopeError(f"{out} exists and is not a folder; choose another {option}")
+    places.check_not_a_mount_point(out, option)
     if out.is_dir() and not is_empty_dir(out) and not overwrite:
         raise BindscopeError(f"{out} already exists and is not empty; choose another {option} or pass --overwrite")
     check_replaceable(out, kind, option)
@@ -370,12 +407,15 @@ def check_output(
     option: str = "--out",
 ) -> None:
     """Every check an output gets before any work: its place (:func:`check_output_place`), that it is none of
-    the ``inputs`` (:func:`check_not_an_input`) and, with ``overwrite``, that a folder of ``kind`` may be
-    replaced (:func:`check_replaceable`). Without ``overwrite`` the writer decides about a non-empty
-    ``out`` (the same content again is a no-op, a resumed one continues, anything else is refused).
-    ``option`` names the output in the messages."""
+    the ``inputs`` (:func:`check_not_an_input`), that it lies below folders only, that a folder of ``kind`` is
+    not a mount point and, with ``overwrite``, that it may be replaced (:func:`check_replaceable`). Without
+    ``overwrite`` the writer decides about a non-empty ``out`` (the same content again is a no-op, a resumed
+    one continues, anything else is refused). ``option`` names the output in the messages."""
     check_output_place(out, option)
     check_not_an_input(out, inputs, option)
+    places.check_parents_are_folders(Path(out), option)
+    if kind is not None:
+        places.check_not_a_mount_point(out, option)
     if kind is not None and overwrite:
         check_output_dir(out, kind=kind, overwrite=True, option=option)
 
@@ -398,16 +438,36 @@ def staged_dir(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Pat
         mark_output(stage, kind)
         kill_point("stage-move")
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
-            kill_point("stage-swap")
-            os.replace(stage, out)
-            shutil.rmtree(old)
+            _swap(stage, out)
         else:
             os.replace(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def _swap(stage: Path, out: Path) -> None:
+    """Put ``stage`` in the place of the folder ``out``; the previous folder is put back if the move fails,
+    and only a warning is left where it cannot be deleted once the new one is in place."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    os.replace(out, old)
+    kill_point("stage-swap")
+    try:
+        os.replace(stage, out)
+    except BaseException:
+        os.replace(old, out)
+        raise
+    try:
+        shutil.rmtree(old)
+    except OSError as exc:
+        log.warning(
+            "warning: the new result is in place in %s, but the previous one, moved to %s, could not be deleted "
+            "(%s); delete it yourself (the next bindscope command writing %s tries again)",
+            out,
+            old,
+            exc.strerror or exc,
+            out.name,
+        )
 
 
 def file_sha256(path: Path) -> str:

@@ -22,14 +22,16 @@ import os
 import re
 import shutil
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from bindscope.core import places
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import check_output
+from bindscope.core.io import check_output, written_kind
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -39,6 +41,8 @@ POLL_SECONDS = 0.2
 _held: dict[Path, int] = {}  # target -> depth, for a process that takes the same lock again
 _wait = False
 _STALE_TMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # atomic_file's mkstemp names
+_STAGE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.partial$")  # staged_dir's mkdtemp names
+_REPLACED = re.compile(r"^\..+\.old-[0-9]+$")  # staged_dir's replaced folders
 
 
 def wait_for_locks(wait: bool) -> None:
@@ -129,7 +133,8 @@ def writes(
                 given = reads(bound.arguments) if callable(reads) else [bound.arguments.get(r) for r in reads]
                 overwrite = bool(bound.arguments.get("overwrite", False))
                 check_output(Path(path), kind, overwrite=overwrite, inputs=input_paths(given))
-                if path is target and ".." in Path(path).parts:  # what the OS reaches, so that names agree with it
+                if path is target and (".." in Path(path).parts or Path(path).is_symlink()):
+                    # what the OS reaches, so that names agree with it: a link to a folder is written as that folder
                     bound.arguments[param] = path = Path(os.path.realpath(path))
             new = first_missing(Path(path))
             try:
@@ -219,23 +224,42 @@ def _acquire(target: Path, wait: bool, what: str) -> int | None:
         os.close(fd)
 
 
+#: How a lock file is opened: never through a link, never blocking on a FIFO, not inherited by children.
+_LOCK_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 def _open(path: Path) -> int | None:
-    """The lock file, opened; None where nothing can be created (a read-only disk: nobody can write there, so
-    a command that only finds its result already made still runs, and one that writes fails at its first write)."""
+    """The lock file, opened without following a link and checked to be a plain file of its own; None where
+    nothing can be created (a read-only disk: nobody can write there, so a command that only finds its result
+    already made still runs, and one that writes fails at its first write)."""
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _LOCK_FLAGS, 0o644)
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             log.info("cannot create %s (%s); going on without a lock", path, exc.strerror)
             return None
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            kind = {errno.ELOOP: "a link", errno.EISDIR: "a folder"}.get(exc.errno, "not a plain file")
+            raise BindscopeError(
+                f"the lock file {path} is {kind}; bindscope did not make it and never writes through it: remove it "
+                "(or choose another --out)"
+            ) from None
         raise
+    try:
+        places.check_plain_file(fd, path, "the lock file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (not unlinked, nor replaced by anything, a link included)."""
     try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
+        opened, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return False
+    return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _describe_holder(fd: int, path: Path) -> None:
@@ -255,9 +279,17 @@ def _describe_holder(fd: int, path: Path) -> None:
 
 def _read_holder(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text() or "{}")
+        fd = os.open(path, os.O_RDONLY | _LOCK_FLAGS)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        data = json.loads(os.read(fd, 1 << 16) or b"{}")
     except (OSError, ValueError):
         return {}
+    finally:
+        os.close(fd)
     return data if isinstance(data, dict) else {}
 
 
@@ -274,21 +306,23 @@ def _holder(path: Path) -> str:
 
 
 def _release(target: Path, fd: int) -> None:
+    path = lock_path(target)
     with contextlib.suppress(OSError):
-        os.unlink(lock_path(target))  # before unlocking: a waiter then re-opens and finds a fresh file
+        if _same_file(fd, path):  # only the file this process locked, never what took its name since
+            os.unlink(path)  # before unlocking: a waiter then re-opens and finds a fresh file
     os.close(fd)
 
 
 def is_locked(target: Path) -> bool:
     """Whether another process holds ``target``'s lock now."""
     path = lock_path(target)
-    if not path.is_file():
-        return False
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | _LOCK_FLAGS)
     except OSError:
         return False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
@@ -298,10 +332,11 @@ def is_locked(target: Path) -> bool:
 
 
 def _is_leftover(name: str, of: str | None = None) -> bool:
+    """Whether ``name`` is one of the hidden names bindscope's writers use (of the output ``of``), exactly."""
     prefix = "." if of is None else f".{of}."
     if not name.startswith(prefix):
         return False
-    return name.endswith(".partial") or ".old-" in name or bool(_STALE_TMP.match(name))
+    return any(p.match(name) for p in (_STAGE, _REPLACED, _STALE_TMP))
 
 
 def remove_leftovers(target: Path) -> list[Path]:
@@ -313,18 +348,23 @@ def remove_leftovers(target: Path) -> list[Path]:
     removed: list[Path] = []
     with contextlib.suppress(OSError):
         siblings = [e for e in target.parent.iterdir() if _is_leftover(e.name, target.name)]
-        replaced = sorted((e for e in siblings if ".old-" in e.name), key=lambda e: e.stat().st_mtime)
-        if replaced and not target.exists():  # killed between moving the old result away and the new one in
+        replaced = sorted((e for e in siblings if _REPLACED.match(e.name)), key=lambda e: e.stat().st_mtime)
+        if replaced and not target.exists() and _restorable(replaced[-1]):  # killed mid-replacement
             os.replace(replaced[-1], target)
             log.warning("restored %s from %s, left by an interrupted replacement", target, replaced[-1])
             siblings.remove(replaced[-1])
         for entry in siblings:
             _remove(entry, removed)
-    if target.is_dir() and not target.is_symlink():
+    if target.is_dir() and not target.is_symlink() and written_kind(target) is not None:  # never in a user's folder
         _remove_inside(target, removed)
     if removed:
         log.info("removed %d leftover(s) of an interrupted write: %s", len(removed), ", ".join(map(str, removed)))
     return removed
+
+
+def _restorable(folder: Path) -> bool:
+    """Whether ``folder`` is an output bindscope moved away (a real folder with its mark, not a link)."""
+    return folder.is_dir() and not folder.is_symlink() and written_kind(folder) is not None
 
 
 def _remove_inside(folder: Path, removed: list[Path]) -> None:

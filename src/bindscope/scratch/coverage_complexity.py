@@ -38,6 +38,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
+from bindscope.core.places import check_state_folder
 from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.scratch.export import export_model
 from bindscope.scratch.sweep import ANALYSIS as SWEEP_ANALYSIS
@@ -202,7 +203,7 @@ def complexity_coverage_plot(table: pd.DataFrame, path: str | Path) -> Path:
 
 
 def _work_dir(out: Path, request: dict, overwrite: bool) -> Path:
-    work = out.with_name(f".{out.name}.complexity")
+    work = check_state_folder(out.with_name(f".{out.name}.complexity"))
     record = work / "request.json"
     if record.is_file() and not overwrite and read_json(record, "complexity-by-coverage record") != request:
         raise BindscopeError(

@@ -42,6 +42,7 @@ from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
+from bindscope.core.places import check_state_folder
 from bindscope.core.tidy import result_row, spread, tidy
 from bindscope.core.validation import MAX_ITEMS, MAX_SEED, MAX_WORKERS, Settings, WholeSeed
 from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
@@ -245,7 +246,7 @@ def train_unit(state: Any, config: dict, folder: str, device: str, progress: boo
 
 def _work_dir(out: Path) -> Path:
     """The hidden folder beside ``out`` holding the runs of an unfinished sweep."""
-    return out.with_name(f".{out.name}.sweep")
+    return check_state_folder(out.with_name(f".{out.name}.sweep"))
 
 
 def _runs_dir(out: Path, request: dict, overwrite: bool) -> Path:

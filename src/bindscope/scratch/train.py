@@ -31,6 +31,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, read_json, write_json
 from bindscope.core.locks import writes
+from bindscope.core.places import check_state_folder
 from bindscope.core.progress import progress_bar
 from bindscope.embeddings.encoders.base import count_parameters
 from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
@@ -229,7 +230,7 @@ def train_model(
     """
     out = Path(out)
     check_device(device)
-    work = out.with_name(f".{out.name}.training")
+    work = check_state_folder(out.with_name(f".{out.name}.training"))
     existing = _finished(out, config, overwrite)
     if existing is not None:
         shutil.rmtree(work, ignore_errors=True)  # left by a crash after the model was written
