@@ -69,6 +69,24 @@ def short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def check_printable(text: str, what: str) -> str:
+    """``text`` when every character of it is printable, else a one-line :class:`BindscopeError` naming ``what``
+    and the text (its repr): a newline, tab, NUL or other control character would end up in captions and CSV cells.
+
+    Examples
+    --------
+    >>> check_printable("light blue", "value of concept 'color'")
+    'light blue'
+    """
+    if not text.isprintable():
+        bad = next(c for c in text if not c.isprintable())
+        raise BindscopeError(
+            f"{what} {short_repr(text)} holds {bad!r}, which is not printable; use printable text (no newline, tab, "
+            "NUL or other control character)"
+        )
+    return text
+
+
 #: The one rule for a name that becomes a folder or file name (datasets, models, scratch models, labels):
 #: a letter or digit first (so never ``.``, ``..`` or a hidden name), then letters, digits, ``_ - + .``.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_yaml
-from bindscope.core.validation import Schema, Seed, check_name
+from bindscope.core.validation import Schema, Seed, check_name, check_printable
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
 
@@ -57,6 +57,19 @@ class CaptionConfig(Schema):
     object: str
     joiner: str = " and "
     words: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    @field_validator("object", "joiner")
+    @classmethod
+    def _printable(cls, v: str) -> str:
+        return check_printable(v, "text")
+
+    @field_validator("words")
+    @classmethod
+    def _printable_words(cls, v: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for concept, words in v.items():
+            for value, word in words.items():
+                check_printable(word, f"word for {concept} value {value!r}")
+        return v
 
 
 class ImageConfig(Schema):

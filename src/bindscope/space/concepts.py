@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import check_printable
 
 PAD = -1
 MAX_ENUMERATED_TUPLES = 50_000_000
@@ -196,6 +197,7 @@ def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ..
     for name, vals in zip(concepts, values):
         if not isinstance(name, str) or not name.strip():
             raise BindscopeError(f"concept names must be non-empty strings, got {name!r}")
+        check_printable(name, "concept name")
         if name in seen:
             raise BindscopeError(f"duplicate concept {name!r}; concept names must be unique")
         seen.add(name)
@@ -204,6 +206,7 @@ def _validate_space(concepts: tuple[str, ...], values: tuple[tuple[str, ...], ..
         for v in vals:
             if not isinstance(v, str) or not v.strip():
                 raise BindscopeError(f"values of concept {name!r} must be non-empty strings, got {v!r}")
+            check_printable(v, f"value of concept {name!r}")
         dupes = sorted(v for v, n in collections.Counter(vals).items() if n > 1)  # linear: a hostile file may list many
         if dupes:
             raise BindscopeError(f"concept {name!r} lists value(s) {', '.join(map(repr, dupes))} more than once")
