@@ -233,7 +233,7 @@ def test_folder_that_is_not_a_sentence_transformers_model(tmp_path):
 def test_broken_folder(tmp_path):
     shutil.copytree(FOLDER, tmp_path / "m")
     (tmp_path / "m" / "model.safetensors").write_bytes(b"not weights")
-    with pytest.raises(BindscopeError, match="could not be loaded by sentence-transformers"):
+    with pytest.raises(BindscopeError, match="model weights .*model.safetensors are not a readable safetensors file"):
         load_encoder(f"st:{tmp_path / 'm'}")
 
 

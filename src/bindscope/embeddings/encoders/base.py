@@ -254,3 +254,28 @@ def short_reason(exc: BaseException, limit: int = 200) -> str:
     text = " ".join(str(exc).split())
     text = text if len(text) <= limit else text[: limit - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def load_reason(exc: BaseException) -> str:
+    """:func:`short_reason` of a failed load, with transformers' size-mismatch error said plainly (it points at a
+    report that :func:`bindscope.embeddings.encoders.hub.held_logs` holds back)."""
+    if "ignore_mismatched_sizes" in str(exc):
+        return "the sizes of its weights differ from those its config.json gives"
+    return short_reason(exc)
+
+
+def unreadable_weights(folder: str | Path, spec: object) -> BindscopeError | None:
+    """The one line for the first safetensors file of a model folder that does not open (truncated, emptied,
+    a garbled header, a folder in its place), or None when each opens (only its header is read)."""
+    from safetensors import safe_open
+
+    for path in sorted(Path(folder).rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy"):
+                pass
+        except Exception as exc:  # safetensors raises its own error type, and OSError for a folder
+            return BindscopeError(
+                f"{spec}: model weights {path} are not a readable safetensors file ({short_reason(exc)}); download "
+                "or save the model again"
+            )
+    return None

@@ -48,15 +48,17 @@ from bindscope.embeddings.encoders.base import (
     LazyParts,
     count_parameters,
     lacks_vocabulary,
+    load_reason,
     pool,
     resolve_layer,
     seeded_init,
     short_reason,
     to_float32,
     torch_dtype,
+    unreadable_weights,
     weights_sha256,
 )
-from bindscope.embeddings.encoders.hub import HubFiles, hub_error, pin, quiet_hub_logs
+from bindscope.embeddings.encoders.hub import HubFiles, held_logs, hub_error, pin, quiet_hub_logs
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 logger = logging.getLogger(__name__)
@@ -618,23 +620,25 @@ def _shown(keys: list[str]) -> str:
 def _hub_call(spec: ModelSpec, source: _Source, what: str, call: Any) -> Any:
     """Run one from_pretrained-style call, turning its failures into one-line BindscopeErrors."""
     try:
-        with quiet_hub_logs():
+        with quiet_hub_logs(), held_logs():  # transformers' report of a failed load: its one line says it
             return call()
     except BindscopeError:
         raise
     except (OSError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError) as exc:  # pickled weights: refused
         raise _load_error(spec, source, what, exc) from None
     except Exception as exc:  # from a hub id: httpx errors of a broken download, and whatever else the hub causes
-        if source.hub is None:
+        from safetensors import SafetensorError
+
+        if source.hub is None and not isinstance(exc, SafetensorError):  # from a folder: damaged weights only
             raise
         raise _load_error(spec, source, what, exc) from None
 
 
 def _load_error(spec: ModelSpec, source: _Source, what: str, exc: BaseException) -> BindscopeError:
-    reason = short_reason(exc)
     if source.hub is None:
-        return BindscopeError(
-            f"{spec}: the {what} in folder {source.resolved} could not be loaded ({reason}); "
+        damaged = unreadable_weights(source.resolved, spec) if what == "weights" else None
+        return damaged or BindscopeError(
+            f"{spec}: the {what} in folder {source.resolved} could not be loaded ({load_reason(exc)}); "
             "re-save it with save_pretrained"
         )
     todo = {

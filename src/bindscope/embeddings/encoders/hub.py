@@ -285,3 +285,31 @@ def quiet_hub_logs() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(before)
+
+
+@contextlib.contextmanager
+def held_logs(name: str = "transformers") -> Iterator[None]:
+    """Hold back what the logger ``name`` logs while a load runs: replayed when the load succeeds, dropped when it
+    raises (a failed load ends in one BindscopeError line, not a library's report of it above that line)."""
+    importlib.import_module(name)  # the library sets up its logger on import: before it is swapped out here
+    logger = logging.getLogger(name)
+    held = _Held()
+    handlers, propagate = logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [held], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+    for record in held.records:
+        logging.getLogger(record.name).handle(record)
+
+
+class _Held(logging.Handler):
+    """A log handler that keeps the records it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)

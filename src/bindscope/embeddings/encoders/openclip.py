@@ -44,6 +44,7 @@ from bindscope.embeddings.encoders.base import (
     snapshot_commit,
     to_float32,
     torch_dtype,
+    unreadable_weights,
     weights_sha256,
 )
 from bindscope.embeddings.encoders.hub import HubFiles, fetch, hub_error, pin, quiet_hub_logs
@@ -384,7 +385,7 @@ def load_tokenizer(spec: ModelSpec, name: str, hub: HubFiles | None = None) -> A
 def _load_error(spec: ModelSpec, exc: Exception, hub: HubFiles | None = None, what: str = "model") -> BindscopeError:
     reason = short_reason(exc)
     if spec.source == "local-dir":
-        return BindscopeError(
+        return unreadable_weights(spec.target, spec) or BindscopeError(
             f"{spec}: the folder could not be loaded by open_clip ({reason}); check that the "
             f"weights fit the model_cfg in {CONFIG_NAME} (and that tokenizer files are there if "
             "text_cfg names an hf_tokenizer_name)"

