@@ -133,6 +133,116 @@ def test_checks_before_anything_is_written(run_cli, tmp_path: Path, case: str) -
     refused_without_writing(run_cli, tmp_path, config(datasets, models), message)
 
 
+# -- issue 54: colliding names, too many entries, control characters, layers the model lacks ------------------
+CLASHES = {
+    "datasets-differing-in-case": (
+        "[{name: C2D, preset: clevr, max_scenes: 24}, {name: c2d, preset: clevr, max_scenes: 24}]",
+        f'[{{spec: "{MODEL}"}}]',
+        "",
+        "dataset names ['C2D', 'c2d'] differ only in case: they would share one folder on a case-insensitive disk "
+        "(macOS, Windows); give each dataset a name that differs in more than case",
+    ),
+    "models-differing-in-case": (
+        CLEVR,
+        f'[{{spec: "{MODEL}", name: MiniLM}}, {{spec: "{MODEL}+rand", name: minilm}}]',
+        "",
+        "model names ['MiniLM', 'minilm'] differ only in case: they would share one folder on a case-insensitive "
+        "disk (macOS, Windows); give each model a name that differs in more than case",
+    ),
+    "scratch-models-differing-in-case": (
+        "[]",
+        "",
+        "[{name: Tiny, steps: 1}, {name: tiny, steps: 1}]",
+        "scratch model names repeat or clash with dataset names (ignoring case): ['Tiny', 'tiny']; give each a "
+        "distinct name (its results go under results/scratch-<name>/)",
+    ),
+    "a-dataset-listed-twice": (
+        CLEVR,
+        f'[{{spec: "{MODEL}", datasets: [clevr, clevr]}}]',
+        "",
+        "models.0.datasets: dataset 'clevr' is listed more than once; give each dataset once",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CLASHES))
+def test_names_equal_ignoring_case_and_repeated_datasets(run_cli, tmp_path: Path, case: str) -> None:
+    """Datasets, models or scratch models whose names differ only in case (one folder on a case-insensitive disk),
+    and a model that lists a dataset twice: refused before anything is written."""
+    datasets, models, scratch, message = CLASHES[case]
+    refused_without_writing(run_cli, tmp_path, config(datasets, models, scratch), message)
+
+
+def entries(key: str, count: int) -> str:
+    """``count`` entries of ``key``, each one a run would refuse on its own (a bound must be checked first)."""
+    entry = {
+        "datasets": "{{name: d{}, preset: no-such-preset}}",
+        "models": '{{spec: "nonsense:{}"}}',
+        "scratch": "{{name: s{}, config: no-such-config}}",
+    }[key]
+    return "[" + ", ".join(entry.format(i) for i in range(count)) + "]"
+
+
+@pytest.mark.parametrize(
+    ("key", "what"), [("datasets", "datasets"), ("models", "models"), ("scratch", "scratch models")]
+)
+def test_more_entries_than_a_run_holds(run_cli, tmp_path: Path, key: str, what: str) -> None:
+    """101 datasets, models or scratch models, each bad: refused by the bound at once, before any entry is validated."""
+    parts = {"datasets": CLEVR, "models": f'[{{spec: "{MODEL}"}}]', "scratch": ""} | {key: entries(key, 101)}
+    message = f"{key}: the number of {what} must be at most 100, got 101; split them across runs"
+    refused_without_writing(run_cli, tmp_path, config(**parts), message)
+
+
+PRINTABLE = "which is not printable; use printable text (no newline, tab, NUL or other control character)"
+
+
+@pytest.mark.parametrize("where", ["preset", "scratch"])
+def test_concept_values_with_control_characters(run_cli, tmp_path: Path, where: str) -> None:
+    """A concept value holding a newline (a preset YAML of the run) or a NUL (a scratch model's concepts): refused,
+    naming the value, before anything is written."""
+    if where == "preset":
+        (tmp_path / "lines.yaml").write_text(
+            'name: lines\nconcepts: {color: ["re\\nd", blue], shape: [square, circle]}\nobjects_per_scene: 2\n'
+        )
+        text = config("[{name: lines, preset: lines.yaml}]", f'[{{spec: "{MODEL}"}}]')
+        where = f"datasets.0: invalid preset file {tmp_path / 'lines.yaml'}"
+        message = f"{where}: value of concept 'color' 're\\nd' holds '\\n', {PRINTABLE}"
+    else:
+        text = config("[]", scratch='[{name: m, steps: 1, overrides: {concepts: {a: ["x\\0y", z], b: [u, v]}}}]')
+        where = "scratch model m: invalid concept space of scratch config cpu-small"
+        message = f"{where}: value of concept 'a' 'x\\x00y' holds '\\x00', {PRINTABLE}"
+    refused_without_writing(run_cli, tmp_path, text, message)
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny CLIP saved like a hub model (2 text layers, 3 vision layers)."""
+    from tiny_models import save_tiny_clip
+
+    return save_tiny_clip(tmp_path_factory.mktemp("models") / "clip")
+
+
+def out_of_range(model: str, spec: str, layer: int, count: int) -> str:
+    """What a run says of a listed layer its model's text tower of ``count`` layers lacks."""
+    return (
+        f"model {model} ({shown(spec)}): layers [{layer}] are out of range: its text tower has {count} layers; list "
+        f"layers from 0 (the embedding layer) to {count} (the last block), or -1 (the last block) to -{count + 1} "
+        "counting back, or give layers: all"
+    )
+
+
+@pytest.mark.parametrize("backend", ["hf", "st"])
+def test_a_layer_the_model_lacks(run_cli, tmp_path: Path, tiny_clip: Path, backend: str) -> None:
+    """``layers: [99999]`` (counted from an hf model's config.json alone) or ``[2, -8]`` of MiniLM's 6 layers
+    (counted on the loaded model): refused before any dataset is built, with no run folder."""
+    if backend == "hf":
+        spec, entry = f"hf:{tiny_clip}", f'{{spec: "hf:{tiny_clip}", name: clip, layers: [99999]}}'
+        message = out_of_range("clip", spec, 99999, 2)
+    else:
+        entry, message = f'{{spec: "{MODEL}", name: minilm, layers: [2, -8]}}', out_of_range("minilm", MODEL, -8, 6)
+    refused_without_writing(run_cli, tmp_path, config(CLEVR, f"[{entry}]"), message)
+
+
 # -- bindscope compare ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory, run_cli_module) -> Path:

@@ -11,6 +11,7 @@ backend, presets load and a ``max_scenes`` subsample keeps every object in every
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -42,6 +43,9 @@ Modality = Literal["image", "text"]
 SHIPPED = Path(__file__).parent / "configs"
 #: The analyses a run holds by default, in the order they run (any other registered analysis may be named too).
 RUN_ANALYSES = ("probe", "decompose", "intervene", "complexity", "crossmodal", "geometry")
+#: The most datasets, models and scratch models one run holds: far beyond a study's (the paper's runs hold 1 to 3
+#: datasets and 2 to 6 models), small enough that a generated or hostile config is refused at once.
+MAX_ENTRIES = {"datasets": 100, "models": 100, "scratch": 100}
 #: A settings error's own prefix (``invalid ProbeSettings: ``), replaced by where the settings came from.
 SETTINGS_PREFIX = re.compile(r"^invalid \w+: ")
 
@@ -166,6 +170,18 @@ class ModelConfig(Schema):
             raise ValueError(f"give each modality once, at least one, got {list(v)}")
         return v
 
+    @field_validator("datasets")
+    @classmethod
+    def _datasets(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("datasets: [] embeds nothing; name at least one dataset, or leave datasets out for all")
+        repeated = [d for d, n in collections.Counter(v).items() if n > 1]
+        if repeated:
+            raise ValueError(f"dataset {short_repr(repeated[0])} is listed more than once; give each dataset once")
+        return v
+
     @field_validator("layers")
     @classmethod
     def _layers(cls, v: Any) -> Any:
@@ -258,6 +274,25 @@ class ScratchEntry(Schema):
         return load_scratch_config(self.config, **overrides)
 
 
+def clashing(names: list[str]) -> list[str]:
+    """The names that equal another ignoring case (one folder on a case-insensitive disk: macOS, Windows)."""
+    folded = collections.Counter(n.casefold() for n in names)
+    return [n for n in names if folded[n.casefold()] > 1]
+
+
+def check_distinct(names: list[str], what: str) -> None:
+    """Refuse ``what`` names (each a folder of the run) that repeat, or differ only in case."""
+    same = clashing(names)
+    if not same:
+        return
+    if len(set(same)) == 1:
+        raise ValueError(f"{what} names repeat: {same}; give each {what} a distinct name")
+    raise ValueError(
+        f"{what} names {same} differ only in case: they would share one folder on a case-insensitive disk (macOS, "
+        f"Windows); give each {what} a name that differs in more than case"
+    )
+
+
 def all_analyses() -> dict[str, dict[str, Any] | bool]:
     """Every analysis of a run, with its default settings."""
     return dict.fromkeys(RUN_ANALYSES, True)
@@ -326,6 +361,20 @@ class RunConfig(Schema):
     def _name(cls, v: str) -> str:
         return check_name(v, "run name")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        """Refuse more entries than :data:`MAX_ENTRIES` allows before any entry is validated (each loads a preset,
+        a model folder or a training config)."""
+        for key, limit in MAX_ENTRIES.items():
+            entries = data.get(key) if isinstance(data, dict) else None
+            if isinstance(entries, (list, tuple)) and len(entries) > limit:
+                what = "scratch models" if key == "scratch" else key
+                raise ValueError(
+                    f"{key}: the number of {what} must be at most {limit}, got {len(entries)}; split them across runs"
+                )
+        return data
+
     @field_validator("analyses")
     @classmethod
     def _analyses(cls, v: dict[str, Any]) -> dict[str, Any]:
@@ -366,12 +415,13 @@ class RunConfig(Schema):
         if not self.scratch and not (self.datasets and self.models):
             raise ValueError("give datasets and models to embed them with, or scratch models (or both)")
         names = [d.name for d in self.datasets]
-        if len(set(names)) != len(names):
-            raise ValueError(f"dataset names repeat: {names}")
+        check_distinct(names, "dataset")
         scratch = [f"scratch-{e.name}" for e in self.scratch]
-        if len(set(scratch)) != len(scratch) or set(scratch) & set(names):
+        if clashing(scratch) or {n.casefold() for n in scratch} & {n.casefold() for n in names}:
             raise ValueError(
-                f"scratch model names repeat or clash with dataset names: {[e.name for e in self.scratch]}"
+                "scratch model names repeat or clash with dataset names (ignoring case): "
+                f"{[e.name for e in self.scratch]}; give each a distinct name (its results go under "
+                "results/scratch-<name>/)"
             )
         for entry in self.scratch:
             try:
@@ -379,9 +429,8 @@ class RunConfig(Schema):
             except BindscopeError as exc:
                 raise ValueError(f"scratch model {entry.name}: {exc}") from None
             self._trains_on(entry, names)
-        labels = [m.label for m in self.models]
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"model names repeat: {labels}; give each model a distinct name")
+        # an image-text scratch model embeds its dataset into the same folders as a model of its name would
+        check_distinct([m.label for m in self.models] + [e.name for e in self.scratch if e.image_text()], "model")
         for m in self.models:
             missing = sorted(set(m.datasets or ()) - set(names))
             if missing:

@@ -13,6 +13,8 @@ the analysis's own planning code:
 A check that fails refuses the whole run with one line: what cannot run, and the smallest ``max_scenes`` or the
 fractions that work. Whatever only the data can tell (an edit no scene allows, a probe-scored group emptied by
 ``selection: test``) is found at run time; such an analysis is skipped and recorded with its reason and fix.
+
+The layers a model lists are checked against the layers it has (:func:`check_layers`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.validation import short_repr
 from bindscope.data.presets import Preset
-from bindscope.pipeline.config import DatasetConfig, RunConfig
+from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig
 from bindscope.space.concepts import SceneSet
 from bindscope.space.splits import DEFAULT_FRACTIONS
 
@@ -158,3 +161,32 @@ def check_splits(config: RunConfig) -> None:
     problems = split_problems(config)
     if problems:
         raise BindscopeError(" | ".join(problems))
+
+
+def layer_problem(model: ModelConfig, modality: str, count: int) -> str | None:
+    """Why the model's listed layers do not fit its ``modality`` tower of ``count`` layers, or None when they do."""
+    if not isinstance(model.layers, tuple):
+        return None
+    outside = [layer for layer in model.layers if not -(count + 1) <= layer <= count]
+    if not outside:
+        return None
+    return (
+        f"model {model.label} ({short_repr(model.spec)}): layers {outside} are out of range: its {modality} tower has "
+        f"{count} layers; list layers from 0 (the embedding layer) to {count} (the last block), or -1 (the last "
+        f"block) to -{count + 1} counting back, or give layers: all"
+    )
+
+
+def check_layers(config: RunConfig) -> None:
+    """Refuse a model whose listed layers it does not have, before the run writes anything, in one line: the
+    layers are counted from the model's config where its backend can (``hf:``), else from the model loaded once."""
+    from bindscope.embeddings.encoders import count_layers
+
+    for model in config.models:
+        if not isinstance(model.layers, tuple):
+            continue
+        counts = count_layers(model.spec, device=config.device)
+        for modality in model.modalities:
+            why = layer_problem(model, modality, counts[modality]) if modality in counts else None
+            if why is not None:
+                raise BindscopeError(why)

@@ -45,7 +45,7 @@ from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
 from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig, ScratchEntry
-from bindscope.pipeline.preflight import check_splits
+from bindscope.pipeline.preflight import check_layers, check_splits
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, Where, described, error_fix, step
 
 Say = Callable[[str], None]
@@ -129,7 +129,7 @@ def preflight(config: RunConfig, root: Path) -> None:
     """What a run into ``root`` needs before it writes anything and its config alone did not check: images it
     cannot draw (e.g. PUG:SPARE's) already imported into ``root``, and every analysis's fractions and seeds
     splitting its datasets' scenes (:mod:`bindscope.pipeline.preflight`: a ``max_scenes`` too small refuses the
-    run, naming the smallest that works or the fractions that do)."""
+    run, naming the smallest that works or the fractions that do), and every listed layer within its model's."""
     from bindscope.data.render import RENDERERS
 
     for entry in config.datasets:
@@ -143,6 +143,7 @@ def preflight(config: RunConfig, root: Path) -> None:
                 f"`bindscope dataset import-pug CSV IMAGES --out {folder}`), or embed its text only"
             )
     check_splits(config)
+    check_layers(config)
 
 
 def build_datasets(state: RunState) -> None:
@@ -159,10 +160,10 @@ def build_datasets(state: RunState) -> None:
 
 
 def layer_counts(spec: str, device: str) -> dict[str, int]:
-    """A model's number of layers per modality (it is loaded to read its description)."""
-    from bindscope.embeddings.encoders import load_encoder
+    """A model's number of layers per modality (from its config where the backend can, else it is loaded)."""
+    from bindscope.embeddings.encoders import count_layers
 
-    return {k: int(v) for k, v in load_encoder(spec, device=device).describe()["num_layers"].items()}
+    return count_layers(spec, device=device)
 
 
 def layers_of(model: ModelConfig, modality: str, counts: dict[str, dict[str, int]], device: str) -> list[int | None]:

@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import Encoder
@@ -132,6 +133,23 @@ def load_encoder(
         Torch device and compute dtype (outputs are float32 either way).
     """
     spec = parse_spec(spec)
+    return backend_module(spec).load(spec, layer=layer, device=device, dtype=dtype)
+
+
+def count_layers(spec: str | ModelSpec, *, device: str = "cpu") -> dict[str, int]:
+    """A model's number of layers per modality (a layer is 0 = the embedding layer to that number = the last block,
+    or -1 = the last block counting back): read from its config files where its backend can (``hf:``; no weights
+    are read), else from the model loaded on ``device``. A modality without layers to take is left out."""
+    spec = parse_spec(spec)
+    module = backend_module(spec)
+    counts = module.config_layers(spec) if hasattr(module, "config_layers") else None
+    if counts is None:
+        counts = module.load(spec, layer=None, device=device, dtype="float32").describe()["num_layers"]
+    return {m: int(n) for m, n in counts.items() if n is not None}
+
+
+def backend_module(spec: ModelSpec) -> Any:
+    """The module of the spec's backend, once its libraries are found installed."""
     backend = BACKENDS[spec.backend]
     missing = backend.missing()
     if missing:
@@ -143,13 +161,13 @@ def load_encoder(
             f"{spec.backend}: models are not available in this version of bindscope; "
             "`bindscope models` lists the backends it has"
         )
-    module = importlib.import_module(backend.module)
-    return module.load(spec, layer=layer, device=device, dtype=dtype)
+    return importlib.import_module(backend.module)
 
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_MODEL",
+    "count_layers",
     "embedded_default",
     "embeds_images",
     "Backend",

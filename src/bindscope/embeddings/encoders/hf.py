@@ -435,9 +435,7 @@ def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEn
     ``+rand`` builds the model from the config under ``seeded_init`` (no weights are read).
     """
     source = _source(spec)
-    config = _hub_call(
-        spec, source, "config", lambda: _auto("AutoConfig").from_pretrained(source.resolved, **_where(source))
-    )
+    config = _load_config(spec, source)
     family = _family(config, spec)
     family.layer_indices(config, spec, layer)
     texts = "text" in family.modalities
@@ -472,7 +470,21 @@ def load(spec: ModelSpec, *, layer: int | None, device: str, dtype: str) -> HFEn
     return encoder
 
 
+def config_layers(spec: ModelSpec) -> dict[str, int]:
+    """The number of layers of each modality's tower, from the model's config alone (no weights are read)."""
+    source = _source(spec)
+    config = _load_config(spec, source)
+    family = _family(config, spec)
+    return {m: int(family.tower_config(config, m).num_hidden_layers) for m in family.modalities}
+
+
 # -- loading pieces ------------------------------------------------------------------------------
+
+
+def _load_config(spec: ModelSpec, source: _Source) -> Any:
+    """The model's config (``config.json``)."""
+    auto = _auto("AutoConfig")
+    return _hub_call(spec, source, "config", lambda: auto.from_pretrained(source.resolved, **_where(source)))
 
 
 def _source(spec: ModelSpec) -> _Source:
@@ -707,4 +719,13 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["FAMILIES", "ClipEncoder", "Dinov2Encoder", "HFEncoder", "SiglipEncoder", "clip_eos_positions", "load"]
+__all__ = [
+    "FAMILIES",
+    "ClipEncoder",
+    "Dinov2Encoder",
+    "HFEncoder",
+    "SiglipEncoder",
+    "clip_eos_positions",
+    "config_layers",
+    "load",
+]
