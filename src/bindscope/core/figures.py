@@ -13,9 +13,20 @@ if TYPE_CHECKING:
 
 
 def pyplot() -> ModuleType:
-    """``matplotlib.pyplot`` on the Agg backend (imported on first use: it is slow to import)."""
-    import matplotlib
+    """``matplotlib.pyplot`` on the Agg backend (imported on first use: it is slow to import).
 
+    Where its config folder cannot be made (``MPLCONFIGDIR`` or HOME read-only, or below a file), matplotlib uses a
+    temporary one, as it should, but says so in two warnings at import: a command that works prints nothing of it.
+    """
+    import logging
+
+    said = logging.getLogger("matplotlib")
+    level = said.level
+    said.setLevel(logging.ERROR)
+    try:
+        import matplotlib
+    finally:
+        said.setLevel(level)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

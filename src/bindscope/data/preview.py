@@ -21,11 +21,9 @@ def preview_grid(
     ds: Dataset, out: str | Path, *, rows: int = 4, cols: int = 4, seed: int = 0, singles: bool = False
 ) -> Path:
     """Draw ``rows x cols`` images picked with ``seed`` (scenes, or single objects) with captions as PNG."""
-    import matplotlib
+    from bindscope.core.figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     check_grid(rows, cols, seed)
     paths, captions = _items(ds, singles)
     pick = np.sort(np.random.default_rng(seed).choice(len(paths), size=min(rows * cols, len(paths)), replace=False))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -95,6 +96,7 @@ def embed_dataset(
     name: str | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     overwrite: bool = False,
+    replace: bool = False,
     progress: bool = False,
 ) -> EmbedResult:
     """Embed a dataset's images or captions into an embedding folder.
@@ -124,6 +126,9 @@ def embed_dataset(
         Rows per saved chunk: the most work an interruption can lose.
     overwrite : bool
         Replace an output folder that holds other embeddings.
+    replace : bool
+        Reuse an output folder that holds these embeddings, and replace one (that bindscope wrote) holding other
+        or damaged ones instead of refusing it: a run's own folders, which it keeps in step with its config.
     """
     start = time.perf_counter()
     check_embed_sizes(batch_size, chunk_rows)
@@ -139,7 +144,14 @@ def embed_dataset(
     spec = model.spec if isinstance(model, Encoder) else parse_spec(model)
     wording = single_captions if modality == "text" and single_objects else None
     _refuse_other_contents(
-        out, ds, spec, modality, rows, layer if not isinstance(model, Encoder) else model.layer, overwrite, wording
+        out,
+        ds,
+        spec,
+        modality,
+        rows,
+        layer if not isinstance(model, Encoder) else model.layer,
+        overwrite or replace,
+        wording,
     )
     executor = None if isinstance(model, Encoder) else current_executor()
     remote = executor is not None and executor.distributed
@@ -159,9 +171,10 @@ def embed_dataset(
             )
         items, wording = own_items, None
     info = encoder.describe()
+    images_seen = _files_identity(items) if modality == "image" else None  # before hashing: what was hashed
     images_sha256 = _files_sha256(items) if modality == "image" else None
     key = content_key(ds.hash, modality, rows, info, images_sha256, single_captions)
-    existing = _existing(out, key, ds, rows, overwrite)
+    existing = _existing(out, key, ds, rows, overwrite, replace)
     if existing is not None:
         shutil.rmtree(PartialEmbedding.folder(out, key), ignore_errors=True)  # left by a crash after the write
         return EmbedResult(existing, "existing", 0, 0, time.perf_counter() - start)
@@ -190,6 +203,12 @@ def embed_dataset(
             )
     finally:
         bar.close()
+    if images_seen is not None and _files_identity(items) != images_seen:
+        partial.remove()  # its chunks may hold rows of both the old and the new pictures
+        raise BindscopeError(
+            f"the images of {ds.root} changed while they were being embedded (rebuilt or edited by another "
+            "process); nothing was written: run the same command again"
+        )
     array = check_embedding_array(partial.assemble(), len(items), what=f"embeddings of {spec}")
     manifest = _manifest(
         ds,
@@ -507,9 +526,15 @@ def _refuse_other_contents(
         )
 
 
-def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> EmbeddingSet | None:
+def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool, replace: bool) -> EmbeddingSet | None:
     if overwrite or not (out / MANIFEST).is_file():
         return None
+    if replace:  # these embeddings, whole, or None: anything else is replaced
+        try:
+            found = read_json(out / MANIFEST, "embedding manifest").get("content_key") == key
+            return load_embeddings(out, ds, rows=rows) if found else None
+        except BindscopeError:
+            return None
     m = read_json(out / MANIFEST, "embedding manifest")
     if m.get("content_key") != key:
         raise BindscopeError(
@@ -520,6 +545,19 @@ def _existing(out: Path, key: str, ds: Dataset, rows: str, overwrite: bool) -> E
         return load_embeddings(out, ds, rows=rows)
     except BindscopeError as exc:
         raise BindscopeError(f"{exc} (pass --overwrite to embed again)") from None
+
+
+def _files_identity(paths: Iterable[str]) -> list[tuple[int, int, int]]:
+    """Each file's inode, size and modification time: what changes when a file is rewritten or replaced (a
+    dataset rebuilt over its folder), so that an embedding never mixes rows of old and new images."""
+    seen = []
+    for p in paths:
+        try:
+            stat = os.stat(p)
+        except FileNotFoundError:
+            raise BindscopeError(f"image file {p} is missing; render or attach the dataset's images again") from None
+        seen.append((stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return seen
 
 
 def _files_sha256(paths: Iterable[str]) -> str:

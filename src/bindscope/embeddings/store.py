@@ -6,6 +6,8 @@ Every analysis reads this layout. Embeddings computed elsewhere come in through
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -348,8 +350,8 @@ def load_embeddings(
     (a bank of single-object embeddings); None accepts either.
     """
     root = Path(root)
+    manifest, arr = read_whole_folder(root, mmap)
     fix = "import or embed the embeddings again"
-    manifest = read_manifest(root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, fix, types=MANIFEST_TYPES)
     for key, allowed in (("modality", MODALITIES), ("rows", ROWS)):
         if manifest.get(key, allowed[0]) not in allowed:
             raise BindscopeError(
@@ -357,7 +359,6 @@ def load_embeddings(
             )
     if manifest.get("single_positions", 1) < 1:
         raise BindscopeError(f"{root / MANIFEST}: 'single_positions' must be at least 1; {fix}")
-    arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap, root=root)
     if arr.dtype != np.float32 or arr.ndim != 2:
         raise BindscopeError(f"{root / EMBEDDINGS_FILE} must be float32 [N, D], got {arr.dtype} with shape {arr.shape}")
     if arr.shape != (manifest["num_rows"], manifest["dim"]):
@@ -390,6 +391,44 @@ def load_embeddings(
         if arr.shape[0] != expected:
             raise BindscopeError(f"{root} has {arr.shape[0]} rows but {dataset.root} has {expected} {unit}")
     return EmbeddingSet(root, manifest, arr)
+
+
+#: How often a folder replaced while it is read is read again before the loader gives up.
+READ_ATTEMPTS = 5
+
+
+def read_whole_folder(root: Path, mmap: bool) -> tuple[dict[str, Any], np.ndarray]:
+    """The manifest and array of one embedding folder, both of the same folder: another process may replace the
+    folder meanwhile (``embeddings import --overwrite``, ``embed --overwrite`` move a new folder into its place),
+    and a manifest of the old folder with the array of the new one would be a result about neither. The folder is
+    read again when it was replaced during the reading."""
+    fix = "import or embed the embeddings again"
+    for attempt in range(READ_ATTEMPTS):
+        before = folder_identity(root)
+        try:
+            manifest = read_manifest(root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, fix, types=MANIFEST_TYPES)
+            arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap, root=root)
+        except BindscopeError:
+            if before is None or folder_identity(root) == before:
+                raise  # not a replacement: the folder itself is missing or damaged
+            time.sleep(0.05 * (attempt + 1))  # caught between moving the old folder away and the new one in
+            continue
+        if folder_identity(root) == before:
+            return manifest, arr
+    raise BindscopeError(
+        f"embedding folder {root} was replaced by another process each time it was read ({READ_ATTEMPTS} times); "
+        "wait until nothing writes it, then run again"
+    )
+
+
+def folder_identity(root: Path) -> tuple[int, int, int] | None:
+    """The device, inode and change time of the folder ``root`` names now (None when there is none): a folder
+    moved into its place has others (the time tells a new folder apart from an old one's reused inode)."""
+    try:
+        stat = os.stat(root)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_ctime_ns
 
 
 def find_rand_control(emb: EmbeddingSet) -> Path | None:

@@ -6,6 +6,7 @@ A run folder::
     manifest.json    versions, git hash, seeds, dataset hashes, model specs, every step with its status
                      (computed / reused / replaced / skipped, and why and the fix) and seconds; the run's status
                      (``complete``, ``complete_with_skips`` with the ``skipped`` analyses, or ``interrupted``)
+                     (``interrupted`` from the moment a run into the folder starts until it finishes)
     datasets/<name>/                         dataset folders
     embeddings/<dataset>/<model>-<modality>[-L<layer>]   embedding folders, with ``+rand`` and ``-single``
                                              siblings (the control and the single-object bank)
@@ -232,6 +233,7 @@ def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob], 
         with state.log.timed("embed", f"{spec.dataset}/{spec.label}{suffix}", folder) as outcome:
             if encoder is None and not sharded:
                 encoder = load_encoder(model_spec, layer=layer, device=state.config.device, dtype=dtype)
+            held = (folder / "manifest.json").is_file()  # other embeddings (written into the run since) are replaced
             result = embed_dataset(
                 state.datasets[spec.dataset],
                 encoder if encoder is not None else model_spec,
@@ -242,10 +244,11 @@ def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob], 
                 dtype=dtype,
                 batch_size=spec.model.batch_size,
                 single_objects=singles,
+                replace=True,
                 progress=state.progress is not None,
             )
             state.sources[model_spec] = model_source(result.embeddings.manifest["model"])
-            outcome["status"] = "reused" if result.status == "existing" else result.status
+            outcome["status"] = {"existing": "reused"}.get(result.status, "replaced" if held else result.status)
         state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({described(outcome)})")
     del encoder
 
@@ -603,6 +606,8 @@ def run_pipeline(
     state = RunState(root, config, say, progress, StepLog(), {}, {})
     started = time.perf_counter()
     root.mkdir(parents=True, exist_ok=True)
+    if (root / MANIFEST).is_file():  # an earlier run's: from here on it no longer describes the folder
+        write_manifest(state, started, "interrupted")  # (a kill -9 leaves it so; the end of this run rewrites it)
     write_config(root, config)
     mark_output(root, "run")
     try:

@@ -29,7 +29,7 @@ from bindscope.analyses.results import LoadedResult, read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, atomic_write_text, read_json, staged_dir
-from bindscope.core.locks import writes
+from bindscope.core.locks import is_locked, lock_path, writes
 from bindscope.core.validation import short_repr
 from bindscope.data.datasets import DATASET_FORMAT
 from bindscope.estimators.verdicts import BAG, CHANCE, RAND
@@ -71,9 +71,11 @@ def run_manifest(run: Path) -> dict[str, Any]:
     """The manifest of a finished run folder that holds results; anything else is refused in one line naming it.
 
     An interrupted run is refused too: its tables lack what it did not reach, and a comparison would not show it
-    (a run complete with skips is finished: its skipped analyses are cells of the card).
+    (a run complete with skips is finished: its skipped analyses are cells of the card). So is a run folder that a
+    live process is writing (:func:`check_not_being_written`).
     """
     give = "give --out folders of bindscope run"
+    check_not_being_written(run)
     why = None
     if not run.exists():
         why = "it does not exist"
@@ -104,6 +106,40 @@ def run_manifest(run: Path) -> dict[str, Any]:
             f"{run} is a run folder without results (nothing under results/); {give} whose analyses ran"
         )
     return manifest
+
+
+def check_not_being_written(run: Path) -> None:
+    """Refuse a run folder that another bindscope process is writing now (a run, or its report): until that run
+    ends, its manifest describes the last finished run while its tables are partly the new one's."""
+    if is_locked(run.resolve()):
+        raise BindscopeError(
+            f"{run} is being written by another bindscope process now ({lock_holder(run)}); wait for it to finish, "
+            "then compare"
+        )
+
+
+def lock_holder(run: Path) -> str:
+    """``pid N`` of the process holding a run folder's lock, as its lock file records it."""
+    try:
+        return f"pid {int(json.loads(lock_path(run.resolve()).read_text())['pid'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "pid unknown"
+
+
+def manifest_identity(run: Path) -> tuple[int, int, int]:
+    """What changes whenever a run (re)writes its manifest: the file's inode, time and size."""
+    stat = (run / MANIFEST).stat()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def check_unchanged(run_dirs: Sequence[Path], before: dict[Path, tuple[int, int, int]]) -> None:
+    """Refuse a comparison during which a run started writing one of its runs (its manifest changes as it starts)."""
+    for run in run_dirs:
+        check_not_being_written(run)
+        if manifest_identity(run) != before[run]:
+            raise BindscopeError(
+                f"{run} changed while it was being compared (a bindscope run wrote into it); run compare again"
+            )
 
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
@@ -290,6 +326,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
     """Merge the tables and report cards of several runs into ``out`` (see the module doc)."""
     paths = [Path(p) for p in run_dirs]
     check_runs(paths)
+    before = {run: manifest_identity(run) for run in paths}
     runs = dict(zip(run_labels(paths), paths))
     warnings = run_warnings(paths)
     out = Path(out)
@@ -318,4 +355,5 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         ]
         with atomic_file(stage / "compare.html", "w") as fh:
             fh.write("\n".join(page))
+        check_unchanged(paths, before)  # what was read is one moment of each run: else nothing is moved into place
     return out
