@@ -152,11 +152,6 @@ def test_a_folder_the_run_is_writing_is_refused_to_another_writer(run_cli, tmp_p
     assert not own.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="locks.writes locks the output alone, not the folders around it: an --out inside a run folder that another "
-    "process holds is written (benchmarks/trial_concurrency.py, scenario c)",
-)
 def test_an_output_inside_a_run_folder_being_written_is_refused(run_cli, tmp_path: Path, planted, clevr_dir) -> None:
     run = tmp_path / "r"
     inside = run / "embeddings" / "clevr" / "mine"
@@ -320,11 +315,6 @@ def test_caches_that_cannot_be_created_do_not_stop_a_command(
     assert blocker.read_text() == "not a folder"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core.io.check_output_place compares identities, and a missing HOME and a new --out both have none: "
-    "every new --out is refused as 'your home folder' (benchmarks/trial_concurrency.py, scenario h)",
-)
 def test_a_home_folder_that_does_not_exist_does_not_refuse_new_outputs(
     run_cli, planted: dict[str, Path], clevr_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -419,3 +419,12 @@ def test_no_byte_of_a_file_bindscope_did_not_write_changes(
         assert not beside.startswith("lock") or shape == "link to output"  # (whose lock is beside its target)
     if simulated:
         assert refused is not None and "lies inside the input" in refused
+
+
+def test_a_folder_name_that_is_not_utf8_is_read(clevr_dir: Path, tmp_path: Path) -> None:
+    """Linux names are bytes: a dataset below ``caf\\xe9`` (Latin-1) loads like any other."""
+    from bindscope.data.datasets import load_dataset
+
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    shutil.copytree(clevr_dir, folder / "clevr")
+    assert len(load_dataset(folder / "clevr").scenes) == len(load_dataset(clevr_dir).scenes)

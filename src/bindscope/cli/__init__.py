@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> None:
 def _run_app(argv: list[str] | None) -> object:
     """The typer app; executors it started (a local Ray instance) are shut down afterwards."""
     from bindscope.core.executors import choose_executor, close_executors
+    from bindscope.core.locks import new_writer
 
+    new_writer()  # a command of its own: what another command holds is never taken for its own
     choose_executor(name="local", address="", memory_gb=0)  # each invocation starts from the default executor
     try:
         return app(args=argv, standalone_mode=False)

@@ -239,7 +239,8 @@ def read_parquet(path: Path, what: str, fix: str, root: Path | None = None) -> A
     if not path.is_file():
         raise BindscopeError(f"{what} {path} is missing; {fix}")
     try:
-        table = pq.read_table(path)
+        with path.open("rb") as fh:  # a handle: pyarrow cannot take a path that is not UTF-8
+            table = pq.read_table(fh)
         table.schema.names  # noqa: B018 (decode every column name now: a garbled one fails here, not later)
         table.validate(full=True)  # and every text cell is UTF-8
         return table
@@ -339,12 +340,19 @@ def check_output_place(out: Path, option: str = "--out") -> None:
         raise BindscopeError(
             f"{option} {out} ends in '..'; give the output its own name, e.g. {option} {real / 'result'}"
         )
-    if str(out) in ("", ".") or real in homes or any(places.identity(real) == places.identity(h) for h in homes):
-        what = next((w for h, w in homes.items() if places.identity(real) == places.identity(h)), "the current folder")
+    same = [w for h, w in homes.items() if real == h or _same_place(real, h)]
+    if str(out) in ("", ".") or same:
+        what = same[0] if same else "the current folder"
         raise BindscopeError(
             f"{option} {str(out) or repr('')} is {what}; bindscope writes an output of its own and never replaces "
             f"such a folder: give a new folder below it, e.g. {option} {out / 'result' if str(out) else 'result'}"
         )
+
+
+def _same_place(a: Path, b: Path) -> bool:
+    """Whether two existing paths are one folder (by identity; a path that does not exist is no place)."""
+    found = places.identity(a)
+    return found is not None and found == places.identity(b)
 
 
 def check_not_an_input(out: Path, inputs: Iterable[str | os.PathLike], option: str = "--out") -> None:

@@ -80,6 +80,7 @@ def output_lock(target: str | Path, *, wait: bool | None = None, what: str = "ou
         finally:
             _held[target] -= 1
         return
+    _check_no_writer_above(target, _wait if wait is None else wait, what)
     fd = _acquire(target, _wait if wait is None else wait, what)
     _held[target] = 1
     try:
@@ -228,6 +229,50 @@ def _acquire(target: Path, wait: bool, what: str) -> int | None:
 _LOCK_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+def _check_no_writer_above(target: Path, wait: bool, what: str) -> None:
+    """Refuse (or, with ``wait``, wait) while another process writes a folder that holds ``target`` (a run
+    folder): its writer may replace or remove what is written inside it. A folder this process, or one of
+    its parents (a run's worker processes), holds is fine."""
+    told = False
+    for folder in target.parents:
+        if folder in _held:
+            return
+        while is_locked(folder) and not _held_by_this_writer(lock_path(folder)):
+            holder = _holder(lock_path(folder))
+            if not wait:
+                raise BindscopeError(
+                    f"another bindscope process ({holder}) is writing {folder}, which holds {what} {target}; wait "
+                    "for it to finish, rerun with --wait to queue behind it, or choose an --out outside that folder"
+                )
+            if not told:
+                print(f"waiting for {holder}, which is writing {folder} ...", file=sys.stderr, flush=True)
+                told = True
+            time.sleep(POLL_SECONDS)
+
+
+def _held_by_this_writer(path: Path) -> bool:
+    """Whether the lock file names this process's writer (:func:`writer`) as its holder: this command, or the
+    command whose worker process this is."""
+    return _read_holder(path).get("writer") == writer()
+
+
+#: The environment variable naming the command a process writes for; worker processes inherit it.
+WRITER_VARIABLE = "BINDSCOPE_WRITER"
+
+
+def writer() -> str:
+    """This command's writer id: set once per command (:func:`new_writer`, or at the first lock taken), and
+    inherited by the worker processes it starts."""
+    return os.environ.setdefault(WRITER_VARIABLE, f"{socket.gethostname()}:{os.getpid()}:{time.time_ns()}")
+
+
+def new_writer() -> str:
+    """Start a new writer id for this process (each ``bindscope`` command is a writer of its own, even when
+    started by another)."""
+    os.environ.pop(WRITER_VARIABLE, None)
+    return writer()
+
+
 def _open(path: Path) -> int | None:
     """The lock file, opened without following a link and checked to be a plain file of its own; None where
     nothing can be created (a read-only disk: nobody can write there, so a command that only finds its result
@@ -267,6 +312,7 @@ def _describe_holder(fd: int, path: Path) -> None:
     if previous.get("pid") and previous.get("pid") != os.getpid():
         log.info("taking over %s from process %s, which is gone", path, previous.get("pid"))
     record = {
+        "writer": writer(),
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
