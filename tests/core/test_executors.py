@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,24 @@ def test_worker_processes_give_the_same_results() -> None:
 def test_a_failing_unit_is_named_with_its_inputs() -> None:
     with pytest.raises(BindscopeError, match=r"unit square of 0 \(key k0\) failed: no square for 0"):
         list(LocalExecutor().map(units(2, boom), 0))
+
+
+def full(state: object, x: int) -> int:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def gone(state: object, x: int) -> int:
+    raise FileNotFoundError(errno.ENOENT, "No such file or directory", "x")
+
+
+def test_a_write_the_disk_refused_stays_itself() -> None:
+    """The command line turns it into its one line (free some space, a writable disk); any other error is named
+    with its unit."""
+    with pytest.raises(OSError) as refused:
+        list(LocalExecutor().map(units(2, full), 0))
+    assert refused.value.errno == errno.ENOSPC
+    with pytest.raises(BindscopeError, match=r"unit square of 0 \(key k0\) failed: .*No such file"):
+        list(LocalExecutor().map(units(1, gone), 0))
 
 
 def test_finished_units_are_kept_and_not_run_again(tmp_path: Path) -> None:

@@ -91,6 +91,20 @@ def test_rebuilding_renders_only_what_is_missing(clevr2d: Path, tmp_path: Path) 
     np.testing.assert_array_equal(a, b)  # deterministic
 
 
+def test_a_build_killed_before_its_manifest_counted_the_images_is_finished_again(clevr2d: Path, tmp_path: Path) -> None:
+    """Every image drawn and listed, but the kill fell before the manifest (written last) counted them: building
+    again renders nothing and writes the manifest an uninterrupted build writes."""
+    root = tmp_path / "ds"
+    shutil.copytree(clevr2d, root)
+    manifest = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**manifest, "images": {"rendered": 0}}))
+    kept = root / "images" / "000001.png"
+    stamp = kept.stat().st_mtime_ns
+    build_dataset(with_image_settings(get_preset("clevr2d"), size=SIZE), root, workers=1)
+    assert json.loads((root / "manifest.json").read_text())["images"] == manifest["images"]
+    assert kept.stat().st_mtime_ns == stamp
+
+
 def test_an_interrupted_render_leaves_only_whole_pngs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import bindscope.data.render.images as images
 

@@ -247,3 +247,15 @@ def test_partial_state_of_other_settings_is_replaced(tmp_path: Path) -> None:
     assert again.chunk_rows == 4 and again.missing_chunks() == [(4, 8), (8, 10)]
     other_rows = PartialEmbedding.open(out, "a" * 64, 12, 4, 3)  # the state disagrees: start afresh
     assert other_rows.missing_chunks() == [(0, 4), (4, 8), (8, 12)]
+
+
+def test_a_state_folder_without_its_state_starts_afresh(tmp_path: Path) -> None:
+    """Killed (or the disk full) between making the folder and moving its state file in: the next run starts over
+    instead of failing on the folder forever (a trial of issue 54 found `File exists`)."""
+    out = tmp_path / "e"
+    folder = PartialEmbedding.folder(out, "a" * 64)
+    folder.mkdir()
+    (folder / ".state.json.ab12cd34.tmp").write_text('{"key"')
+    partial = PartialEmbedding.open(out, "a" * 64, 10, 4, 3)
+    assert partial.missing_chunks() == [(0, 4), (4, 8), (8, 10)]
+    assert sorted(p.name for p in folder.iterdir()) == ["state.json"]

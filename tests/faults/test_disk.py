@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -80,6 +81,21 @@ def test_a_full_disk_is_one_line_and_the_previous_result_is_intact(
     assert files(out) == before and hidden(tmp_path) == []
 
 
+def test_a_report_the_disk_refused_leaves_the_page_and_its_card(cli_server: ForkServer, tmp_path: Path) -> None:
+    """The card (report/card.csv) and the page are both written in full before either replaces its old self."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: empty\n")
+    (run / OUTPUT_MARK).write_text(json.dumps({"written_by": "bindscope", "kind": "run"}))
+    done = bindscope(cli_server, "report", run)
+    assert done.returncode == 0, done.stderr
+    before = files(run)
+    assert min((run / "report" / "card.csv").stat().st_size, (run / "report.html").stat().st_size) > 150
+    done = bindscope(cli_server, "report", run, limit=150)
+    assert_one_line_error(done, "the disk refused the write")
+    assert files(run) == before and hidden(tmp_path) == []
+
+
 def test_a_write_error_that_is_not_the_disk_is_not_disguised() -> None:
     from bindscope.core.errors import disk_error_message
 
@@ -129,3 +145,28 @@ def test_a_really_full_disk_and_a_read_only_one(
     done = bindscope(cli_server, "probe", planted, "--out", out, "--seeds", "0,1", "--overwrite", *PROBE)
     assert_one_line_error(done, "Read-only file system")
     assert "choose an --out on a writable disk" in done.stderr and files(out) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("writer", ["decompose", "report"])
+def test_a_read_only_disk_under_a_staged_and_an_in_place_writer(
+    cli_server: ForkServer, tmpfs: Callable[[str], None], planted: Path, tmp_path: Path, writer: str
+) -> None:
+    """An analysis builds its folder in a staging sibling; a report writes its files into the run folder: on a
+    read-only disk each is one line, with nothing changed and no lock or temporary file left."""
+    disk = tmp_path / "disk"
+    out = disk / "out"
+    out.mkdir()
+    kind = "run" if writer == "report" else "result"
+    (out / OUTPUT_MARK).write_text(json.dumps({"written_by": "bindscope", "kind": kind}))
+    if writer == "report":
+        (out / "config.yaml").write_text("name: empty\n")
+        args: tuple[object, ...] = ("report", out)
+    else:
+        (out / "summary.json").write_text("{}\n")  # an earlier result, as --overwrite finds it
+        args = ("decompose", planted, "--out", out, "--overwrite", "--seeds", "0", *PROBE)
+    before = files(out)
+    tmpfs("ro")
+    done = bindscope(cli_server, *args)
+    assert_one_line_error(done, "Read-only file system")
+    assert "choose an --out on a writable disk" in done.stderr and files(out) == before and hidden(disk) == []

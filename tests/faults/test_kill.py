@@ -243,3 +243,28 @@ def test_a_command_killed_anywhere_then_run_again_equals_an_uninterrupted_run(
         differences(fingerprint(tmp_path / "out"), reference.fingerprint),
     )
     assert hidden_leftovers(tmp_path) == [], point
+
+
+def test_a_run_killed_before_its_config_was_in_place_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill at the run folder's first write (``config.yaml``, before the mark) leaves only its temporary file: the
+    same command again is a run into that folder, not a refusal (a trial of issue 54 found `holds files that are
+    not a bindscope run`), and the temporary file goes once the folder is marked."""
+    from bindscope.pipeline import run as run_module
+    from bindscope.pipeline.config import load_config
+
+    class Stop(Exception):
+        pass
+
+    def stop(state: object) -> None:
+        raise Stop  # the run got past its start: the rest is the kill matrix's
+
+    (tmp_path / "run.yaml").write_text(RUN_CONFIG)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".config.yaml.ab12cd34.tmp").write_text("name: kil")
+    monkeypatch.setattr(run_module, "build_datasets", stop)
+    with pytest.raises(Stop):
+        run_module.run_pipeline(load_config(tmp_path / "run.yaml"), out, say=lambda line: None)
+    assert (out / "config.yaml").is_file() and hidden_leftovers(tmp_path) == []

@@ -3,6 +3,7 @@ validation, config errors, and the conversion into an ordinary embedding set wit
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 from pathlib import Path
@@ -606,3 +607,46 @@ def test_the_concept_weight_scales_the_concept_loss(weight: float) -> None:
     row = trainer.log_rows[-1]
     assert row["concept_loss"] > 0.1
     assert row["loss"] == pytest.approx(weight * row["concept_loss"] + row["object_loss"], rel=1e-5)
+
+
+def test_a_checkpoint_the_disk_refused_leaves_no_half_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bindscope.scratch import checkpoint
+
+    def full(path: Path, tensors: dict) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "save_weights", full)
+    with pytest.raises(OSError):
+        checkpoint.write_checkpoint(tmp_path, 20, {"model": {"w": torch.zeros(2)}}, {"step": 20})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_keeps_only_finished_runs_of_its_work_folder(tmp_path: Path) -> None:
+    """What dead writers left beside the runs (a temporary record, a run's lock, staging or training state) is not
+    copied into the result; each run's own mark is."""
+    import shutil
+
+    from bindscope.scratch.sweep import _not_runs
+
+    work = tmp_path / ".out.sweep"
+    (work / "f0.5-s0").mkdir(parents=True)
+    for name in ("f0.5-s0/.bindscope.json", "f0.5-s0/summary.json", "sweep.json", ".sweep.json.ab12cd34.tmp"):
+        (work / name).write_text("{}")
+    (work / ".f0.8-s0.lock").write_text("")
+    for name in (".f0.8-s0.training", ".f0.8-s0.ab12cd34.partial"):
+        (work / name).mkdir()
+    shutil.copytree(work, tmp_path / "runs", ignore=_not_runs(work))
+    copied = sorted(p.relative_to(tmp_path / "runs").as_posix() for p in (tmp_path / "runs").rglob("*"))
+    assert copied == ["f0.5-s0", "f0.5-s0/.bindscope.json", "f0.5-s0/summary.json"]
+
+
+def test_an_export_killed_writing_its_mark_leaves_nothing_after_the_rerun(reference: Path, tmp_path: Path) -> None:
+    """The mark is the export folder's first file: a kill there leaves its temporary file in a folder that is not
+    yet marked (so the next lock does not clean inside it); the export cleans it once marked."""
+    from bindscope.scratch.export import export_model
+
+    out = tmp_path / "exp"
+    out.mkdir()
+    (out / "..bindscope.json.ab12cd34.tmp").write_text('{"written_by"')
+    export_model(reference, out, control=False)
+    assert [p.name for p in out.rglob(".*") if p.name != ".bindscope.json"] == []

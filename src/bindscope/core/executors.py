@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bindscope.core.errors import BindscopeError
+from bindscope.core.errors import BindscopeError, disk_error_message
 from bindscope.core.io import atomic_file, read_json
 
 EXECUTORS = ("local", "ray")
@@ -240,10 +240,15 @@ class LocalExecutor(Executor):
 
 
 def _reported(unit: Unit, fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)``; an error that is not already a one-line :class:`BindscopeError` names the unit."""
+    """``fn(*args)``; an error that is not already a one-line :class:`BindscopeError` names the unit, except a
+    write the disk refused (full, read-only), which stays itself: the command line says what to do about it."""
     try:
         return fn(*args)
     except BindscopeError:
+        raise
+    except OSError as exc:
+        if disk_error_message(exc) is None:
+            raise failed_unit(unit, exc, 1) from exc
         raise
     except Exception as exc:
         raise failed_unit(unit, exc, 1) from exc

@@ -220,9 +220,21 @@ def _with_images(ds: Dataset, images: bool, workers: int | None, progress: bool)
     listed = [*ds.images, *(ds.single_images.ravel() if ds.single_images is not None else [])]
     complete = all(ds.images) and (ds.single_images is not None or not wants_singles)
     if complete and all((ds.root / p).is_file() for p in listed):
-        return ds
+        if _images_recorded(ds):
+            return ds
+        return attach_images(ds.root, ds.images, ds.single_images)  # killed before the manifest said so
     scene_paths, grid = render_dataset_images(ds, workers=workers, progress=progress)
     return attach_images(ds.root, scene_paths, grid)
+
+
+def _images_recorded(ds: Dataset) -> bool:
+    """Whether the manifest counts the images the tables list (:func:`attach_images` writes it last)."""
+    recorded = ds.manifest.get("images")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    wanted = {"rendered": int(sum(1 for p in ds.images if p))}
+    if ds.single_images is not None:
+        wanted.update(single_objects=int(ds.single_images.shape[0]), single_positions=int(ds.single_images.shape[1]))
+    return all(recorded.get(k) == v for k, v in wanted.items())
 
 
 def _manifest(preset: Preset, scenes: SceneSet, content: str) -> dict[str, Any]:

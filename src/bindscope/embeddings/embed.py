@@ -442,6 +442,7 @@ class PartialEmbedding:
             if {k: saved.get(k) for k in state} == state and int(saved.get("chunk_rows", 0)) >= 1:
                 log.info("resuming the unfinished embedding in %s", root)
                 return cls(root, num_rows, int(saved["chunk_rows"]), dim)
+        if root.exists():  # another job's state, or none (killed, or the disk full, before it was written)
             shutil.rmtree(root)
         for other in out.parent.glob(f".{out.name}.embedding-*"):
             if other != root:

@@ -291,12 +291,6 @@ def run_card(root: Path) -> list[CardRow]:
     return report_card(root, None, manifest_skips(manifest))
 
 
-def ensure_parent(path: Path) -> Path:
-    """``path``, its folder made."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 @writes("root", what="run folder", in_place=True)
 def write_report(root: str | Path) -> Path:
     """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
@@ -309,7 +303,7 @@ def write_report(root: str | Path) -> Path:
     results = loaded_results(root)
     skips = manifest_skips(manifest)
     rows = report_card(root, results, skips)
-    card_table(rows).to_csv(ensure_parent(root / CARD_CSV), index=False)
+    card = card_table(rows).to_csv(index=False)
     steps: dict[str, list[Section]] = {}
     for section in story_sections(results):
         steps.setdefault(section.analysis, []).append(section)
@@ -337,6 +331,9 @@ def write_report(root: str | Path) -> Path:
         "</body></html>",
     ]
     out = root / REPORT
-    with atomic_file(out, "w") as fh:
-        fh.write("\n".join(parts))
+    # both written in full before either replaces the old one: a full disk leaves the previous page and card
+    with atomic_file(out, "w") as page, atomic_file(root / CARD_CSV, "w") as table:
+        page.write("\n".join(parts))
+        table.write(card)
+        page.flush()
     return out

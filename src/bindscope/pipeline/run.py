@@ -24,6 +24,7 @@ no work and an interrupted run resumes where it stopped; a lock keeps two runs o
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -40,7 +41,7 @@ from bindscope.analyses.results import content_key
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.io import OUTPUT_MARK, atomic_file, mark_output, write_json
-from bindscope.core.locks import writes
+from bindscope.core.locks import remove_leftovers, writes
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
@@ -56,6 +57,8 @@ RUN_FORMAT = "bindscope-run"
 #: The statuses of a finished run (every step reached): ``complete``, or ``complete_with_skips`` when some
 #: analyses could not run (the manifest's ``skipped`` lists each with its reason and fix).
 FINISHED = ("complete", "complete_with_skips")
+#: The temporary names of a run's first files (``atomic_file``'s): left by a run killed as it started.
+_STARTING = re.compile(r"^\.(config\.yaml|manifest\.json|\.bindscope\.json)\.[A-Za-z0-9_]{8}\.tmp$")
 
 
 @dataclass(frozen=True)
@@ -589,6 +592,12 @@ def run_inputs(args: dict[str, Any]) -> list[Path]:
     return paths + [p for m in config.models for p in model_paths(m.spec)]
 
 
+def _starting(name: str) -> bool:
+    """Whether ``name`` is what any run folder holds from its start: its lock and mark, or the temporary files of
+    its first writes (a run killed before its config was in place)."""
+    return name in (".lock", OUTPUT_MARK) or bool(_STARTING.match(name))
+
+
 @writes("out", what="run folder", reads=run_inputs)
 def run_pipeline(
     config: RunConfig,
@@ -600,7 +609,7 @@ def run_pipeline(
     """Run ``config`` into ``out`` (see the module doc); returns what it did."""
     root = Path(out)
     existing = root / CONFIG
-    if root.is_dir() and any(p.name not in (".lock", OUTPUT_MARK) for p in root.iterdir()) and not existing.is_file():
+    if root.is_dir() and any(not _starting(p.name) for p in root.iterdir()) and not existing.is_file():
         raise BindscopeError(f"{root} holds files that are not a bindscope run; choose another --out")
     preflight(config, root)  # nothing is written before every check that can be made has passed
     state = RunState(root, config, say, progress, StepLog(), {}, {})
@@ -610,6 +619,7 @@ def run_pipeline(
         write_manifest(state, started, "interrupted")  # (a kill -9 leaves it so; the end of this run rewrites it)
     write_config(root, config)
     mark_output(root, "run")
+    remove_leftovers(root)  # marked now: a run killed before its mark left its first files' temporaries inside
     try:
         build_datasets(state)
         specs = embedding_specs(state)

@@ -51,9 +51,13 @@ def write_checkpoint(work: Path, step: int, files: dict[str, dict[str, torch.Ten
     tmp = work / f".{final.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name, tensors in files.items():
-        save_weights(tmp / f"{name}.safetensors", tensors)
-    write_json(tmp / "state.json", state)
+    try:
+        for name, tensors in files.items():
+            save_weights(tmp / f"{name}.safetensors", tensors)
+        write_json(tmp / "state.json", state)
+    except BaseException:  # a full disk: no half checkpoint is left beside the complete ones
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)

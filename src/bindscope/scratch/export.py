@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import mark_output, read_json, write_json
-from bindscope.core.locks import writes
+from bindscope.core.locks import remove_leftovers, writes
 from bindscope.estimators.probes import save_probes
 
 
@@ -86,6 +86,7 @@ def export_model(
     preset = _preset(record)  # checked before the folder is made, so a refused export leaves none
     out.mkdir(parents=True, exist_ok=True)
     mark_output(out, "export")
+    remove_leftovers(out)  # marked now: what a writer killed before its mark was written left inside goes too
     ds = build_dataset(preset, out / "dataset", images=False, overwrite=overwrite)
     spec = f"scratch:{model_dir}"
     emb = embed_dataset(
@@ -168,6 +169,7 @@ def export_image_text(
     check_same_dataset(record, ds)
     out.mkdir(parents=True, exist_ok=True)
     mark_output(out, "export")
+    remove_leftovers(out)  # marked now: what a writer killed before its mark was written left inside goes too
     spec = f"scratch:{model_dir}"
     trained = load_encoder(spec, device=device)  # each encoder is loaded once for every folder it writes
     rand = load_encoder(f"{spec}+rand", device=device) if control else None

@@ -192,7 +192,7 @@ def sweep(
             panels=kind.panels,
             headline=kind.headline,
         )
-        shutil.copytree(runs_dir, stage / "runs", ignore=shutil.ignore_patterns("sweep.json"))  # a failure loses no run
+        shutil.copytree(runs_dir, stage / "runs", ignore=_not_runs(runs_dir))  # a failure loses no run
 
     head = header(
         ANALYSIS,
@@ -242,6 +242,18 @@ def train_unit(state: Any, config: dict, folder: str, device: str, progress: boo
     """One run of a sweep: train (or continue, or reuse) the model in ``folder``."""
     result = train_model(config_from_dict(config, "sweep run config"), folder, device=device, progress=progress)
     return result.summary, result.status
+
+
+def _not_runs(runs_dir: Path) -> Callable[[str, list[str]], list[str]]:
+    """What of the work folder is not a finished run: its record, and the hidden state of dead writers beside the
+    runs (a temporary record, a run's staging folder, lock or training state)."""
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        if Path(folder) != runs_dir:
+            return []
+        return [n for n in names if n == "sweep.json" or n.startswith(".")]
+
+    return ignore
 
 
 def _work_dir(out: Path) -> Path:
