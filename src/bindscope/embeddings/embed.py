@@ -30,6 +30,7 @@ from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.faults import kill_point
 from bindscope.core.io import check_output_dir, load_image, load_npy, read_json, save_npy, write_json
 from bindscope.core.locks import writes
+from bindscope.core.places import check_state_folder
 from bindscope.core.progress import progress_bar
 from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
@@ -430,7 +431,7 @@ class PartialEmbedding:
     @staticmethod
     def folder(out: Path, key: str) -> Path:
         """The hidden folder beside ``out`` holding the chunks of job ``key``."""
-        return out.parent / f".{out.name}.embedding-{key[:16]}"
+        return check_state_folder(out.parent / f".{out.name}.embedding-{key[:16]}")
 
     @classmethod
     def open(cls, out: Path, key: str, num_rows: int, chunk_rows: int, dim: int) -> PartialEmbedding:
