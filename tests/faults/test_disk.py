@@ -78,6 +78,7 @@ def test_a_full_disk_is_one_line_and_the_previous_result_is_intact(
     done = bindscope(cli_server, *second, "--overwrite", limit=3000)
     assert_one_line_error(done, "the disk refused the write")
     assert "File too large" in done.stderr and "the previous result is intact" in done.stderr
+    assert f"the disk refused the write to {out}" in done.stderr  # the output, never a hidden staging folder
     assert files(out) == before and hidden(tmp_path) == []
 
 

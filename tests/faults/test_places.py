@@ -428,3 +428,21 @@ def test_a_folder_name_that_is_not_utf8_is_read(clevr_dir: Path, tmp_path: Path)
     folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
     shutil.copytree(clevr_dir, folder / "clevr")
     assert len(load_dataset(folder / "clevr").scenes) == len(load_dataset(clevr_dir).scenes)
+
+
+def test_a_write_error_without_a_file_names_the_output(tmp_path: Path) -> None:
+    """numpy's short write and pyarrow's write errors carry no file name: the output's is given to them."""
+    from bindscope.core import io
+
+    out = tmp_path / "out"
+    with pytest.raises(OSError) as raised, io.staged_dir(out, kind="result") as stage:
+        (stage / "summary.json").write_text("{}")
+        raise OSError("4096 requested and 100 written")  # what numpy.save raises on a full disk
+    assert "the disk refused the write to " + str(out) + " (a short write: 100 of 4096" in os_error_message(
+        raised.value
+    )
+    with pytest.raises(OSError) as raised, io.atomic_file(tmp_path / "a.json") as fh:
+        fh.write("{")
+        raise OSError(errno.EFBIG, "File too large")
+    assert os_error_message(raised.value).startswith(f"the disk refused the write to {tmp_path / 'a.json'} (File")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

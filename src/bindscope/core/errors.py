@@ -16,6 +16,17 @@ _DENIED = {"EROFS", "EACCES", "EPERM"}
 _SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
 
 
+def naming(exc: OSError, path: object) -> OSError:
+    """``exc`` with ``path`` as its file, for the messages: the same error number and reason (numpy's short
+    write, which has none, becomes a full disk, ENOSPC)."""
+    import errno
+
+    short = _SHORT_WRITE.fullmatch(str(exc)) if exc.errno is None else None
+    if short:
+        return OSError(errno.ENOSPC, f"a short write: {short[2]} of {short[1]} bytes written", str(path))
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
 def disk_error_message(exc: OSError) -> str | None:
     """The one line for a write the disk refused (full, over quota or a file-size limit, read-only, no
     permission), or None for any other OS error.

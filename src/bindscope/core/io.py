@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bindscope.core import places
-from bindscope.core.errors import BindscopeError
+from bindscope.core.errors import BindscopeError, naming
 from bindscope.core.faults import kill_point
 from bindscope.core.validation import check_fields, one_line, short_repr
 
@@ -48,9 +48,11 @@ def atomic_file(path: Path, mode: str = "w") -> Iterator:
         _default_mode(tmp, 0o666)
         kill_point("atomic-replace")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not exc.filename:  # a write the disk cut short names no file
+            raise naming(exc, path) from exc
         raise
 
 
@@ -449,9 +451,17 @@ def staged_dir(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Pat
             _swap(stage, out)
         else:
             os.replace(stage, out)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, OSError) and _in_stage(exc, stage):  # name the output, not its hidden staging folder
+            raise naming(exc, out / os.path.relpath(exc.filename, stage)) from exc
+        if isinstance(exc, OSError) and not exc.filename:  # pyarrow's and numpy's write errors name no file
+            raise naming(exc, out) from exc
         raise
+
+
+def _in_stage(exc: OSError, stage: Path) -> bool:
+    return isinstance(exc.filename, str) and Path(exc.filename).is_relative_to(stage)
 
 
 def _swap(stage: Path, out: Path) -> None:
