@@ -441,7 +441,10 @@ def staged_dir(out: Path, *, kind: str, overwrite: bool = False) -> Iterator[Pat
     """
     check_output_dir(out, kind=kind, overwrite=overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as exc:  # a read-only or full disk: name the output, not the staging folder it tried
+        raise naming(exc, out) from exc
     _default_mode(stage, 0o777)
     try:
         yield stage
