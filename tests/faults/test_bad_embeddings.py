@@ -82,7 +82,7 @@ def test_a_short_write_on_import_is_the_disk_line_and_the_earlier_import_is_inta
         model_cli_server, 3000, *IMPORT, clevr_dir, arrays["other"], "--name", "second", "--modality", "image",
         "--out", out, "--overwrite",
     )  # fmt: skip
-    assert_one_line_error(done, "the disk refused the write (a short write: ")
+    assert_one_line_error(done, f"the disk refused the write to {out / 'embeddings.npy'} (a short write: ")
     assert "bytes written); nothing was replaced and the previous result is intact: free some space" in done.stderr
     assert snapshot(out, clevr_dir, arrays["other"]) == before
     assert hidden(tmp_path) == []

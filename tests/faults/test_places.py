@@ -82,7 +82,9 @@ def test_a_lock_file_that_bindscope_did_not_make_is_never_written_through(
     before = snapshot(tmp_path)
     result = run_cli(*importing(project, clevr_dir, tmp_path / "out"))
     kind = {"symlink": "a link", "hardlink": "a hard link to another file", "fifo": "not a plain file"}
-    assert_one_line_error(result, f"the lock file {lock} is {kind.get(shape, 'a folder')}; bindscope did not make it")
+    assert_one_line_error(
+        result, f"the lock file {lock} is {kind.get(shape, 'a folder')}, not made by bindscope, which never"
+    )
     assert snapshot(tmp_path) == before
     assert (lock.is_symlink() or lock.exists()) and not (tmp_path / "out").exists()
 

@@ -286,7 +286,7 @@ def _open(path: Path) -> int | None:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
             kind = {errno.ELOOP: "a link", errno.EISDIR: "a folder"}.get(exc.errno, "not a plain file")
             raise BindscopeError(
-                f"the lock file {path} is {kind}; bindscope did not make it and never writes through it: remove it "
+                f"the lock file {path} is {kind}, not made by bindscope, which never writes through it: remove it "
                 "(or choose another --out)"
             ) from None
         raise

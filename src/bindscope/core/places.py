@@ -172,7 +172,7 @@ def check_plain_file(fd: int, path: Path, what: str) -> None:
         return
     kind = "a hard link to another file" if stat.S_ISREG(info.st_mode) else "not a plain file"
     raise BindscopeError(
-        f"{what} {path} is {kind}; bindscope did not make it and does not write into it: remove it "
+        f"{what} {path} is {kind}, not made by bindscope, which never writes into it: remove it "
         "(or choose another --out)"
     )
 
