@@ -20,6 +20,7 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -430,6 +431,18 @@ def test_a_folder_name_that_is_not_utf8_is_read(clevr_dir: Path, tmp_path: Path)
     folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
     shutil.copytree(clevr_dir, folder / "clevr")
     assert len(load_dataset(folder / "clevr").scenes) == len(load_dataset(clevr_dir).scenes)
+
+
+def test_a_folder_name_that_is_not_utf8_is_written(clevr_dir: Path, tmp_path: Path, run_cli) -> None:
+    """A probe below ``caf\\xe9`` writes its parquet tables there (pyarrow alone cannot take such a path)."""
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    n = len(pd.read_parquet(clevr_dir / "scenes.parquet"))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((n, 8)).astype(np.float32))
+    assert run_cli(*importing(tmp_path, clevr_dir, folder / "emb")).returncode == 0
+    probed = run_cli("probe", folder / "emb", "--seeds", "0", "--out", folder / "p", "-q")
+    assert probed.returncode == 0, probed.stderr
+    assert len(pd.read_parquet((folder / "p" / "results.parquet").open("rb"))) > 0
 
 
 def test_a_write_error_without_a_file_names_the_output(tmp_path: Path) -> None:

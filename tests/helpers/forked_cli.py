@@ -182,11 +182,11 @@ class ForkedCommand:
 
     @property
     def stdout(self) -> str:
-        return self.stdout_path.read_text()
+        return self.stdout_path.read_text(errors="surrogateescape")  # a path that is not UTF-8 prints as its bytes
 
     @property
     def stderr(self) -> str:
-        return self.stderr_path.read_text()
+        return self.stderr_path.read_text(errors="surrogateescape")
 
 
 class ForkServer:

@@ -29,7 +29,7 @@ import pandas as pd
 from pydantic import ConfigDict, Field, ValidationError
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json
+from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json, write_parquet
 from bindscope.core.tidy import KEY_COLUMNS
 from bindscope.core.validation import Schema, format_validation, one_line
 from bindscope.core.version import __version__, stamp
@@ -231,7 +231,7 @@ def write_result(
         write_json(stage / SUMMARY, summary)
         for name, table in {"results": files.table, **files.tables}.items():
             table = with_intervals(table) if "value" in table.columns else table
-            table.to_parquet(stage / f"{name}.parquet", index=False)
+            write_parquet(table, stage / f"{name}.parquet")
             if name not in files.parquet_only:
                 table.to_csv(stage / f"{name}.csv", index=False)
         if files.extra is not None:

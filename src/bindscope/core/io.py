@@ -250,6 +250,12 @@ def read_parquet(path: Path, what: str, fix: str, root: Path | None = None) -> A
         raise BindscopeError(f"{what} {path} is not a readable parquet file ({one_line(exc)}); {fix}") from None
 
 
+def write_parquet(frame: Any, path: Path) -> None:
+    """Write a DataFrame to ``path`` as parquet through a handle (pyarrow cannot take a path that is not UTF-8)."""
+    with path.open("wb") as fh:
+        frame.to_parquet(fh, index=False)
+
+
 def to_frame(table: Any, path: Path, what: str, fix: str) -> Any:
     """``table.to_pandas()``; damaged pandas metadata in the file is a clear error naming ``path``."""
     import pyarrow as pa

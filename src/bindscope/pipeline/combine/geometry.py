@@ -21,7 +21,7 @@ from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.registry import load_inputs, run_analysis
 from bindscope.analyses.results import LoadedResult, load_result
 from bindscope.core.errors import BindscopeError
-from bindscope.core.io import check_output_dir, staged_dir, write_json
+from bindscope.core.io import check_output_dir, staged_dir, write_json, write_parquet
 from bindscope.core.locks import writes
 from bindscope.core.validation import MAX_NAME, NAME_RULE, is_name, short_repr
 
@@ -103,7 +103,7 @@ def run_geometry(
         table["path"] = [str(out / label) for label in table["label"]]  # where each folder ends up, not the stage
         comparison = {"folders": {n: str(Path(d).resolve()) for n, d in zip(names, emb_dirs)}}
         comparison["correlations"] = correlations(table)
-        table.to_parquet(stage / f"{COMPARISON}.parquet", index=False)
+        write_parquet(table, stage / f"{COMPARISON}.parquet")
         table.to_csv(stage / f"{COMPARISON}.csv", index=False)
         write_json(stage / f"{COMPARISON}.json", comparison)
         correlation_plot(table, stage / "plots" / "correlation.png", title="factorization vs generalisation")

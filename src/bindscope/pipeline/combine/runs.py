@@ -28,7 +28,7 @@ from bindscope.analyses.card import plain
 from bindscope.analyses.results import LoadedResult, read_header
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
-from bindscope.core.io import atomic_file, atomic_write_text, read_json, staged_dir
+from bindscope.core.io import atomic_file, atomic_write_text, read_json, staged_dir, write_parquet
 from bindscope.core.locks import is_locked, lock_path, writes
 from bindscope.core.validation import short_repr
 from bindscope.data.datasets import DATASET_FORMAT
@@ -334,7 +334,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         atomic_write_text(stage / WARNINGS, json.dumps(warnings, indent=2) + "\n")
         results = {label: loaded_results(run) for label, run in runs.items()}
         merged = merged_tables(results)
-        merged.to_parquet(stage / "results.parquet", index=False)
+        write_parquet(merged, stage / "results.parquet")
         merged.to_csv(stage / "results.csv", index=False)
         rows = card_rows(runs, results)
         card_table([r for _, r in rows], runs=[label for label, _ in rows]).to_csv(stage / "card.csv", index=False)
