@@ -445,6 +445,19 @@ def test_a_folder_name_that_is_not_utf8_is_written(clevr_dir: Path, tmp_path: Pa
     assert len(pd.read_parquet((folder / "p" / "results.parquet").open("rb"))) > 0
 
 
+def test_scratch_weights_below_a_folder_that_is_not_utf8_load(tmp_path: Path) -> None:
+    """A scratch model's weights below ``caf\\xe9`` load (safetensors alone cannot open such a path)."""
+    import torch
+    from safetensors.torch import save
+
+    from bindscope.embeddings.encoders.scratch.folder import load_weights
+
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(save({"w": torch.arange(6.0).view(2, 3)}))
+    assert torch.equal(load_weights(folder / "model.safetensors")["w"], torch.arange(6.0).view(2, 3))
+
+
 def test_a_write_error_without_a_file_names_the_output(tmp_path: Path) -> None:
     """numpy's short write and pyarrow's write errors carry no file name: the output's is given to them."""
     from bindscope.core import io

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from pydantic import ValidationError
-from safetensors.torch import load_file
+from safetensors.torch import load
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_inside, read_json
@@ -51,7 +51,7 @@ def load_weights(path: Path, root: Path | None = None) -> dict[str, torch.Tensor
     if root is not None:
         check_inside(root, path, RETRAIN)
     try:
-        tensors = load_file(str(path))
+        tensors = load(path.read_bytes())  # bytes, not a path: safetensors cannot open a path that is not UTF-8
     except FileNotFoundError:
         raise BindscopeError(f"{path} is missing; train the model again with bindscope scratch train") from None
     except Exception as exc:  # safetensors raises its own error types for damaged files
