@@ -445,6 +445,15 @@ def test_a_folder_name_that_is_not_utf8_is_written(clevr_dir: Path, tmp_path: Pa
     assert len(pd.read_parquet((folder / "p" / "results.parquet").open("rb"))) > 0
 
 
+def test_a_run_folder_that_is_not_utf8_is_refused_before_any_work(tmp_path: Path, run_cli) -> None:
+    """A run records its paths as text (its scratch models' specs): a run folder that is not UTF-8 is refused."""
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    folder.mkdir()
+    result = run_cli("demo", "--quick", "-q", "--out", folder / "demo")
+    assert_one_line_error(result, "holds a name that is not UTF-8 text; a run records its paths as text: choose an")
+    assert list(folder.iterdir()) == []
+
+
 def test_scratch_weights_below_a_folder_that_is_not_utf8_load(tmp_path: Path) -> None:
     """A scratch model's weights below ``caf\\xe9`` load (safetensors alone cannot open such a path)."""
     import torch

@@ -23,6 +23,7 @@ no work and an interrupted run resumes where it stopped; a lock keeps two runs o
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -127,6 +128,17 @@ def git_hash() -> str | None:
 def dataset_preset(entry: DatasetConfig) -> Any:
     """The preset of a run's dataset, with its covering subsample when ``max_scenes`` is set."""
     return entry.load_preset()
+
+
+def check_text_path(root: Path) -> None:
+    """Refuse a run folder whose absolute path is not UTF-8: a run records paths as text (its models' specs)."""
+    try:
+        os.path.abspath(root).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BindscopeError(
+            f"the run folder's path {os.path.abspath(root)!a} holds a name that is not UTF-8 text; a run records its "
+            "paths as text: choose an --out whose path is UTF-8 (or rename the folder)"
+        ) from None
 
 
 def preflight(config: RunConfig, root: Path) -> None:
@@ -608,6 +620,7 @@ def run_pipeline(
 ) -> RunState:
     """Run ``config`` into ``out`` (see the module doc); returns what it did."""
     root = Path(out)
+    check_text_path(root)
     existing = root / CONFIG
     if root.is_dir() and any(not _starting(p.name) for p in root.iterdir()) and not existing.is_file():
         raise BindscopeError(f"{root} holds files that are not a bindscope run; choose another --out")
