@@ -79,7 +79,7 @@ def test_bag_of_concepts_verdict(clevr) -> None:
 
 
 def test_random_per_scene_verdict(clevr) -> None:
-    y = planted_embeddings(clevr, "random", dim=64, seed=0)
+    y = planted_embeddings(clevr, "random", dim=32, seed=0)
     settings = ProbeSettings(steps=500, max_iter=100, seeds=(0, 1))
     s = probe_summary(probe_analysis(y, clevr, settings)[0])
     assert s.test["object_acc"].mean <= s.chance["object_acc"] + 0.02
