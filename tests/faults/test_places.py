@@ -483,3 +483,15 @@ def test_a_write_error_without_a_file_names_the_output(tmp_path: Path) -> None:
         raise OSError(errno.EFBIG, "File too large")
     assert os_error_message(raised.value).startswith(f"the disk refused the write to {tmp_path / 'a.json'} (File")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_read_only_disk_names_the_file_not_its_hidden_temporary(tmp_path: Path) -> None:
+    """A refused temporary file beside ``card.csv`` is reported as ``card.csv`` (the name the user knows)."""
+    from bindscope.core import io
+
+    target = tmp_path / "card.csv"
+    hidden = str(tmp_path / ".card.csv.x1y2.tmp")
+    with mock.patch.object(io.tempfile, "mkstemp", side_effect=OSError(errno.EROFS, "Read-only file system", hidden)):
+        with pytest.raises(OSError) as raised, io.atomic_file(target):
+            pass
+    assert os_error_message(raised.value).startswith(f"cannot write {target} (Read-only file system)")

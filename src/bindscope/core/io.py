@@ -41,7 +41,10 @@ def _default_mode(path: str | Path, base: int) -> None:
 def atomic_file(path: Path, mode: str = "w") -> Iterator:
     """Open a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # a read-only disk: name the file asked for, not the hidden temporary one
+        raise naming(exc, path) from exc
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
@@ -51,7 +54,7 @@ def atomic_file(path: Path, mode: str = "w") -> Iterator:
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and not exc.filename:  # a write the disk cut short names no file
+        if isinstance(exc, OSError) and exc.filename in (None, "", tmp):  # a short write names no file
             raise naming(exc, path) from exc
         raise
 
