@@ -255,7 +255,7 @@ def fingerprint(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, object]:
         rel = path.relative_to(folder).as_posix()
         if path.suffix == ".html" or rel.startswith(skip) or path.name.endswith(".lock"):
             continue
-        raw = path.read_bytes().replace(str(folder).encode(), b"<out>")
+        raw = path.read_bytes().replace(os.fsencode(folder), b"<out>")
         prints[rel] = normalised(json.loads(raw)) if path.suffix == ".json" else hashlib.sha256(raw).hexdigest()
     return prints
 
