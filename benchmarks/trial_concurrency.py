@@ -53,6 +53,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "helpers")]  # the tiny CLIP builder the tests use
 
+from trial_env import Done, sandbox_env  # noqa: E402
+
 BINDSCOPE = Path(sys.executable).with_name("bindscope")
 MINILM = "st:all-MiniLM-L6-v2"
 #: Fields that say when, how fast or by which process, not what was computed (as tests/faults/test_kill.py).
@@ -93,44 +95,15 @@ def record(scenario: str, problems: list[str], outcome: str) -> None:
 
 
 # -- processes -----------------------------------------------------------------------------------------------
-@dataclass
-class Done:
-    args: list[str]
-    status: int
-    stdout: str
-    stderr: str
-
-
 class Sandbox:
     """A temp folder with its own HOME and caches; runs ``bindscope`` there."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        home = root / "home"
-        caches = {
-            "HOME": home,
-            "XDG_CACHE_HOME": home / ".cache",
-            "HF_HOME": home / ".cache" / "huggingface",
-            "TORCH_HOME": home / ".cache" / "torch",
-            "MPLCONFIGDIR": home / ".config" / "matplotlib",
-            "TMPDIR": root / "tmp",
-        }
-        for path in caches.values():
-            path.mkdir(parents=True, exist_ok=True)
-        base = {k: v for k, v in os.environ.items() if not k.startswith("BINDSCOPE_")}
-        self.env = {
-            **base,
-            **{k: str(v) for k, v in caches.items()},
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "NO_COLOR": "1",
-            "COLUMNS": "200",
-            "TERM": "dumb",
-            "BINDSCOPE_PROGRESS_SECONDS": "86400",
-            "BINDSCOPE_RAY_TMPDIR": tempfile.mkdtemp(prefix="bsr-", dir="/tmp"),  # Ray's sockets need a short path
-        }
+        self.env = sandbox_env(root)
+        self.env["BINDSCOPE_RAY_TMPDIR"] = tempfile.mkdtemp(
+            prefix="bsr-", dir="/tmp"
+        )  # Ray's sockets need a short path
         RAY_FOLDERS.append(Path(self.env["BINDSCOPE_RAY_TMPDIR"]))
         self._count = 0
 

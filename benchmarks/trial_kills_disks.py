@@ -56,6 +56,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "helpers")]  # the fork server and the tiny scratch config the tests use
 
+from trial_env import Done, sandbox_env  # noqa: E402
+
 from forked_cli import BINDSCOPE, PRELOAD, ForkServer  # noqa: E402
 from tiny_scratch import tiny_scratch_yaml  # noqa: E402
 
@@ -226,42 +228,12 @@ finally:
 """
 
 
-@dataclass
-class Done:
-    args: list[str]
-    status: int
-    stdout: str
-    stderr: str
-
-
 class Sandbox:
     """A temp folder with its own HOME and caches, and a fork server that runs ``bindscope`` there."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        home = root / "home"
-        caches = {
-            "HOME": home,
-            "XDG_CACHE_HOME": home / ".cache",
-            "HF_HOME": home / ".cache" / "huggingface",
-            "TORCH_HOME": home / ".cache" / "torch",
-            "MPLCONFIGDIR": home / ".config" / "matplotlib",
-            "TMPDIR": root / "tmp",
-        }
-        for path in caches.values():
-            path.mkdir(parents=True, exist_ok=True)
-        base = {k: v for k, v in os.environ.items() if not k.startswith("BINDSCOPE_")}
-        self.env = {
-            **base,
-            **{k: str(v) for k, v in caches.items()},
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "NO_COLOR": "1",
-            "COLUMNS": "200",
-            "BINDSCOPE_PROGRESS_SECONDS": "86400",
-        }
+        self.env = sandbox_env(root)
         self.server = ForkServer(self.env, root / "forks", preload=MODEL_LIBRARIES)
         self._count = 0
 

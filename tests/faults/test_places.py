@@ -491,7 +491,11 @@ def test_a_read_only_disk_names_the_file_not_its_hidden_temporary(tmp_path: Path
 
     target = tmp_path / "card.csv"
     hidden = str(tmp_path / ".card.csv.x1y2.tmp")
-    with mock.patch.object(io.tempfile, "mkstemp", side_effect=OSError(errno.EROFS, "Read-only file system", hidden)):
-        with pytest.raises(OSError) as raised, io.atomic_file(target):
-            pass
+    refused = OSError(errno.EROFS, "Read-only file system", hidden)
+    with (
+        mock.patch.object(io.tempfile, "mkstemp", side_effect=refused),
+        pytest.raises(OSError) as raised,
+        io.atomic_file(target),
+    ):
+        pass
     assert os_error_message(raised.value).startswith(f"cannot write {target} (Read-only file system)")
