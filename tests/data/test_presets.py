@@ -135,7 +135,15 @@ def test_bad_yaml_messages(tmp_path: Path, text: str, message: str | None) -> No
 
 
 def test_unknown_preset_lists_the_choices() -> None:
-    with pytest.raises(BindscopeError, match="unknown preset 'clver'; choose one of clevr, clevr2d, pug_spare, text"):
+    choices = r"unknown preset 'clver' \(did you mean clevr\?\); choose one of clevr, clevr2d, pug_spare, text"
+    with pytest.raises(BindscopeError, match=choices):
         load_preset("clver")
     with pytest.raises(BindscopeError, match="preset file .*missing.yaml does not exist"):
         load_preset("missing.yaml")
+
+
+def test_a_mistyped_preset_gets_the_closest_name() -> None:
+    with pytest.raises(BindscopeError, match=r"unknown preset 'clevr_2d' \(did you mean clevr2d\?\); choose one of"):
+        get_preset("clevr_2d")
+    with pytest.raises(BindscopeError, match=r"unknown preset 'zzz'; choose one of"):  # nothing close: no guess
+        get_preset("zzz")

@@ -67,6 +67,8 @@ def test_rand_helpers() -> None:
         ("", "empty model spec"),
         ("openai/clip-vit-base-patch32", "did you mean hf:openai/clip-vit-base-patch32"),
         ("timm:vit_small", "starts with hf:, openclip:, st: or scratch:"),
+        ("opencilp:ViT-B-32/openai", r"spec 'opencilp:ViT-B-32/openai' \(did you mean openclip:ViT-B-32/openai\?\)"),
+        ("Hf:openai/clip", r"\(did you mean hf:openai/clip\?\)"),
         ("hf:", "names no model after hf:"),
         ("hf:+rand", "names no model"),
         ("hf:openai/clip@", "nothing after '@'"),

@@ -1,6 +1,7 @@
 """The one exception type bindscope raises for bad input."""
 
 import re
+from collections.abc import Iterable
 
 
 class BindscopeError(ValueError):
@@ -8,6 +9,25 @@ class BindscopeError(ValueError):
 
     The CLI prints the message as one line and exits with status 1.
     """
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of ``choices`` closest to a mistyped ``word`` (case aside), or None when none is close."""
+    import difflib
+
+    by_lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the closest of ``choices`` to a mistyped ``word``, or ``""``.
+
+    >>> did_you_mean("clevr2", ["clevr", "clevr2d", "text"])
+    ' (did you mean clevr2d?)'
+    """
+    close = closest(word, choices)
+    return f" (did you mean {close}?)" if close else ""
 
 
 _FULL = {"ENOSPC", "EDQUOT", "EFBIG"}

@@ -24,17 +24,19 @@ BOUNDS_KEY = {"greater_than_equal": "ge", "greater_than": "gt", "less_than_equal
 
 def format_validation(exc: ValidationError) -> str:
     """A pydantic error as one line: ``field: problem; ...``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        ctx = err.get("ctx") or {}
-        if err["type"] == "extra_forbidden":
-            msg = "unknown setting; check its spelling"
-        elif err["type"] in BOUNDS:
-            msg = f"must be {BOUNDS[err['type']]} {ctx[BOUNDS_KEY[err['type']]]}, got {err['input']!r}"
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
+    return "; ".join(format_error(err) for err in exc.errors())
+
+
+def format_error(err: Any) -> str:
+    """One of pydantic's errors (an item of ``ValidationError.errors()``) as ``field: problem``."""
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    ctx = err.get("ctx") or {}
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting; check its spelling"
+    elif err["type"] in BOUNDS:
+        msg = f"must be {BOUNDS[err['type']]} {ctx[BOUNDS_KEY[err['type']]]}, got {err['input']!r}"
+    return f"{loc}: {msg}" if loc else msg
 
 
 def check_fields(data: Mapping[str, Any], types: Mapping[str, type | tuple[type, ...]], where: str, fix: str) -> None:

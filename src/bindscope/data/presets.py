@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bindscope.core.errors import BindscopeError
+from bindscope.core.errors import BindscopeError, did_you_mean
 from bindscope.core.io import read_yaml
 from bindscope.core.validation import Schema, Seed, check_name, check_printable
 from bindscope.space.captions import CaptionTemplate, default_template
@@ -392,7 +392,10 @@ def list_presets() -> list[str]:
 def get_preset(name: str) -> Preset:
     """A built-in preset by name."""
     if name not in _BUILTIN:
-        raise BindscopeError(f"unknown preset {name!r}; choose one of {', '.join(list_presets())} or give a YAML file")
+        raise BindscopeError(
+            f"unknown preset {name!r}{did_you_mean(name, _BUILTIN)}; choose one of {', '.join(list_presets())} or "
+            "give a YAML file"
+        )
     return preset_from_dict(_BUILTIN[name], origin=f"built-in preset {name}")
 
 

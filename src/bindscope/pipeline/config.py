@@ -18,11 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bindscope.analyses import get_analysis, list_analyses
 from bindscope.core.devices import check_device
-from bindscope.core.errors import BindscopeError
+from bindscope.core.errors import BindscopeError, did_you_mean
 from bindscope.core.io import read_yaml
 from bindscope.core.validation import (
     MAX_BATCH,
@@ -32,6 +32,7 @@ from bindscope.core.validation import (
     Seeds,
     Settings,
     check_name,
+    format_error,
     format_validation,
     short_repr,
 )
@@ -326,7 +327,8 @@ def analysis_settings(name: str, data: Mapping[str, Any], defaults: Mapping[str,
     fields = analysis.Settings.model_fields
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise BindscopeError(f"unknown keys {unknown}; allowed: {', '.join(sorted(fields))}")
+        hints = "".join(did_you_mean(k, fields) for k in unknown)
+        raise BindscopeError(f"unknown keys {unknown}{hints}; allowed: {', '.join(sorted(fields))}")
     values = {**{k: v for k, v in (defaults or {}).items() if k in fields}, **data}
     if name == "complexity":  # a budget by name (auto: full on CUDA, cpu otherwise), with overrides
         values["budget"] = named_budget(values.get("budget", "auto"), values.get("device", "cpu"))
@@ -377,10 +379,22 @@ class RunConfig(Schema):
 
     @field_validator("analyses")
     @classmethod
-    def _analyses(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _analyses(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         unknown = sorted(set(v) - set(run_order()))
         if unknown:
-            raise ValueError(f"unknown analyses {unknown}; a run holds {', '.join(run_order())}")
+            hints = "".join(did_you_mean(str(k), run_order()) for k in unknown)
+            raise ValueError(f"analyses: unknown analyses {unknown}{hints}; a run holds {', '.join(run_order())}")
+        problems = []  # each analysis's settings now, beside the other fields' errors (one pass over the file)
+        defaults: dict[str, Any] = {k: info.data[k] for k in ("seeds", "device") if k in info.data}
+        for name, given in v.items():
+            try:
+                analysis_settings(name, given if isinstance(given, dict) else {}, defaults)
+            except BindscopeError as exc:
+                problems.append(f"analyses.{name}: {SETTINGS_PREFIX.sub('', str(exc))}")
+            except ValidationError as exc:
+                problems.append(f"analyses.{name}: {format_validation(exc)}")
+        if problems:
+            raise ValueError("; ".join(problems))
         return v
 
     def _trains_on(self, entry: ScratchEntry, names: list[str]) -> None:
@@ -512,14 +526,20 @@ def parse_config(data: Any, origin: str = "run config") -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        parts = []
-        for err in exc.errors():
-            if err["type"] == "extra_forbidden":
-                loc = ".".join(str(p) for p in err["loc"])
-                allowed = allowed_keys(RunConfig, tuple(err["loc"][:-1]))
-                parts.append(f"{loc}: unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else ""))
-        message = "; ".join(parts) if parts else format_validation(exc)
+        message = "; ".join(_config_error(err) for err in exc.errors())  # every error at once, not one pass each
         raise BindscopeError(f"invalid {origin}: {message}") from None
+
+
+def _config_error(err: Any) -> str:
+    """One validation error of a run config; an unknown key names the closest allowed one and all of them."""
+    if tuple(err["loc"]) == ("analyses",):  # its messages name the analysis: analyses.probe: ...
+        return str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] != "extra_forbidden":
+        return format_error(err)
+    loc = ".".join(str(p) for p in err["loc"])
+    allowed = allowed_keys(RunConfig, tuple(err["loc"][:-1]))
+    hint = did_you_mean(str(err["loc"][-1]), allowed) if allowed else ""
+    return f"{loc}: unknown key{hint}" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
 
 
 def relative_to(entries: Any, key: str, folder: Path) -> None:

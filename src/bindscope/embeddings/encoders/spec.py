@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bindscope.core.errors import BindscopeError
+from bindscope.core.errors import BindscopeError, closest
 
 BACKENDS = ("hf", "openclip", "st", "scratch")
 _RAND = re.compile(r"\+rand(?::(?P<seed>\d+))?$")
@@ -117,6 +117,9 @@ def parse_spec(text: str | ModelSpec, *, check_folders: bool = True) -> ModelSpe
     backend, sep, body = raw.partition(":")
     if not sep or backend not in BACKENDS:
         hint = f" (did you mean hf:{raw}?)" if not sep and "/" in raw else ""
+        if sep and not hint:  # a mistyped backend: opencilp:ViT-B-32
+            close = closest(backend, BACKENDS)
+            hint = f" (did you mean {close}:{body}?)" if close else ""
         raise BindscopeError(
             f"unknown model spec {raw!r}{hint}; a spec starts with hf:, openclip:, st: or scratch: "
             f"({GRAMMAR}); `bindscope models` lists them with examples"
