@@ -179,7 +179,7 @@ def test_a_run_config_section_validates_into_its_settings(registered: None, tmp_
     )
     assert load_config(tmp_path / "run.yaml").analysis_settings(NAME).max_scenes == 7
     with pytest.raises(
-        BindscopeError, match=rf"analyses.{NAME}: unknown keys \['metrc'\]; allowed: centre, max_scenes"
+        BindscopeError, match=rf"analyses.{NAME}: unknown keys \['metrc'\] \(did you mean metric\?\); allowed: centre"
     ):
         parse_config({**base, "analyses": {NAME: {"metrc": "cosine"}}})
     with pytest.raises(BindscopeError, match=rf"analyses.{NAME}: max_scenes: must be at least 2, got 1"):
