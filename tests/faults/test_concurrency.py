@@ -272,11 +272,11 @@ def test_a_folder_caught_between_the_two_renames_is_waited_for(
     planted: dict[str, Path], clevr_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The loader starts while the writer has moved the old folder away and not yet the new one in: the folder
-    is missing, its writer's files beside it; the loader waits and reads the new folder, not 'does not exist'."""
+    is missing, its writer's lock held; the loader waits and reads the new folder, not 'does not exist'."""
+    from bindscope.core.locks import output_lock
     from bindscope.embeddings import store
 
     emb = tmp_path / "emb"
-    shutil.copytree(planted["emb"], tmp_path / ".emb.old-123")  # the old folder, moved aside
     store.import_embeddings(clevr_dir, planted["b"], name="b", modality="text", out=tmp_path / "new")
     waits: list[float] = []
 
@@ -285,11 +285,13 @@ def test_a_folder_caught_between_the_two_renames_is_waited_for(
         os.replace(tmp_path / "new", emb)
 
     monkeypatch.setattr(store.time, "sleep", second_rename)
-    loaded = store.load_embeddings(emb)
+    with output_lock(emb):  # the writer's lock, held across its two renames
+        shutil.copytree(planted["emb"], tmp_path / ".emb.old-123")  # the old folder, moved aside
+        loaded = store.load_embeddings(emb)
     assert waits and loaded.name == "b"
     shutil.rmtree(tmp_path / ".emb.old-123")
     shutil.rmtree(emb)
-    with pytest.raises(BindscopeError, match="does not exist"):  # no writer beside it: missing at once
+    with pytest.raises(BindscopeError, match="does not exist"):  # no writer at work: missing at once
         store.load_embeddings(emb)
     assert len(waits) == 1
 

@@ -26,7 +26,7 @@ from bindscope.core.io import (
     staged_dir,
     write_json,
 )
-from bindscope.core.locks import input_paths, writes
+from bindscope.core.locks import input_paths, is_locked, writes
 from bindscope.core.validation import short_repr
 from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, load_dataset
@@ -397,14 +397,6 @@ def load_embeddings(
 READ_ATTEMPTS = 5
 
 
-def writer_beside(root: Path) -> bool:
-    """Whether a bindscope writer of ``root`` is at work: its lock or staged folders (``.NAME.*``) lie beside it."""
-    try:
-        return any(p.name.startswith(f".{root.name}.") for p in root.parent.iterdir())
-    except OSError:
-        return False
-
-
 def read_whole_folder(root: Path, mmap: bool) -> tuple[dict[str, Any], np.ndarray]:
     """The manifest and array of one embedding folder, both of the same folder: another process may replace the
     folder meanwhile (``embeddings import --overwrite``, ``embed --overwrite`` move a new folder into its place),
@@ -417,7 +409,7 @@ def read_whole_folder(root: Path, mmap: bool) -> tuple[dict[str, Any], np.ndarra
             manifest = read_manifest(root, "embedding", REQUIRED_KEYS, EMBEDDING_FORMAT, fix, types=MANIFEST_TYPES)
             arr = load_npy(root / EMBEDDINGS_FILE, "embedding file", mmap=mmap, root=root)
         except BindscopeError:
-            swapping = before is None and writer_beside(root)  # between moving the old folder away and the new in
+            swapping = before is None and is_locked(root)  # its writer between its two renames
             if not swapping and (before is None or folder_identity(root) == before):
                 raise  # not a replacement: the folder itself is missing or damaged
             time.sleep(0.05 * (attempt + 1))  # caught between moving the old folder away and the new one in

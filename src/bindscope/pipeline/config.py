@@ -33,7 +33,6 @@ from bindscope.core.validation import (
     Settings,
     check_name,
     format_error,
-    format_validation,
     short_repr,
 )
 from bindscope.data.presets import Preset, load_preset, preset_from_dict, with_image_settings
@@ -335,6 +334,15 @@ def analysis_settings(name: str, data: Mapping[str, Any], defaults: Mapping[str,
     return analysis.Settings(**values)
 
 
+def run_settings(name: str, given: Any, defaults: Mapping[str, Any]) -> Settings:
+    """The settings of analysis ``name`` in a run config (``given``: its section, a mapping or a bool), the
+    run's ``defaults`` where it has them; a bad one is a ValueError ``analyses.NAME: ...``."""
+    try:
+        return analysis_settings(name, dict(given) if isinstance(given, dict) else {}, defaults)
+    except BindscopeError as exc:
+        raise ValueError(f"analyses.{name}: {SETTINGS_PREFIX.sub('', str(exc))}") from None
+
+
 class RunConfig(Schema):
     """Everything a run does (the schema of ``bindscope run CONFIG.yaml``)."""
 
@@ -353,6 +361,7 @@ class RunConfig(Schema):
     )
     analyses: dict[str, dict[str, Any] | bool] = Field(
         default_factory=lambda: all_analyses(),
+        validate_default=True,  # every analysis's settings are valid before anything runs, the defaults' too
         description="Analysis name -> `true` (its defaults), `false` or a mapping of its settings; only those named "
         "run (default: all six).",
     )
@@ -388,11 +397,9 @@ class RunConfig(Schema):
         defaults: dict[str, Any] = {k: info.data[k] for k in ("seeds", "device") if k in info.data}
         for name, given in v.items():
             try:
-                analysis_settings(name, given if isinstance(given, dict) else {}, defaults)
-            except BindscopeError as exc:
-                problems.append(f"analyses.{name}: {SETTINGS_PREFIX.sub('', str(exc))}")
-            except ValidationError as exc:
-                problems.append(f"analyses.{name}: {format_validation(exc)}")
+                run_settings(name, given, defaults)
+            except ValueError as exc:
+                problems.append(str(exc))
         if problems:
             raise ValueError("; ".join(problems))
         return v
@@ -452,8 +459,6 @@ class RunConfig(Schema):
         for d in self.datasets:
             self._offers(d, d.load_preset())
         checked(check_device, self.device)
-        for name in self.enabled_analyses():
-            self.analysis_settings(name)  # every analysis's settings are valid before anything runs
         return self
 
     def _offers(self, dataset: DatasetConfig, preset: Preset) -> None:
@@ -474,12 +479,7 @@ class RunConfig(Schema):
 
     def analysis_settings(self, name: str) -> Settings:
         """The settings of one analysis: the run's seeds and device where it has them, then its overrides."""
-        given = self.analyses.get(name)
-        overrides = dict(given) if isinstance(given, dict) else {}
-        try:
-            return analysis_settings(name, overrides, {"seeds": self.seeds, "device": self.device})
-        except BindscopeError as exc:
-            raise ValueError(f"analyses.{name}: {SETTINGS_PREFIX.sub('', str(exc))}") from None
+        return run_settings(name, self.analyses.get(name), {"seeds": self.seeds, "device": self.device})
 
     def models_for(self, dataset: str) -> list[ModelConfig]:
         """The models that embed ``dataset``."""
