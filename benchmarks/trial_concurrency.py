@@ -101,9 +101,8 @@ class Sandbox:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.env = sandbox_env(root)
-        self.env["BINDSCOPE_RAY_TMPDIR"] = tempfile.mkdtemp(
-            prefix="bsr-", dir="/tmp"
-        )  # Ray's sockets need a short path
+        ray_tmp = tempfile.mkdtemp(prefix="bsr-", dir="/tmp")  # Ray's sockets need a short path
+        self.env["BINDSCOPE_RAY_TMPDIR"] = ray_tmp
         RAY_FOLDERS.append(Path(self.env["BINDSCOPE_RAY_TMPDIR"]))
         self._count = 0
 
