@@ -26,17 +26,21 @@ ALLOWED = (
 )
 
 
-def _guarded(tmp_path: Path, limit_test: str, limit_suite: str, *, ci: str) -> subprocess.CompletedProcess:
+def _guarded(
+    tmp_path: Path, limit_test: str, limit_suite: str, *, ci: str, factor: str = "1", guard: bool = False
+) -> subprocess.CompletedProcess:
     for name, text in SUITE.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "pytest.ini").write_text(
         f"[pytest]\nduration_limit_test = {limit_test}\nduration_limit_suite = {limit_suite}\n"
+        f"duration_ci_factor = {factor}\n"
         "markers = duration_limit(seconds, reason): a higher limit\n"
     )
     env = {**os.environ, "CI": ci, "PYTHONPATH": str(HELPERS)}
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", str(tmp_path)]
+    args += ["--duration-guard"] if guard else []
     return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -71,6 +75,16 @@ def test_a_test_may_carry_a_higher_limit_with_its_reason(tmp_path: Path) -> None
     (tmp_path / "test_allowed.py").write_text(ALLOWED.replace(", reason='it needs the time'", ""))
     refused = _guarded(tmp_path, "0.001", "600", ci="true")
     assert refused.returncode != 0 and "duration_limit needs seconds and a reason" in refused.stdout + refused.stderr
+
+
+def test_in_ci_every_limit_is_scaled_by_the_ci_factor(tmp_path: Path) -> None:
+    (tmp_path / "test_allowed.py").write_text(ALLOWED.replace("600", "0.0005"))
+    scaled = _guarded(tmp_path, "0.0005", "0.0005", ci="true", factor="1000000")  # 500 s a test, the suite
+    assert scaled.returncode == 0, scaled.stdout
+    assert "every limit is the development machine's times 1e+06" in scaled.stdout
+    assert "limit 500 s (it needs the time):" in scaled.stdout
+    here = _guarded(tmp_path, "0.0005", "600", ci="", factor="1000000", guard=True)  # the development limits
+    assert here.returncode == 1 and "over 0 s:" in here.stdout and "times" not in here.stdout, here.stdout
 
 
 @pytest.mark.parametrize(("wanted", "status"), [("here:2", -signal.SIGKILL), ("here:2:SIGINT", 130)])

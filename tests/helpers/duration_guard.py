@@ -34,6 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("duration_limit_test", "most seconds one test may take (setup + call + teardown)", default="20")
     parser.addini("duration_limit_suite", "most seconds the whole run may take", default="600")
+    parser.addini("duration_ci_factor", "where CI=true, every limit is multiplied by this", default="1")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -49,8 +50,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     return report
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 def _judging(config: pytest.Config) -> bool:
-    return bool(config.getoption("--duration-guard")) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    return bool(config.getoption("--duration-guard")) or _in_ci()
+
+
+def _scale(config: pytest.Config) -> float:
+    """How much more time CI's machine is given than the development machine (1 outside CI)."""
+    return float(config.getini("duration_ci_factor")) if _in_ci() else 1.0
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -72,12 +82,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             fh.write(f"{report.duration:.2f}\t{report.when}\t{report.outcome}\t{report.nodeid}\n")
 
 
+def _limit_of(nodeid: str, test_limit: float, scale: float) -> float:
+    own = _OWN_LIMITS.get(nodeid)
+    return own[0] * scale if own else test_limit
+
+
 def over_budget(config: pytest.Config) -> tuple[list[tuple[str, float]], float, float, float]:
     """The tests over their limit (slowest first), the suite's wall time and both limits."""
-    test_limit = float(config.getini("duration_limit_test"))
-    suite_limit = float(config.getini("duration_limit_suite"))
+    scale = _scale(config)
+    test_limit = float(config.getini("duration_limit_test")) * scale
+    suite_limit = float(config.getini("duration_limit_suite")) * scale
     slow = sorted(
-        ((n, s) for n, s in _TEST_SECONDS.items() if s > _OWN_LIMITS.get(n, (test_limit, ""))[0]), key=lambda t: -t[1]
+        ((n, s) for n, s in _TEST_SECONDS.items() if s > _limit_of(n, test_limit, scale)), key=lambda t: -t[1]
     )
     wall = time.perf_counter() - _STARTED[0] if _STARTED else 0.0
     return slow, wall, test_limit, suite_limit
@@ -105,10 +121,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"{len(_TEST_SECONDS)} tests in {wall:.0f} s (budget {suite_limit:.0f} s); slowest {slowest[1]:.1f} s "
         f"({slowest[0]}; limit {test_limit:.0f} s per test); {verdict}"
     )
+    scale = _scale(config)
+    if scale != 1.0:
+        tr.write_line(f"CI=true: every limit is the development machine's times {scale:g} (duration_ci_factor)")
     for nodeid, (limit, reason) in sorted(_OWN_LIMITS.items()):
-        tr.write_line(f"limit {limit:.0f} s ({reason}): {_TEST_SECONDS.get(nodeid, 0.0):.1f} s {nodeid}")
+        seconds = _TEST_SECONDS.get(nodeid, 0.0)
+        tr.write_line(f"limit {limit * scale:.0f} s ({reason}): {seconds:.1f} s {nodeid}")
     for nodeid, seconds in slow:
-        limit = _OWN_LIMITS.get(nodeid, (test_limit, ""))[0]
+        limit = _limit_of(nodeid, test_limit, scale)
         tr.write_line(f"over {limit:.0f} s: {seconds:.1f} s {nodeid}", red=True)
     if wall > suite_limit:
         tr.write_line(f"the suite took {wall:.0f} s, over its budget of {suite_limit:.0f} s", red=True)

@@ -370,6 +370,7 @@ report: false
 """
 
 
+@pytest.mark.duration_limit(30, reason="the same two-model run twice, locally and on Ray, to compare them")
 def test_a_run_with_two_models_on_ray_equals_local(cluster: RayExecutor, tiny_clip: Path, tmp_path: Path) -> None:
     import yaml
 
