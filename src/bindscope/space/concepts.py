@@ -11,7 +11,7 @@ import collections
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -222,6 +222,12 @@ def _validate_ordinal(concepts: tuple[str, ...], values: tuple[tuple[str, ...], 
         raise BindscopeError(f"ordinal concepts repeat: {list(ordinal)}")
 
 
+def _rows_in_chunks(array: np.ndarray, size: int = 4096) -> Iterator[tuple[int, list[int]]]:
+    """``enumerate(array.tolist())``, converted a chunk at a time (a loop that stops early converts little)."""
+    for start in range(0, len(array), size):
+        yield from enumerate(array[start : start + size].tolist(), start)
+
+
 @dataclass(frozen=True, eq=False)
 class SceneSet:
     """Scenes as value indices ``[N, K, C]``, padded with -1, tied to a concept space.
@@ -396,7 +402,7 @@ class SceneSet:
         remaining = int((~covered).sum())
         keep = np.zeros(len(self), dtype=bool)
         for every in (True, False):
-            for row, pairs in enumerate(keys.tolist()):
+            for row, pairs in _rows_in_chunks(keys):
                 if not remaining:
                     break
                 new = [not covered[k] for k in pairs if k >= 0]
