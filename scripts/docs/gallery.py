@@ -66,7 +66,7 @@ def card_screenshot(run: Path, out: Path) -> Path:
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
     try:
         driver.get((run / "report.html").resolve().as_uri())
-        card = driver.find_element(By.XPATH, "//h2[text()='Binding report card']/following-sibling::table[1]")
+        card = driver.find_element(By.CSS_SELECTOR, "section#card table.card")
         raw = out / "report-card.raw.png"
         card.screenshot(str(raw))
     finally:

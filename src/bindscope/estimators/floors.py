@@ -89,8 +89,12 @@ def binding_verdict(accuracies: Sequence[float], floors: Sequence[float], margin
 
     Parameters
     ----------
-    accuracies, floors
-        Per seed: the model's accuracy and the bag's floor under the same metric and scenes.
+    accuracies
+        The model's accuracy, one per seed.
+    floors
+        The bag-of-concepts floor of each seed, under the same metric and scenes as ``accuracies``.
+    margin
+        How far above the floor an accuracy must be to count as clearing it (:data:`MARGIN` by default).
 
     Returns
     -------
