@@ -13,7 +13,7 @@ import inspect
 from typing import Any
 
 #: Path parameters that take a file; every other path is a folder.
-FILE_PARAMS = frozenset({"array", "csv", "settings_file", "singles", "config"})
+FILE_PARAMS = frozenset({"array", "csv", "settings_file", "singles", "config", "checkpoint"})
 
 #: Number parameters whose unit says more than N or X.
 NUMBER_NAMES = {"memory": "GB", "exact_budget_s": "SECONDS", "lr": "RATE"}

@@ -48,6 +48,7 @@ from bindscope.embeddings.encoders.base import (
     weights_sha256,
 )
 from bindscope.embeddings.encoders.hub import HubFiles, fetch, hub_error, pin, quiet_hub_logs
+from bindscope.embeddings.encoders.openclip_checkpoint import conversion_record, trainer_checkpoints
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 #: Weight files open_clip looks for in a local-dir folder (open_clip.factory._find_checkpoint_in_dir).
@@ -210,13 +211,14 @@ class OpenClipEncoder(Encoder):
         text_error = self._parts.error("text")
         if "text" not in self._layer_errors and text_error is None and "text" not in self._dims:
             self._dims["text"] = self._probe_dim("text")
+        weights = weights_sha256(spec.target) if local and not spec.random else None
         return {
             "backend": "openclip",
             "model_class": type(model).__name__,
             "towers": {m: tower_class(model, m) for m in self.modalities},
             "resolved": resolved(spec),
             "revision": self._revision,
-            "weights_sha256": weights_sha256(spec.target) if local and not spec.random else None,
+            "weights_sha256": weights,
             "parameters": count_parameters(model),
             "dim": dict(self._dims),
             "dtype": self.dtype,
@@ -228,6 +230,7 @@ class OpenClipEncoder(Encoder):
                 "text": text_preprocessing(self._tokenizer) if text_error is None else {"unavailable": text_error},
             },
             "random_init": {"seed": spec.rand_seed} if spec.random else None,
+            **converted_from(spec, weights),
         }
 
     def _pooling(self, modality: str) -> str:
@@ -297,8 +300,24 @@ def check_name(spec: ModelSpec) -> None:
         )
 
 
+def converted_from(spec: ModelSpec, weights: str | None) -> dict[str, Any]:
+    """For a folder of ``bindscope models convert``: ``{"converted_from": ...}``, the training checkpoint it came
+    from, and whether its weights are still the ones converted (``weights_match``); else ``{}``."""
+    record = conversion_record(spec.target) if spec.source == "local-dir" else None
+    if record is None:
+        return {}
+    keys = ("checkpoint", "checkpoint_sha256", "epoch", "run_name", "architecture", "applied", "bindscope_version")
+    found = {k: record.get(k) for k in keys}
+    return {
+        "converted_from": {**found, "weights_match": weights is not None and record.get("weights_sha256") == weights}
+    }
+
+
 def check_folder(folder: Path, spec: ModelSpec) -> None:
     config = folder / CONFIG_NAME
+    has_weights = any(any(folder.glob(g)) for g in WEIGHT_GLOBS)
+    if not has_weights and not spec.random:
+        check_not_a_trainer_run(folder, spec, config)
     if not config.is_file():
         raise BindscopeError(
             f"{spec}: {folder} has no {CONFIG_NAME}; an openclip:local-dir: folder needs "
@@ -317,11 +336,32 @@ def check_folder(folder: Path, spec: ModelSpec) -> None:
             f"{spec}: {config} has no model_cfg with embed_dim, vision_cfg and text_cfg; "
             "write the architecture config there (open_clip's model_configs/*.json show the format)"
         )
-    if not spec.random and not any(any(folder.glob(g)) for g in WEIGHT_GLOBS):
+    if not spec.random and not has_weights:
         raise BindscopeError(
             f"{spec}: {folder} has no weights ({', '.join(WEIGHT_GLOBS)}); save the model's "
             "state_dict there as open_clip_model.safetensors, or add +rand for random weights"
         )
+
+
+def check_not_a_trainer_run(folder: Path, spec: ModelSpec, config: Path) -> None:
+    """Refuse a folder of open_clip training checkpoints (``epoch_N.pt``, or a run folder holding them in
+    ``checkpoints/``), naming the command that turns one into a model folder."""
+    found = trainer_checkpoints(folder)
+    if not found:
+        return
+    latest = found[-1]
+    if config.is_file():
+        arch = f" --config {config}"
+    elif latest.parent.name == "checkpoints" and (latest.parent.parent / "params.txt").is_file():
+        arch = ""  # the run's params.txt names the architecture
+    else:
+        arch = " --arch ARCH (or --config FILE)"
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    raise BindscopeError(
+        f"{spec}: {folder} holds open_clip training checkpoints ({latest.name}{more}), not a model folder; turn "
+        f"one into a folder with `bindscope models convert {latest}{arch} --out MODEL`, then give "
+        "openclip:local-dir:MODEL"
+    )
 
 
 def create(spec: ModelSpec, device: str, hub: HubFiles | None = None) -> tuple[Any, Callable[[Any], Any]]:

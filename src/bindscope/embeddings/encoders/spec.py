@@ -161,6 +161,12 @@ def _parse_hf(body: str, raw: str, rand_seed: int | None, folders: bool = True) 
 def _parse_openclip(body: str, raw: str, rand_seed: int | None, folders: bool = True) -> ModelSpec:
     if body.startswith("local-dir:"):
         path = Path(body[len("local-dir:") :]).expanduser()
+        if folders and path.is_file():
+            raise BindscopeError(
+                f"model spec {raw!r}: {path} is a file; openclip:local-dir: takes a folder with "
+                "open_clip_config.json and the weights (a training checkpoint such as epoch_N.pt becomes one with "
+                f"`bindscope models convert {path} --arch ARCH --out MODEL`)"
+            )
         if not body[len("local-dir:") :] or (folders and not path.is_dir()):
             raise BindscopeError(
                 f"model spec {raw!r}: folder {path} does not exist; openclip:local-dir: needs a "
