@@ -74,7 +74,7 @@ def _interrupt_after(encoder, calls: int, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_an_interrupted_run_resumes_to_the_same_array(clevr_dir: Path, tmp_path: Path, minilm, monkeypatch) -> None:
-    kwargs = dict(modality="text", batch_size=32, chunk_rows=96)
+    kwargs = dict(modality="text", batch_size=32, chunk_rows=96, cache=None)  # no cache: "e" embeds, not links
     whole = embed_dataset(clevr_dir, minilm, out=tmp_path / "whole", **kwargs).embeddings.array
     _interrupt_after(minilm, 7, monkeypatch)  # 7 batches of 32 = two chunks of 96 saved, the third half done
     with pytest.raises(Interrupted):
@@ -91,7 +91,7 @@ def test_an_interrupted_run_resumes_to_the_same_array(clevr_dir: Path, tmp_path:
 
 
 def test_a_damaged_chunk_is_embedded_again(clevr_dir: Path, tmp_path: Path, minilm, monkeypatch) -> None:
-    kwargs = dict(modality="text", batch_size=64, chunk_rows=128)
+    kwargs = dict(modality="text", batch_size=64, chunk_rows=128, cache=None)
     whole = embed_dataset(clevr_dir, minilm, out=tmp_path / "whole", **kwargs).embeddings.array
     _interrupt_after(minilm, 6, monkeypatch)
     with pytest.raises(Interrupted):

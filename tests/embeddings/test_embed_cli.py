@@ -153,7 +153,7 @@ def test_ctrl_c_then_the_same_command_resumes(run_cli, model_cli_server, clevr_d
     again = run_cli(*args, "--out", tmp_path / "e")
     assert again.returncode == 0, again.stderr
     assert "reused from an interrupted run" in again.stdout
-    whole = run_cli(*args, "--out", tmp_path / "whole")  # the same command, never interrupted
+    whole = run_cli(*args, "--out", tmp_path / "whole", "--no-cache")  # the same command, never interrupted
     assert whole.returncode == 0, whole.stderr
     np.testing.assert_array_equal(
         np.load(tmp_path / "e" / "embeddings.npy"), np.load(tmp_path / "whole" / "embeddings.npy")

@@ -131,8 +131,9 @@ def hidden_leftovers(root: Path) -> list[str]:
 
 @pytest.fixture
 def env() -> dict[str, str]:
-    """The test's isolated caches (conftest), one thread per command (they are small)."""
-    return {**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    """The test's isolated caches (conftest), one thread per command (they are small), no embedding cache (a rerun
+    linked from it records the provenance of the embedding it links; tests/embeddings/test_cache.py kills a store)."""
+    return {**os.environ, "NO_COLOR": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "BINDSCOPE_CACHE": "off"}
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +206,7 @@ def references(
 ) -> Callable[[str], Reference]:
     """Each command run once uninterrupted (on first use, then kept for its other kill points)."""
     made: dict[str, Reference] = {}
-    env = {**os.environ, "NO_COLOR": "1"}
+    env = {**os.environ, "NO_COLOR": "1", "BINDSCOPE_CACHE": "off"}
 
     def reference(name: str) -> Reference:
         if name not in made:

@@ -27,6 +27,11 @@ scratch_app = typer.Typer(
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(embeddings_app, name="embeddings")
 app.add_typer(scratch_app, name="scratch")
+cache_app = typer.Typer(
+    help="The embedding cache shared by every embedding folder: list it, remove entries, show where it is.",
+    no_args_is_help=True,
+)
+app.add_typer(cache_app, name="cache")
 
 
 def _version(value: bool) -> None:

@@ -134,6 +134,14 @@ def embed(
         Optional[str], typer.Option(help="A name for the embeddings (default from the model spec).")
     ] = None,
     chunk_rows: Annotated[int, typer.Option(help="Rows per saved chunk: the most work an interruption loses.")] = 2048,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Neither reuse these embeddings from the embedding cache nor store them there (as "
+            "BINDSCOPE_CACHE=off; see `bindscope cache`).",
+        ),
+    ] = False,
     device: DeviceOpt = "cpu",
     overwrite: OverwriteOpt = False,
     quiet: QuietOpt = False,
@@ -162,11 +170,17 @@ def embed(
         chunk_rows=chunk_rows,
         overwrite=overwrite,
         progress=not quiet,
+        cache=None if no_cache else "active",
     )
     emb = result.embeddings
     if result.status == "existing":
         typer.echo(
             f"{out} already holds these embeddings (content key {emb.manifest['content_key'][:12]}); nothing to do"
+        )
+    elif result.status == "cached":
+        how = "linked" if emb.manifest["source"]["cache"]["linked"] else "copied (another file system)"
+        typer.echo(
+            f"reused from the cache ({emb.manifest['content_key'][:12]}): {len(emb):,} rows {how}, nothing embedded"
         )
     else:
         rate = result.rows_computed / max(result.seconds, 1e-9)
@@ -222,6 +236,60 @@ def models_check(
         modality, why = next(iter(found.problems.items()))
         raise BindscopeError(f"{found.spec} cannot embed {modality}: {why}")
     typer.echo(f"\nready: bindscope embed DATASET --model {found.spec} --modality {'|'.join(sorted(found.widths))}")
+
+
+@models_app.command("convert")
+def models_convert(
+    checkpoint: Annotated[
+        Path,
+        typer.Argument(
+            help="A checkpoint of open_clip's trainer: logs/RUN/checkpoints/epoch_N.pt or epoch_latest.pt (or a file "
+            "holding a bare state dict). Read with torch.load(weights_only=True) only.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The model folder to write; new or empty.", show_default=False)
+    ],
+    arch: Annotated[
+        Optional[str],
+        typer.Option(
+            help="The architecture the run trained: an open_clip model name (ViT-B-32), or NAME/TAG to take a "
+            "pretrained tag's preprocessing (ViT-B-16-SigLIP/webli). Default: the model of the run's params.txt.",
+        ),
+    ] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="The architecture as a JSON file instead of --arch: an open_clip model config (embed_dim, "
+            "vision_cfg, text_cfg) or an open_clip_config.json (model_cfg, preprocess_cfg).",
+        ),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace a model folder this command wrote before.")] = False,
+    wait: WaitOpt = False,
+) -> None:
+    """Turn an open_clip training checkpoint into a model folder that openclip:local-dir:FOLDER loads: the weights
+    checked against the architecture, as open_clip_model.safetensors with open_clip_config.json."""
+    from bindscope.embeddings.encoders.openclip_checkpoint import convert_checkpoint
+
+    quiet_model_libraries()
+    result = convert_checkpoint(checkpoint, out, arch=arch, config=config, overwrite=overwrite)
+    r = result.record
+    if result.status == "existing":
+        typer.echo(f"{out} already holds this conversion of {r['checkpoint']}; nothing to do")
+    epoch = f"epoch {r['epoch']}" if r.get("epoch") is not None else "no epoch recorded"
+    run = f" of run {r['run_name']!r}" if r.get("run_name") else ""
+    rows = [
+        ("checkpoint", f"{r['checkpoint']} ({epoch}{run}; sha256 {r['checkpoint_sha256'][:12]})"),
+        ("architecture", f"{r['architecture'].get('label')}, {r['parameters']:,} parameters"),
+    ]
+    if r.get("applied"):
+        rows.append(("applied", "; ".join(r["applied"])))
+    rows.append(("model folder", f"{out} (open_clip_config.json, open_clip_model.safetensors, converted_from.json)"))
+    print_table(rows)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    typer.echo(f"\nready: bindscope embed DATASET --model openclip:local-dir:{out} --modality image|text")
 
 
 def list_backends() -> None:

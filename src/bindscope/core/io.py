@@ -286,7 +286,9 @@ OUTPUT_KINDS = {
     "comparison": "a comparison of runs",
     "model": "a scratch model",
     "export": "a scratch model's export",
+    "openclip": "an open_clip model folder",
     "run": "a run folder",
+    "cache": "an embedding cache",
 }
 
 

@@ -34,6 +34,7 @@ from bindscope.core.places import check_state_folder
 from bindscope.core.progress import progress_bar
 from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
+from bindscope.embeddings.cache import ACTIVE, CacheChoice, cache_folders, resolve_cache
 from bindscope.embeddings.encoders import Encoder, ModelSpec, load_encoder, parse_spec
 from bindscope.embeddings.encoders.base import DTYPES, Items
 from bindscope.embeddings.encoders.spec import model_paths
@@ -66,7 +67,8 @@ class EmbedResult:
     """What :func:`embed_dataset` did.
 
     ``status`` is ``embedded`` (all rows computed now), ``resumed`` (some rows came from an
-    interrupted run) or ``existing`` (the folder already held these embeddings: nothing done).
+    interrupted run), ``cached`` (every row came from the embedding cache, :mod:`bindscope.embeddings.cache`:
+    ``rows_reused`` is all of them) or ``existing`` (the folder already held these embeddings: nothing done).
     """
 
     embeddings: EmbeddingSet
@@ -77,8 +79,8 @@ class EmbedResult:
 
 
 def embed_inputs(args: dict[str, Any]) -> list[Any]:
-    """What an embedding run reads: its dataset and a model folder on this machine."""
-    return [args["dataset"], *model_paths(args["model"])]
+    """What an embedding run reads: its dataset, a model folder on this machine and the embedding cache."""
+    return [args["dataset"], *model_paths(args["model"]), *cache_folders(args.get("cache", ACTIVE))]
 
 
 @writes("out", what="embedding folder", kind="embeddings", reads=embed_inputs)
@@ -99,6 +101,7 @@ def embed_dataset(
     overwrite: bool = False,
     replace: bool = False,
     progress: bool = False,
+    cache: CacheChoice = ACTIVE,
 ) -> EmbedResult:
     """Embed a dataset's images or captions into an embedding folder.
 
@@ -115,6 +118,10 @@ def embed_dataset(
         The embedding folder to write (``embeddings.npy`` + ``manifest.json``).
     layer : int, optional
         Pooled hidden state of this layer instead of the final embedding.
+    device : str
+        The torch device the model runs on: ``cpu``, ``cuda`` or ``cuda:N``.
+    dtype : {"float32", "float16", "bfloat16"}
+        The precision of the model's weights and forward pass; the saved rows are float32 either way.
     batch_size : int, optional
         Rows per forward pass (default 32 images or 256 texts).
     single_objects : bool
@@ -123,6 +130,9 @@ def embed_dataset(
     single_captions : {"template", "bare"}
         Wording of a text single-object bank: the dataset's caption template ("a red cube") or
         bare, without the article ("red cube"). ``bare`` applies to captions only.
+    name : str, optional
+        A short name for the embeddings, kept in the manifest (default: the model's last path part, with
+        ``+rand`` and the layer when given).
     chunk_rows : int
         Rows per saved chunk: the most work an interruption can lose.
     overwrite : bool
@@ -130,6 +140,14 @@ def embed_dataset(
     replace : bool
         Reuse an output folder that holds these embeddings, and replace one (that bindscope wrote) holding other
         or damaged ones instead of refusing it: a run's own folders, which it keeps in step with its config.
+    cache : EmbeddingCache, None or "active"
+        The embedding cache (:mod:`bindscope.embeddings.cache`) to reuse these embeddings from and store them in:
+        ``"active"`` (the default) is the one the environment chooses (``BINDSCOPE_CACHE_DIR``, off with
+        ``BINDSCOPE_CACHE=off``), None none. A hit links the cached array into ``out`` (status ``cached``);
+        a folder written here is linked into the cache.
+    progress : bool
+        Show a progress bar of the rows embedded, and the model libraries' own bars while the model loads (off:
+        neither; :func:`~bindscope.embeddings.encoders.load_encoder`).
     """
     start = time.perf_counter()
     check_embed_sizes(batch_size, chunk_rows)
@@ -154,6 +172,7 @@ def embed_dataset(
         overwrite or replace,
         wording,
     )
+    store = resolve_cache(cache)  # a cache folder that is a file or someone's is refused before the model loads
     executor = None if isinstance(model, Encoder) else current_executor()
     remote = executor is not None and executor.distributed
     if isinstance(model, Encoder):
@@ -161,7 +180,7 @@ def embed_dataset(
     else:  # on a cluster the workers embed: here the model is loaded on the CPU, to name it
         if not remote:
             check_device(device)
-        encoder = load_encoder(spec, layer=layer, device="cpu" if remote else device, dtype=dtype)
+        encoder = load_encoder(spec, layer=layer, device="cpu" if remote else device, dtype=dtype, progress=progress)
     encoder.check_modality(modality)
     own_items = encoder.dataset_items(ds, modality, single_objects)
     if own_items is not None:
@@ -180,6 +199,14 @@ def embed_dataset(
         shutil.rmtree(PartialEmbedding.folder(out, key), ignore_errors=True)  # left by a crash after the write
         return EmbedResult(existing, "existing", 0, 0, time.perf_counter() - start)
     dim = int(info["dim"][modality])
+    hit = store.lookup(key, (len(items), dim)) if store is not None else None
+    if hit is not None and store is not None:
+        run = {k: v for k, v in hit.entry.manifest.get("source", {}).items() if k not in ("kind", "images_sha256")}
+        manifest = _manifest(ds, spec, encoder, info, modality, rows, key, name, images_sha256, wording, run)
+        emb = store.materialise(hit, out, manifest)
+        shutil.rmtree(PartialEmbedding.folder(out, key), ignore_errors=True)  # chunks of an interrupted try
+        return EmbedResult(emb, "cached", 0, len(items), time.perf_counter() - start)
+    damaged = store is not None and store.entry(key) is not None  # present, yet no hit: replaced below
     partial = PartialEmbedding.open(out, key, len(items), chunk_rows, dim)
     todo = partial.missing_chunks()
     reused = len(items) - sum(e - s for s, e in todo)
@@ -233,6 +260,8 @@ def embed_dataset(
     )
     emb = write_embeddings(out, array, manifest, overwrite=True)
     partial.remove()
+    if store is not None:
+        store.store(emb, replace=damaged)
     status = "resumed" if reused else "embedded"
     return EmbedResult(emb, status, len(items) - reused, reused, time.perf_counter() - start)
 

@@ -171,13 +171,9 @@ def check_embedding_values(array: np.ndarray, what: str, fix: str) -> None:
         )
 
 
-@writes("out", what="embedding folder", kind="embeddings")
-def write_embeddings(
-    out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False
-) -> EmbeddingSet:
-    """Write an embedding folder atomically; ``manifest`` gains format, dim, num_rows, version."""
-    out = Path(out)
-    full = {
+def full_manifest(array: np.ndarray, manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` as an embedding folder holding ``array`` records it: with format, dim, num_rows, dtype, version."""
+    return {
         "format": EMBEDDING_FORMAT,
         **manifest,
         "dim": int(array.shape[1]),
@@ -185,6 +181,15 @@ def write_embeddings(
         "dtype": "float32",
         **stamp(),
     }
+
+
+@writes("out", what="embedding folder", kind="embeddings")
+def write_embeddings(
+    out: str | Path, array: np.ndarray, manifest: dict[str, Any], *, overwrite: bool = False
+) -> EmbeddingSet:
+    """Write an embedding folder atomically; ``manifest`` gains format, dim, num_rows, version."""
+    out = Path(out)
+    full = full_manifest(array, manifest)
     with staged_dir(out, kind="embeddings", overwrite=overwrite) as stage:
         save_npy(stage / EMBEDDINGS_FILE, np.ascontiguousarray(array, dtype=np.float32))
         write_json(stage / MANIFEST, full)
