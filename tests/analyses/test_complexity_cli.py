@@ -64,7 +64,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert set(summary["approximators"]) == {"additive", "mult", "mult_within_object", "sum_mult", "mlp(16)"}
     for entry in summary["approximators"].values():
         assert set(entry["object_acc"]) == {"0.5", "0.9"} and 0 <= entry["auc"]["mean"] <= 1
-        assert entry["object_acc"]["0.5"]["n"] == 1 and entry["auc"]["n"] == 1  # one per seed
+        assert entry["object_acc"]["0.5"]["n_seeds"] == 1 and entry["auc"]["n_seeds"] == 1  # one per seed
         assert entry["f_star"] is None or entry["f_star"] in (0.5, 0.9)
         assert entry["description_length_bits"] is not None
     assert summary["budget"]["epochs"] == 40 and summary["budget"]["name"] == "cpu"
@@ -88,13 +88,18 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
         "metric",
         "seed",
         "value",
+        "n_cases",
+        "ci_low",
+        "ci_high",
+        "dataset",
+        "dataset_hash",
+        "model",
+        "modality",
+        "layer",
         "fraction",
         "checkpoint",
         "budget",
         "selection",
-        "n_cases",
-        "ci_low",
-        "ci_high",
     ]
     assert set(table.budget) == {"cpu"}
     rates = table[table.metric.isin(["object_acc", "swap_acc"]) & (table.variant != "chance")]
@@ -143,7 +148,7 @@ def test_complexity_reuses_frozen_probes(run_cli, emb: Path, probe_run: Path, tm
     assert kept["object_acc_embeddings"] - kept["object_acc"] <= 0.01
     assert f"fitted in: the embeddings' leading {kept['dims']} of 24 principal components" in by_run.stdout
     additive = summary["approximators"]["additive"]
-    assert additive["object_acc"]["0.5"]["n"] == 2 and additive["auc"]["n"] == 2  # two seeds
+    assert additive["object_acc"]["0.5"]["n_seeds"] == 2 and additive["auc"]["n_seeds"] == 2  # two seeds
     by_folder = run_cli("complexity", emb, "--out", tmp_path / "b", "--probes", probe_run / "probes" / "seed1", *args)
     assert by_folder.returncode == 0, by_folder.stderr
     a = pd.read_parquet(tmp_path / "a" / "results.parquet")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,6 @@ import pandas as pd
 import pytest
 
 from bindscope.analyses import (
-    KEY_COLUMNS,
     AnalysisInputs,
     ComplexitySettings,
     CrossmodalSettings,
@@ -27,8 +27,9 @@ from bindscope.analyses import (
 )
 from bindscope.analyses.base import Analysis
 from bindscope.analyses.registry import register
-from bindscope.analyses.results import FORMAT_VERSION, HEADER_KEYS, content_key
+from bindscope.analyses.results import FORMAT_VERSION, HEADER_KEYS, content_key, schema_name, summary_schema
 from bindscope.core.errors import BindscopeError
+from bindscope.core.tidy import COMMON_COLUMNS, IDENTITY_COLUMNS, KEY_COLUMNS
 from bindscope.data.presets import get_preset
 from bindscope.space.planted import planted_embeddings
 
@@ -88,11 +89,11 @@ def test_every_analysis_writes_the_common_header(folders: dict[str, Path], name:
     assert len(summary["inputs"]["dataset"]["key"]) == 64
     assert summary["seconds"] > 0 and summary["versions"]["bindscope"] == summary["bindscope_version"]
     table = pd.read_parquet(folders[name] / "results.parquet")
-    assert tuple(table.columns[: len(KEY_COLUMNS)]) == KEY_COLUMNS
-    extra = list(get_analysis(name).extra_columns)
-    if "n_cases" in extra:  # every rate row's 95% Wilson interval beside its n (the writer adds them)
-        extra[extra.index("n_cases") + 1 : extra.index("n_cases") + 1] = ["ci_low", "ci_high"]
-    assert list(table.columns[len(KEY_COLUMNS) :]) == extra
+    # the common columns first: the key columns, each rate's n and 95% Wilson interval, what was measured (the
+    # writer adds them), then the analysis's own columns
+    assert tuple(table.columns[: len(COMMON_COLUMNS)]) == COMMON_COLUMNS
+    assert list(table.columns[len(COMMON_COLUMNS) :]) == [c for c in get_analysis(name).extra_columns if c != "n_cases"]
+    assert table[list(IDENTITY_COLUMNS)].isna().all().all()  # arrays in memory: no dataset or model to name
     assert set(table.analysis) == {name} and table.value.notna().all()
     assert len(pd.read_csv(folders[name] / "results.csv")) == len(table)
 
@@ -125,6 +126,55 @@ def test_extra_tables_are_read_by_name(folders: dict[str, Path]) -> None:
 def test_a_folder_of_another_analysis_is_refused(folders: dict[str, Path]) -> None:
     with pytest.raises(BindscopeError, match="holds a 'probe' result, not 'complexity'"):
         load_result(folders["probe"], "complexity")
+
+
+@pytest.mark.parametrize("name", list_analyses())
+def test_every_summary_fits_its_json_schema_as_the_docs_ship_it(folders: dict[str, Path], name: str) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = summary_schema(name)
+    shipped = Path(__file__).parents[2] / "docs" / "reference" / "schemas" / schema_name(name)
+    assert json.loads(shipped.read_text()) == schema, "run python scripts/docs/summary_schemas.py"
+    summary = json.loads((folders[name] / "summary.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(summary)
+    older = {**summary, "format": {"name": "bindscope-result", "version": 2}}
+    with pytest.raises(jsonschema.ValidationError, match="3 was expected"):  # the schema names its version
+        jsonschema.Draft202012Validator(schema).validate(older)
+    with pytest.raises(jsonschema.ValidationError, match="'probe' was expected"):
+        jsonschema.Draft202012Validator(summary_schema("probe")).validate({**summary, "analysis": "other"})
+
+
+def version_2(folder: Path, copy: Path, inputs: dict[str, object]) -> None:
+    """``folder`` as bindscope wrote it in format version 2: spreads' count ``n``, no identity columns, no interval
+    columns where the analysis had no ``n_cases``; ``inputs`` as its header records them."""
+    shutil.copytree(folder, copy)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["format"]["version"], summary["inputs"] = 2, inputs
+    (copy / "summary.json").write_text(json.dumps(summary).replace('"n_seeds":', '"n":'))
+    table = pd.read_parquet(folder / "results.parquet").drop(columns=list(IDENTITY_COLUMNS))
+    table.to_parquet(copy / "results.parquet")
+
+
+def test_a_folder_of_format_version_2_is_read_in_this_versions_terms(folders: dict[str, Path], tmp_path: Path) -> None:
+    inputs = {
+        "embeddings": {"path": "/old/emb", "model_spec": "st:all-MiniLM-L6-v2", "modality": "text", "key": "e"},
+        "dataset": {"path": "/old/ds", "preset": "clevr", "hash": "ab" * 32, "key": "ab" * 32},
+    }
+    version_2(folders["probe"], tmp_path / "probe", inputs)
+    assert '"n":' in (tmp_path / "probe" / "summary.json").read_text()
+    old = load_result(tmp_path / "probe", "probe")
+    new = load_result(folders["probe"], "probe")
+    assert old.header.format.version == 2
+    assert old.typed.test["object_acc"].n_seeds == 2 == new.typed.test["object_acc"].n_seeds
+    assert old.numbers["test"]["object_acc"] == new.numbers["test"]["object_acc"]  # "n" read as "n_seeds"
+    assert list(old.table.columns) == list(new.table.columns)  # the common columns, filled from the header
+    assert set(old.table.dataset) == {"clevr"} and set(old.table.dataset_hash) == {"ab" * 32}
+    assert set(old.table.model) == {"st:all-MiniLM-L6-v2"} and set(old.table.modality) == {"text"}
+    assert old.table.layer.isna().all()
+    pd.testing.assert_frame_equal(old.table[list(KEY_COLUMNS)], new.table[list(KEY_COLUMNS)])
+    # a version 2 decompose table: intervals beside its n_cases as written, the rest filled
+    version_2(folders["decompose"], tmp_path / "decompose", inputs)
+    decompose = load_result(tmp_path / "decompose", "decompose")
+    assert decompose.table.ci_low.notna().any() and decompose.typed is not None
 
 
 def test_an_older_format_is_refused(folders: dict[str, Path], tmp_path: Path) -> None:
@@ -201,9 +251,10 @@ def test_content_keys_follow_inputs_and_settings() -> None:
     assert key != content_key("decompose", inputs, settings)
 
 
-def test_spread_is_mean_std_n() -> None:
-    assert spread([0.5, 0.7]) == {"mean": pytest.approx(0.6), "std": pytest.approx(np.std([0.5, 0.7], ddof=1)), "n": 2}
-    assert spread([0.5]) == {"mean": 0.5, "std": None, "n": 1}
+def test_spread_is_mean_std_and_the_number_of_seeds() -> None:
+    expected = {"mean": pytest.approx(0.6), "std": pytest.approx(np.std([0.5, 0.7], ddof=1)), "n_seeds": 2}
+    assert spread([0.5, 0.7]) == expected
+    assert spread([0.5]) == {"mean": 0.5, "std": None, "n_seeds": 1}
     with pytest.raises(BindscopeError, match="no values"):
         spread([])
 

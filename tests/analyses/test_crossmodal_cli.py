@@ -76,7 +76,7 @@ def test_every_test_is_written(result: tuple[Path, str]) -> None:
         assert 0 <= summary["raw"][metric]["mean"] <= 1
     assert set(summary["bridge"]["fractions"]) == {"0.5", "0.7"}
     assert set(summary["bridge"]["fractions"]["0.5"]) == {"raw", "bridged"}
-    assert summary["bridge"]["fractions"]["0.5"]["bridged"]["swap_attribute"]["n"] == 2  # two seeds
+    assert summary["bridge"]["fractions"]["0.5"]["bridged"]["swap_attribute"]["n_seeds"] == 2  # two seeds
     assert set(summary["half_truths"]) == {"wrong_attribute", "wrong_noun", "wrong_object", "full_beats_short"}
     assert summary["inputs"]["singles"]["path"].endswith("text-single")
     assert summary["inputs"]["other"]["modality"] == "text"

@@ -152,7 +152,7 @@ def test_seeds_give_spread_and_summary(clevr, tmp_path) -> None:
     loaded = run_analysis("intervene", inputs, tmp_path / "r", InterveneSettings(k=(0.5, 1.0, 2.0), seeds=(42, 7)))
     s = loaded.typed
     part = at_k(s, "attribute", "pos-avg", "shared", 1.0)
-    assert part.retrieval.n == 2 and part.cases > 0
+    assert part.retrieval.n_seeds == 2 and part.cases > 0
     assert s.groups == ["shared", "different", "all"] and s.table_k == 1.0
     assert (tmp_path / "r" / "plots" / "k_curve.png").stat().st_size > 1000
     cases = loaded.read_table("cases")

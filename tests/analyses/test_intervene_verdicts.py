@@ -102,7 +102,7 @@ def test_the_rand_control_is_a_floor(scenes, tmp_path) -> None:
             rand = next(f["value"] for f in verdict["floors"] if f["name"] == "+rand")
             assert verdict["answer"] == answer and rand == (0.0 if answer == "binds" else verdict["value"]), column
         shared = result.typed.results["attribute"]["obj-avg"]["shared"]["1"]
-        assert shared.retrieval.n == 1  # the summary holds the embeddings' own numbers only
+        assert shared.retrieval.n_seeds == 1  # the summary holds the embeddings' own numbers only
 
 
 def test_bag_inputs_with_a_single_bank_and_seeds(scenes) -> None:

@@ -139,7 +139,7 @@ def test_it_runs_on_an_embedding_folder_into_a_typed_result(registered: None, em
     assert "mean distance" in stdout and f"wrote {out}" in stdout
     result = load_result(out, NAME)
     assert isinstance(result.typed, SpreadSummary) and result.view is result.typed
-    assert result.typed.metric == "euclidean" and result.typed.distance["n"] == 3 and result.typed.scenes == 40
+    assert result.typed.metric == "euclidean" and result.typed.distance["n_seeds"] == 3 and result.typed.scenes == 40
     y = np.load(emb / "embeddings.npy").astype(np.float64)
     y = y - y.mean(axis=0)
     settings = SpreadSettings(metric="euclidean", seeds=(0, 1, 2), centre=True)

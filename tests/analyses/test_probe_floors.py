@@ -95,7 +95,7 @@ def test_the_bag_control_fits_like_the_model_without_the_reference_detour() -> N
 
 
 def test_results_from_before_the_bag_control_read_not_measured() -> None:
-    spread = {"mean": 0.9, "std": None, "n": 1}
+    spread = {"mean": 0.9, "std": None, "n_seeds": 1}
     old = {
         "train": {"object_acc": spread},
         "test": {"object_acc": spread},

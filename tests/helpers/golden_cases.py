@@ -71,8 +71,14 @@ NOISE = 0.1
 FROZEN_PROBES: dict[str, Any] = {"seeds": [0], "steps": 200, "max_iter": 50, "optimizer": "fast"}
 #: Uni-modal probe accuracies (what ``load_inputs(unimodal=...)`` reads from ``probe`` results).
 UNIMODAL: dict[str, dict[str, Any]] = {
-    "image": {"object_acc": {"mean": 0.9, "std": 0.05, "n": 2}, "concept_acc": {"mean": 0.95, "std": 0.01, "n": 2}},
-    "text": {"object_acc": {"mean": 0.6, "std": 0.1, "n": 2}, "concept_acc": {"mean": 0.8, "std": 0.02, "n": 2}},
+    "image": {
+        "object_acc": {"mean": 0.9, "std": 0.05, "n_seeds": 2},
+        "concept_acc": {"mean": 0.95, "std": 0.01, "n_seeds": 2},
+    },
+    "text": {
+        "object_acc": {"mean": 0.6, "std": 0.1, "n_seeds": 2},
+        "concept_acc": {"mean": 0.8, "std": 0.02, "n_seeds": 2},
+    },
 }
 #: Short settings per analysis, as plain dicts (``get_analysis(name).Settings(**SETTINGS[name])``).
 SETTINGS: dict[str, dict[str, Any]] = {

@@ -44,7 +44,7 @@ def test_an_older_result_is_replaced_and_foreign_files_are_refused(inputs, tmp_p
     old.mkdir()
     (old / "summary.json").write_text(json.dumps({"format": {"name": "bindscope-result", "version": 1}}))
     summary, status = step("probe", inputs, old, QUICK, None)
-    assert status == "replaced" and summary["format"]["version"] == 2
+    assert status == "replaced" and summary["format"]["version"] == 3
     untagged = tmp_path / "untagged"
     untagged.mkdir()
     (untagged / "summary.json").write_text(json.dumps({"test": {"object_acc": 0.5}}))  # no tag: anybody's file

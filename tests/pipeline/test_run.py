@@ -277,6 +277,25 @@ def test_compare_two_runs(run: tuple[Path, Path, str], run_cli, tmp_path: Path) 
     assert not any((tmp_path / n).exists() for n in ("cmp2", "cmp3", "cmp4"))
 
 
+def test_the_report_and_compare_pages_fit_a_1400px_window(run: tuple[Path, Path, str], run_cli, tmp_path: Path) -> None:
+    import shutil
+
+    from browser import chromium, layout
+
+    _, out, _ = run
+    shutil.copytree(out, tmp_path / "again")
+    done = run_cli("compare", out, tmp_path / "again", "--out", tmp_path / "cmp")
+    assert done.returncode == 0, done.stderr
+    with chromium(tmp_path / "chrome", 1400, 900) as driver:
+        pages = {page.name: layout(driver, page) for page in (out / "report.html", tmp_path / "cmp" / "compare.html")}
+    for name, fit in pages.items():
+        assert fit["window"] == 1400, fit  # the window asked for
+        # the page never scrolls sideways, and the whole card (ten columns here) is in view without scrolling it
+        assert fit["page"] <= fit["visible"] <= fit["window"], (name, fit)
+        assert fit["card"] and fit["card"]["content"] <= fit["card"]["shown"], (name, fit)
+        assert not [box for box in fit["scrolling"] if "card" in box], (name, fit)
+
+
 def without_timings(value: object) -> object:
     if isinstance(value, dict):
         return {k: without_timings(v) for k, v in value.items() if k != "seconds"}

@@ -71,6 +71,9 @@ def test_a_run_trains_embeds_and_analyses_an_image_text_model(run: tuple[Path, s
     results = out / "results" / "tiny"
     crossmodal = load_result(results / "clip" / "crossmodal", "crossmodal")
     assert len(crossmodal.table) and crossmodal.header.seeds == [0]
+    # what its numbers were measured on: both modalities of the trained model (its spec relative to the run)
+    assert set(crossmodal.table.modality) == {"image+text"} and set(crossmodal.table.dataset) == {"tiny"}
+    assert set(crossmodal.table.model) == {"scratch:scratch/clip/model"}
     for modality in ("image", "text"):
         probe = load_result(results / f"clip-{modality}" / "probe", "probe")
         assert len(probe.table) and probe.header.seeds == [0]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bindscope.analyses import load_result
 from bindscope.pipeline import run as run_module
 from bindscope.pipeline.card import report_card
 from bindscope.pipeline.config import parse_config
@@ -45,6 +46,8 @@ def test_all_layers_of_minilm_on_two_datasets(tmp_path: Path, monkeypatch: pytes
     rows = {(r.dataset, r.label): r for r in report_card(tmp_path / "run")}
     assert all(("clevr", f"m-text-L{i}") in rows for i in range(7)) and ("clevr", "m-text") in rows
     top, bottom = rows[("clevr", "m-text-L6")].verdict("objects recoverable"), rows[("clevr", "m-text-L0")]
+    table = load_result(tmp_path / "run" / "results" / "again" / "m-text-L3" / "probe", "probe").table
+    assert set(table.layer) == {3} and set(table.dataset) == {"again"}  # each row says which layer it read
     assert top is not None and top.value > bottom.verdict("objects recoverable").floor_value("chance")
     assert sorted(p.name for p in (tmp_path / "run" / "report").iterdir()) == [
         "card.csv",

@@ -301,7 +301,7 @@ def test_sweep_prints_the_image_text_table(swept) -> None:
     assert set(summary["per_fraction"]) == {"0.5", "0.8"} and summary["chance_swap_attribute"] == 0.5
     for fraction, entry in summary["per_fraction"].items():
         swap = entry["heldout_swap_attribute"]
-        assert swap["n"] == 1 and swap["min"] == swap["mean"] == swap["max"]
+        assert swap["n_seeds"] == 1 and swap["min"] == swap["mean"] == swap["max"]
         assert rows[fraction][1] == f"{100 * swap['mean']:.1f}"
         assert entry["floors"]["heldout_swap_attribute"]["bag"] == 0.5
         assert entry["binding"]["seeds"] == 1 and entry["steps"] == 10 and entry["hard_negatives"] == 0

@@ -132,12 +132,12 @@ def test_sweep(run_cli, sweep_run: tuple[Path, subprocess.CompletedProcess, floa
     assert "[4/4] fraction 0.6 seed 1" in result.stdout and "chance" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["per_fraction"]) == {"0.3", "0.6"} and summary["seeds"] == [0, 1]
-    assert summary["analysis"] == "scratch-sweep" and summary["format"]["version"] == 2
+    assert summary["analysis"] == "scratch-sweep" and summary["format"]["version"] == 3
     loaded = load_result(out, "scratch-sweep")
     assert loaded.header.seeds == [0, 1] and len(loaded.table) == len(pd.read_parquet(out / "results.parquet"))
     for entry in summary["per_fraction"].values():
         for key in ("test_object_acc", "train_object_acc", "validation_object_acc", "test_concept_acc"):
-            assert entry[key]["n"] == 2, key
+            assert entry[key]["n_seeds"] == 2, key
             assert entry[key]["min"] <= entry[key]["mean"] <= entry[key]["max"] and entry[key]["std"] is not None
     assert summary["per_fraction"]["0.3"]["coverage"] == 0.3 and summary["per_fraction"]["0.6"]["coverage"] == 0.6
     table = pd.read_csv(out / "results.csv")
@@ -159,7 +159,7 @@ def test_sweep(run_cli, sweep_run: tuple[Path, subprocess.CompletedProcess, floa
         assert entry["test_bag_of_concepts_object_acc"]["mean"] == pytest.approx(bag.loc[float(f)].mean())
         assert entry["floors"]["test_object_acc"]["bag"] == pytest.approx(bag.loc[float(f)].mean())
         assert entry["floors"]["train_concept_acc"]["bag"] == 1.0
-        assert entry["test_binding_object_acc"]["n"] == 2
+        assert entry["test_binding_object_acc"]["n_seeds"] == 2
         clearance = acc.loc[float(f)] - bag.loc[float(f)]
         assert entry["binding"]["seeds"] == 2
         assert entry["binding"]["clearance_min"] == pytest.approx(clearance.min())
@@ -337,7 +337,7 @@ def test_complexity_against_coverage(run_cli, swept: Path, tmp_path: Path) -> No
     for fraction, entry in summary["per_fraction"].items():
         for family in ("additive", "mult"):
             auc = entry[family]["auc"]
-            assert auc["n"] == 2 and auc["min"] <= auc["mean"] <= auc["max"], (fraction, family)
+            assert auc["n_seeds"] == 2 and auc["min"] <= auc["mean"] <= auc["max"], (fraction, family)
             assert set(entry[family]["f_star"]) == {"0", "1"}
             runs = [json.loads((out / "runs" / f"f{fraction}-s{s}" / "summary.json").read_text()) for s in (0, 1)]
             assert all(r["analysis"] == "complexity" for r in runs)

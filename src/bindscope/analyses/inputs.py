@@ -158,6 +158,7 @@ def describe_embeddings(emb: EmbeddingSet) -> dict[str, Any]:
         "dim": emb.dim,
         "num_rows": len(emb),
         "model_spec": emb.manifest.get("model_spec"),
+        "layer": emb.manifest.get("layer"),
         "content_key": emb.manifest.get("content_key"),
         "key": key,
     }

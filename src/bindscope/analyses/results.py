@@ -4,13 +4,19 @@ An analysis folder holds::
 
     summary.json      the common header (format, analysis, versions, inputs, settings, seeds,
                       seconds, content_key, warnings), then the analysis's main numbers
-    results.parquet   tidy rows: the key columns KEY_COLUMNS plus the analysis's own columns
+    results.parquet   tidy rows: the common columns COMMON_COLUMNS (the key columns, the cases and interval of a
+                      rate, what was measured), then the analysis's own columns
     results.csv       the same table
     <name>.parquet    further tables of the analysis (and .csv unless large), e.g. per-scene correctness
     plots/*.png       its figures
     ...               its artefacts (e.g. fitted probes)
 
-A folder appears only once complete; spread over seeds is always ``{"mean", "std", "n"}``.
+A folder appears only once complete; spread over seeds is always ``{"mean", "std", "n_seeds"}``. The paths a
+summary records are shown by :func:`bindscope.core.display.display_path` (relative to the run folder the result
+lies in): a result folder names no place outside itself and its run. Each analysis's ``summary.json`` has a JSON
+Schema (:func:`summary_schema`), named by the format's version and the analysis: ``<analysis>.v<version>.json``.
+Folders of format version 2 (spreads' count named ``n``, tables without the cases, interval and identity columns)
+are read too: :func:`load_result` gives them in this version's terms.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import platform
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,16 +35,21 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field, ValidationError
 
+from bindscope.core.display import display_text, display_values, run_folder
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import read_json, read_parquet, staged_dir, to_frame, write_json, write_parquet
-from bindscope.core.tidy import KEY_COLUMNS
-from bindscope.core.validation import Schema, format_validation, one_line
+from bindscope.core.tidy import COMMON_COLUMNS, CONTROLS, IDENTITY_COLUMNS, KEY_COLUMNS
+from bindscope.core.validation import Schema, format_validation, one_line, short_repr
 from bindscope.core.version import __version__, stamp
 from bindscope.estimators.intervals import with_intervals
 from bindscope.estimators.verdicts import Verdict
 
 FORMAT_NAME = "bindscope-result"
-FORMAT_VERSION = 2
+#: The version written. 3: spreads' count ``n_seeds`` (was ``n``), every results table with the cases, interval
+#: and identity columns (:data:`~bindscope.core.tidy.COMMON_COLUMNS`), paths shown, never absolute.
+FORMAT_VERSION = 3
+#: The versions :func:`load_result` reads (an older one is given in this version's terms).
+READABLE_VERSIONS = (2, 3)
 SUMMARY = "summary.json"
 RESULTS = "results.parquet"
 RERUN = "run the analysis again"
@@ -224,13 +236,17 @@ def write_result(
     clash = sorted(set(numbers) & set(HEADER_KEYS))
     if clash:
         raise BindscopeError(f"internal: summary keys {clash} clash with the common header")
-    summary = {**head, **numbers}
-    ResultHeader.model_validate(summary)
+    unknown = sorted(set(files.table["control"].astype(str)) - set(CONTROLS)) if len(files.table) else []
+    if unknown:
+        raise BindscopeError(f"internal: results rows with unknown controls {unknown}; add them to CONTROLS")
     out = Path(out)
+    summary = {**shown_header(head, run_folder(out)), **numbers}
+    ResultHeader.model_validate(summary)
+    results = common_columns(files.table, identity(summary, out))
     with staged_dir(out, kind="result", overwrite=overwrite) as stage:
         write_json(stage / SUMMARY, summary)
-        for name, table in {"results": files.table, **files.tables}.items():
-            table = with_intervals(table) if "value" in table.columns else table
+        for name, table in {"results": results, **files.tables}.items():
+            table = with_intervals(table) if "value" in table.columns and name != "results" else table
             write_parquet(table, stage / f"{name}.parquet")
             if name not in files.parquet_only:
                 table.to_csv(stage / f"{name}.csv", index=False)
@@ -239,8 +255,59 @@ def write_result(
     return summary
 
 
+# -- what every results table holds, and where a result lies --------------------------------------------------------
+#: The folder of a run that holds its result folders: ``results/<dataset>/<embeddings>/<analysis>``.
+RUN_RESULTS = "results"
+#: What the header records that may name places: shown by :func:`~bindscope.core.display.display_text`.
+SHOWN_KEYS = ("inputs", "settings", "warnings")
+
+
+def shown_header(head: Mapping[str, Any], root: Path | None) -> dict[str, Any]:
+    """A header with the paths its inputs, settings and warnings record shown relative to ``root`` (the run folder
+    the result lies in; else from ``~``, else only their last part): a summary names no absolute path."""
+    return {k: display_values(v, root) if k in SHOWN_KEYS else v for k, v in head.items()}
+
+
+def identity(summary: Mapping[str, Any], folder: str | Path) -> dict[str, Any]:
+    """What a result's numbers were measured on (:data:`~bindscope.core.tidy.IDENTITY_COLUMNS`), from its header's
+    inputs: the dataset's name (the run's name for it where the result lies in a run, else its preset's) and content
+    hash, the model spec (a path in it shown, :func:`display_text`), the modality (``image+text`` for a result of
+    both) and the layer (None: the model's output); None each for arrays given in memory."""
+    inputs = summary.get("inputs") or {}
+    dataset, emb, other = (inputs.get(k) or {} for k in ("dataset", "embeddings", "other"))
+    run = run_folder(folder)
+    parts = Path(os.path.abspath(folder)).relative_to(run).parts if run is not None else ()
+    in_run = parts[1] if len(parts) == 4 and parts[0] == RUN_RESULTS else None
+    spec = emb.get("model_spec")
+    modalities = sorted({m for m in (emb.get("modality"), other.get("modality")) if m})
+    return {
+        "dataset": in_run or dataset.get("preset"),
+        "dataset_hash": dataset.get("hash"),
+        "model": None if spec is None else display_text(str(spec), run),
+        "modality": "+".join(modalities) or None,
+        "layer": emb.get("layer"),
+    }
+
+
+def common_columns(table: pd.DataFrame, ident: Mapping[str, Any]) -> pd.DataFrame:
+    """A results table with the common columns first (:data:`~bindscope.core.tidy.COMMON_COLUMNS`): the key
+    columns, ``n_cases`` (null where the analysis gave none), the 95% Wilson interval of each rate row
+    (:func:`~bindscope.estimators.intervals.with_intervals`), what was measured (``ident``); then the analysis's
+    own columns, in their order."""
+    table = table.copy()
+    cases = pd.to_numeric(table["n_cases"], errors="coerce") if "n_cases" in table else pd.Series(np.nan, table.index)
+    table["n_cases"] = cases.round().astype("Int64")
+    table = with_intervals(table)
+    for column in IDENTITY_COLUMNS:
+        table[column] = ident.get(column)
+    table["layer"] = table["layer"].astype("Int64")
+    own = [c for c in table.columns if c not in COMMON_COLUMNS]
+    return table[[*COMMON_COLUMNS, *own]]
+
+
 def read_header(folder: str | Path) -> dict[str, Any] | None:
-    """The summary of a folder written by :func:`write_result` in this format, else None (no error)."""
+    """The summary of a folder written by :func:`write_result` in a format version this bindscope reads
+    (:data:`READABLE_VERSIONS`), else None (no error)."""
     path = Path(folder) / SUMMARY
     if not path.is_file():
         return None
@@ -250,7 +317,7 @@ def read_header(folder: str | Path) -> dict[str, Any] | None:
     except (OSError, ValueError, ValidationError):
         return None
     fmt = summary.get("format", {})
-    return summary if (fmt.get("name"), fmt.get("version")) == (FORMAT_NAME, FORMAT_VERSION) else None
+    return summary if fmt.get("name") == FORMAT_NAME and fmt.get("version") in READABLE_VERSIONS else None
 
 
 def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult:
@@ -272,11 +339,14 @@ def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult
             f"{folder} was written by an older bindscope (no result format tag in {SUMMARY}); "
             "run the analysis again with this version"
         )
-    if fmt.get("version") != FORMAT_VERSION:
+    if fmt.get("version") not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise BindscopeError(
-            f"{folder} has result format version {fmt.get('version')}, this bindscope reads version "
-            f"{FORMAT_VERSION}; run the analysis again with this version"
+            f"{folder} has result format version {short_repr(fmt.get('version'))}, this bindscope reads versions "
+            f"{readable}; run the analysis again with this version"
         )
+    if fmt.get("version") != FORMAT_VERSION:
+        summary = upgraded(summary)
     try:
         head = ResultHeader.model_validate(summary)
     except ValidationError as exc:
@@ -292,7 +362,20 @@ def load_result(folder: str | Path, analysis: str | None = None) -> LoadedResult
         raise BindscopeError(f"{results} lacks the key columns {missing}; run the analysis again")
     check_key_columns(arrow.schema, arrow.num_rows, results)
     typed = typed_numbers(folder, head.analysis, summary)
-    return LoadedResult(folder, head, summary, to_frame(arrow, results, "results table", RERUN), typed)
+    table = to_frame(arrow, results, "results table", RERUN)
+    if fmt.get("version") != FORMAT_VERSION:  # an older table: its common columns from its header
+        table = common_columns(table, identity(summary, folder))
+    return LoadedResult(folder, head, summary, table, typed)
+
+
+def upgraded(value: Any) -> Any:
+    """A summary of format version 2 in this version's terms: each spread's ``n`` renamed ``n_seeds``."""
+    if isinstance(value, list):
+        return [upgraded(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    spread = {"mean", "std", "n"} <= set(value) and "n_seeds" not in value
+    return {("n_seeds" if spread and k == "n" else k): upgraded(v) for k, v in value.items()}
 
 
 def typed_numbers(folder: Path, analysis: str, summary: Mapping[str, Any]) -> Summary | None:
@@ -308,6 +391,44 @@ def typed_numbers(folder: Path, analysis: str, summary: Mapping[str, Any]) -> Su
             f"{folder / SUMMARY} does not hold {analysis} numbers ({one_line(format_validation(exc), 160)}); "
             f"the folder is damaged or was written by another bindscope version; {RERUN}"
         ) from None
+
+
+#: The JSON Schema dialect of :func:`summary_schema`.
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def schema_name(analysis: str, version: int = FORMAT_VERSION) -> str:
+    """The file name of an analysis's summary schema in a format version: ``<analysis>.v<version>.json``."""
+    return f"{analysis}.v{version}.json"
+
+
+def summary_schema(analysis: str) -> dict[str, Any]:
+    """The JSON Schema of a registered analysis's ``summary.json`` in this format version: the common header
+    (:class:`ResultHeader`, its ``format`` and ``analysis`` fixed), then the analysis's numbers (its
+    :class:`Summary`), from the pydantic models as :func:`load_result` validates them (``model_json_schema``).
+    Named by :func:`schema_name`; ``scripts/docs/summary_schemas.py`` writes them under docs/reference/schemas/."""
+    numbers = SUMMARIES.get(analysis)
+    if numbers is None:
+        raise BindscopeError(f"no summary model for {analysis!r}; choose one of {', '.join(sorted(SUMMARIES))}")
+    head = ResultHeader.model_json_schema(mode="validation")
+    body = numbers.model_json_schema(mode="validation")
+    properties = {**head["properties"], **body.get("properties", {})}
+    properties["format"] = {
+        "type": "object",
+        "properties": {"name": {"const": FORMAT_NAME}, "version": {"const": FORMAT_VERSION}},
+        "required": ["name", "version"],
+    }
+    properties["analysis"] = {"const": analysis}
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": schema_name(analysis),
+        "title": f"summary.json of {analysis}, {FORMAT_NAME} version {FORMAT_VERSION}",
+        "description": one_line(numbers.__doc__ or "", 1000),
+        "type": "object",
+        "properties": properties,
+        "required": [*head.get("required", []), *body.get("required", [])],
+        "$defs": {**head.get("$defs", {}), **body.get("$defs", {})},
+    }
 
 
 def check_key_columns(schema: Any, num_rows: int, path: Path) -> None:

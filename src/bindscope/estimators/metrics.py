@@ -1,6 +1,6 @@
 """Numbers shared by the analyses: accuracy metrics per probe, summaries of tidy tables, and their words.
 
-A number over seeds is a :class:`Spread` (``{mean, std, n}``, see :func:`bindscope.core.tidy.spread`);
+A number over seeds is a :class:`Spread` (``{mean, std, n_seeds}``, see :func:`bindscope.core.tidy.spread`);
 :class:`Splits` holds spreads per scene group (``train``, ``test``).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from bindscope.core.tidy import spread
 from bindscope.core.validation import Schema
@@ -24,11 +24,14 @@ def is_absent(value: Any) -> bool:
 
 
 class Spread(Schema):
-    """A number over seeds: mean, standard deviation (None for one seed) and count (:func:`spread`)."""
+    """A number over seeds: mean, standard deviation (None for one seed) and the number of seeds (:func:`spread`).
+
+    Results of format version 2 named the count ``n``: it is read as ``n_seeds``.
+    """
 
     mean: float
     std: float | None
-    n: int
+    n_seeds: int = Field(validation_alias=AliasChoices("n_seeds", "n"))
 
 
 class Splits(Schema):

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 from pydantic import Field, field_validator
 
+from bindscope.core.display import display_path, run_folder
 from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.tidy import NO_CONTROL, result_row
@@ -387,7 +388,8 @@ def save_fitted_probes(
     dataset_hash: str | None = None,
 ) -> None:
     """Per seed, a probe folder ``probes/seed{s}/`` (see :func:`bindscope.estimators.probes.save_probes`),
-    recording the embedding folder and dataset they were fitted on when known."""
+    recording the embedding folder (as :func:`~bindscope.core.display.display_path` shows it, relative to its run)
+    and the dataset they were fitted on when known."""
     for seed, weights in run.weights.items():
         meta = {
             "labels": probe_labels(scenes),
@@ -396,7 +398,7 @@ def save_fitted_probes(
             "optimizer": settings.optimizer,
             "solver": run.solver[seed],
             **_strength_record(run, seed),
-            "embeddings": str(embeddings.resolve()) if embeddings is not None else None,
+            "embeddings": display_path(embeddings, run_folder(embeddings)) if embeddings is not None else None,
             "dataset_hash": dataset_hash,
         }
         save_probes(

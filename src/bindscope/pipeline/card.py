@@ -210,6 +210,7 @@ def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
         flag = " class='flagged'" if r.flags else ""
         body.append(f"<tr{flag}>{names}{''.join(cell_html(r.cells.get(c.key)) for _, c in columns)}</tr>")
     table = f"<table class='card'>{head_html(columns, lead)}<tbody>{''.join(body)}</tbody></table>"
+    table = f"<div class='card-scroll'>{table}</div>"  # the box that scrolls, only if the card is wider than the window
     readings = "".join(
         f"<li><b>{html.escape(r.dataset)} / {html.escape(r.label)}</b><ul>"
         + "".join(f"<li>{html.escape(x)}</li>" for x in r.readings)
@@ -238,7 +239,7 @@ CARD_COLUMNS = (
     "unit",
     "value",
     "sd",
-    "seeds",
+    "n_seeds",
     "n_cases",
     "ci_low",
     "ci_high",
@@ -271,7 +272,7 @@ def card_records(row: CardRow) -> list[dict[str, Any]]:
                 "unit": cell.column.unit,
                 "value": v.value,
                 "sd": v.sd,
-                "seeds": v.seeds,
+                "n_seeds": v.seeds,
                 "n_cases": v.n_cases,
                 "ci_low": v.ci_low,
                 "ci_high": v.ci_high,
@@ -301,4 +302,4 @@ def card_table(rows: list[CardRow], runs: list[str] | None = None) -> pd.DataFra
             records.append({"run": runs[i], **rec} if runs is not None else rec)
     columns = (["run"] if runs is not None else []) + list(CARD_COLUMNS)
     table = pd.DataFrame(records, columns=columns)
-    return table.astype({"n_cases": "Int64", "seeds": "Int64"})
+    return table.astype({"n_cases": "Int64", "n_seeds": "Int64"})

@@ -24,6 +24,7 @@ import numpy as np
 from bindscope.analyses import get_analysis
 from bindscope.analyses.card import verdict_lines
 from bindscope.analyses.results import LoadedResult
+from bindscope.core.display import display_path, display_values
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, read_json
@@ -40,6 +41,7 @@ from bindscope.pipeline.card import (
 from bindscope.pipeline.steps import Skip, skipped_steps, time_table
 
 REPORT = "report.html"
+CONFIG = "config.yaml"
 PROVENANCE = ("bindscope_version", "created", "git", "seeds", "device", "datasets", "models")
 
 
@@ -234,11 +236,14 @@ STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:1em auto;padding:0 1em;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .5em}
 th{background:#f0f0f0}th a{color:inherit}img{max-width:100%}figure{margin:1em 0}
-table.card{display:block;overflow-x:auto;font-size:.85em}
+table.card{font-size:.85em;margin:.5em auto}span.verdict{white-space:nowrap}
+/* the card may use the window's width beyond the 1200px column (half of it: 600px), less 1.5em each side;
+   its cells wrap, and only a card wider than the window still scrolls, inside this box */
+div.card-scroll{overflow-x:auto;margin:0 min(0px,600px - 50vw + 1.5em)}
 figcaption,.interactive{font-size:.9em;color:#444;max-width:60em}
 section.step{border-top:2px solid #bbb;margin-top:1.5em}
 section.result{border-top:1px solid #ddd;margin-top:1em}.path{font-size:.8em;color:#777;margin-top:-.6em}
-.lead{color:#444}td.rate,td.share,td.r2{text-align:right;white-space:nowrap}small.ci{color:#666}
+.lead{color:#444}td.rate,td.share,td.r2{text-align:right}small.ci{color:#666}
 .note{font-size:.85em;color:#555}nav#contents ul{margin:.2em 0}nav#contents ul ul{display:inline;padding:0}
 nav#contents ul ul li{display:inline;margin-left:.6em}
 .readings li{margin:.2em 0}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}
@@ -296,10 +301,11 @@ def write_report(root: str | Path) -> Path:
     """Write ``report.html`` into a run folder (also the last step of ``bindscope run``)."""
     root = Path(root)
     manifest_path = root / "manifest.json"
-    config_path = root / "config.yaml"
+    config_path = root / CONFIG
     if not config_path.is_file():
         raise BindscopeError(f"{root} is not a run folder (no config.yaml); give the --out folder of bindscope run")
     manifest = read_json(manifest_path, "run manifest") if manifest_path.is_file() else {}
+    manifest = display_values(manifest, root)  # the page names no absolute path (docs/reference/results.md)
     results = loaded_results(root)
     skips = manifest_skips(manifest)
     rows = report_card(root, results, skips)
@@ -310,6 +316,7 @@ def write_report(root: str | Path) -> Path:
     depth = depth_html(rows, root)
     name = manifest.get("run") or root.name
     times = "\n".join(time_table(manifest.get("steps") or [])) or "not recorded"
+    shown = display_path(root)  # from ~, or its last part: never the absolute path
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>bindscope: {html.escape(name)}</title>",
         f"<style>{STYLE}</style></head><body>",
@@ -323,11 +330,12 @@ def write_report(root: str | Path) -> Path:
         *(["<section id='layers'><h2>Layer sweeps</h2>", *depth, "</section>"] if depth else []),
         *(step_html(a, i, sections, root) for i, (a, sections) in enumerate(steps.items(), 1)),
         "<section id='provenance'><h2>Provenance</h2>",
-        f"<pre>{html.escape(json.dumps({k: manifest.get(k) for k in PROVENANCE}, indent=2))}</pre></section>",
+        f"<pre>{html.escape(json.dumps({k: manifest.get(k) for k in PROVENANCE}, indent=2, ensure_ascii=False))}</pre>",
+        "</section>",
         "<section id='time'><h2>Time per step</h2>",
         f"<pre>{html.escape(times)}</pre></section>",
         "<section id='reproduce'><h2>Reproduce</h2>",
-        f"<pre>bindscope run {html.escape(str(config_path))} --out {html.escape(str(root))}</pre></section>",
+        f"<pre>bindscope run {html.escape(shown)}/{CONFIG} --out {html.escape(shown)}</pre></section>",
         "</body></html>",
     ]
     out = root / REPORT

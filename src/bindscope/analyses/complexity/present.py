@@ -220,7 +220,7 @@ def headline(summary: ComplexitySummary) -> Rows:
     top = fractions[-1]
     read = summary.generalisation
     card = None if read is None or read.fraction is None else f"{read.fraction:g}"
-    seeds = max((a.auc.n for a in summary.approximators.values()), default=0)
+    seeds = max((a.auc.n_seeds for a in summary.approximators.values()), default=0)
     rows: Rows = [
         (
             "approximator",

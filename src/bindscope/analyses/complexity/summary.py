@@ -14,6 +14,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer
 from bindscope.analyses.complexity.settings import Budget
 from bindscope.analyses.results import Summary
 from bindscope.core.validation import Schema
+from bindscope.estimators.metrics import Spread
 
 
 class Sparse(Schema):
@@ -25,14 +26,6 @@ class Sparse(Schema):
     def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
         return {k: v for k, v in data.items() if k not in self.SOMETIMES or k in self.model_fields_set}
-
-
-class Spread(Schema):
-    """Mean, standard deviation (None for one value) and count over seeds."""
-
-    mean: float
-    std: float | None
-    n: int
 
 
 #: A curve over the fractions of objects seen: its spread over seeds at each fraction (keyed ``f"{f:g}"``).

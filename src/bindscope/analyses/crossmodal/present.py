@@ -32,7 +32,7 @@ def interval(value: Spread | None, cases: int | None) -> tuple[str, str]:
 
 def seeds_of(fractions: dict[str, dict[str, Spread]]) -> int:
     """The most seeds a bridged number was taken over."""
-    return max((s.n for part in fractions.values() for s in part.values()), default=0)
+    return max((s.n_seeds for part in fractions.values() for s in part.values()), default=0)
 
 
 def reference(summary: CrossmodalSummary, variant: str, metric: str) -> str:

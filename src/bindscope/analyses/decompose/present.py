@@ -26,7 +26,7 @@ def control_r2(controls: DecomposeControls, name: str) -> Splits | None:
 
 def seeds_of(*parts: dict[str, Spread] | None) -> int:
     """The most seeds any spread of ``parts`` was taken over."""
-    return max((s.n for part in parts for s in (part or {}).values()), default=0)
+    return max((s.n_seeds for part in parts for s in (part or {}).values()), default=0)
 
 
 def sd_label(seeds: int) -> str:

@@ -70,7 +70,7 @@ def headline_rows(summary: GeometrySummary) -> Rows:
 
 def sd_label(held: list[HeldOut | None]) -> str:
     """What a ``±`` in the table means: `` (± sd over 3 seeds)``; nothing for one seed (no ± is shown)."""
-    seeds = max((s.n for h in held if h is not None for s in [*h.heads.values(), h.r2_raw] if s), default=0)
+    seeds = max((s.n_seeds for h in held if h is not None for s in [*h.heads.values(), h.r2_raw] if s), default=0)
     return f" (± sd over {seeds} seeds)" if seeds > 1 else ""
 
 

@@ -22,7 +22,7 @@ SHOWN = {
 def seeds_of(summary: InterveneSummary) -> int:
     """The number of target seeds the spreads are over (the most any number has)."""
     counts = [
-        at.retrieval.n
+        at.retrieval.n_seeds
         for variants in summary.results.values()
         for groups in variants.values()
         for per_k in groups.values()

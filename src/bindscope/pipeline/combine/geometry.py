@@ -20,6 +20,7 @@ from bindscope.analyses.geometry import GeometrySettings, comparison_table, corr
 from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.registry import load_inputs, run_analysis
 from bindscope.analyses.results import LoadedResult, load_result
+from bindscope.core.display import display_path, run_folder
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import check_output_dir, staged_dir, write_json, write_parquet
 from bindscope.core.locks import writes
@@ -100,8 +101,9 @@ def run_geometry(
             for name, item in zip(names, loaded)
         }
         table = comparison_table(results)
-        table["path"] = [str(out / label) for label in table["label"]]  # where each folder ends up, not the stage
-        comparison = {"folders": {n: str(Path(d).resolve()) for n, d in zip(names, emb_dirs)}}
+        table["path"] = list(table["label"])  # where each folder ends up, relative to the comparison (not the stage)
+        run = run_folder(out)  # the embedding folders as a summary shows its inputs (docs/reference/results.md)
+        comparison = {"folders": {n: display_path(d, run) for n, d in zip(names, emb_dirs)}}
         comparison["correlations"] = correlations(table)
         write_parquet(table, stage / f"{COMPARISON}.parquet")
         table.to_csv(stage / f"{COMPARISON}.csv", index=False)

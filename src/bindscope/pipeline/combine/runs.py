@@ -7,9 +7,10 @@ run as one long table: a row per run, embedding folder and card column, with its
 ``plots/<column>.png`` (a horizontal bar per model for each card column, rates with their 95% Wilson interval,
 each row's floors as marks and its verdict on the bar) and ``compare.html`` (the card and the captioned figures,
 self-contained), and ``warnings.json`` (what makes the runs not like for like, :func:`run_warnings`; also at the
-head of ``compare.html``). Runs sharing a dataset name must hold the same dataset (content hash); runs that differ
-in datasets, scene counts, seeds or solver settings are compared with a warning. Each run is labelled by its
-config name (``name (folder)`` where two share one).
+head of ``compare.html``). No file of it names an absolute path (:func:`~bindscope.core.display.display_path`: a run
+is shown from ``~`` or by its last part). Runs sharing a dataset name must hold the same dataset (content hash);
+runs that differ in datasets, scene counts, seeds or solver settings are compared with a warning. Each run is
+labelled by its config name (``name (folder)`` where two share one).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pandas as pd
 
 from bindscope.analyses.card import plain
 from bindscope.analyses.results import LoadedResult, read_header
+from bindscope.core.display import display_path, display_values
 from bindscope.core.errors import BindscopeError
 from bindscope.core.figures import pyplot, save_figure
 from bindscope.core.io import atomic_file, atomic_write_text, read_json, staged_dir, write_parquet
@@ -240,12 +242,14 @@ RunResults = dict[str, dict[tuple[str, str], dict[str, LoadedResult]]]
 
 
 def merged_tables(results: RunResults) -> pd.DataFrame:
-    """Every run's results tables as one, with ``run``, ``dataset``, ``embeddings`` and ``analysis_folder`` first."""
+    """Every run's results tables as one, with ``run``, ``dataset`` (the run's name for it, as the card names it),
+    ``embeddings`` and ``analysis_folder`` first, then each table's columns (its common columns, what it was measured
+    on included: :data:`~bindscope.core.tidy.COMMON_COLUMNS`)."""
     parts = []
     for label, run in results.items():
         for (dataset, embeddings), group in run.items():
             for name, loaded in group.items():
-                table = loaded.table.copy()
+                table = loaded.table.drop(columns=["dataset"], errors="ignore")  # the run's name for it, below
                 for i, (column, value) in enumerate(
                     (("run", label), ("dataset", dataset), ("embeddings", embeddings), ("analysis_folder", name))
                 ):
@@ -259,7 +263,7 @@ def card_rows(runs: dict[str, Path], results: RunResults) -> list[tuple[str, Car
     return [
         (label, r)
         for label, run in runs.items()
-        for r in report_card(run, results[label], manifest_skips(run_manifest(run)))
+        for r in report_card(run, results[label], manifest_skips(display_values(run_manifest(run), run)))
     ]
 
 
@@ -347,7 +351,9 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         page = [
             "<!doctype html><html><head><meta charset='utf-8'><title>bindscope compare</title>",
             f"<style>{STYLE}</style></head><body><h1>bindscope compare</h1>",
-            "<p>" + ", ".join(f"{html.escape(k)}: {html.escape(str(v))}" for k, v in runs.items()) + "</p>",
+            "<p>"
+            + ", ".join(f"{html.escape(k)}: {html.escape(display_path(v, out))}" for k, v in runs.items())
+            + "</p>",
             warnings_html(warnings),
             card_html([r for _, r in rows], runs=[label for label, _ in rows]) if rows else "<p>No results.</p>",
             *figures,
