@@ -36,6 +36,11 @@ settings.load_profile("bindscope")
 _HF_SESSION_HOME = tempfile.mkdtemp(prefix="bindscope-hf-")
 atexit.register(shutil.rmtree, _HF_SESSION_HOME, ignore_errors=True)
 os.environ["HF_HOME"] = _HF_SESSION_HOME
+# The XDG cache (the embedding cache in it) of module- and session-scoped fixtures, which run before a test's own
+# isolated folders are set (isolated_home): a session temp folder, never the user's ~/.cache.
+_XDG_SESSION_CACHE = tempfile.mkdtemp(prefix="bindscope-xdg-cache-")
+atexit.register(shutil.rmtree, _XDG_SESSION_CACHE, ignore_errors=True)
+os.environ["XDG_CACHE_HOME"] = _XDG_SESSION_CACHE
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 

@@ -269,18 +269,20 @@ def test_probe_command(run_cli, planted_emb: Path, tmp_path: Path) -> None:
     assert "seeds 0, 1; wrote" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["test"]["object_acc"]["mean"] > 0.9 and "concept_acc" in summary["train"]
-    assert summary["test"]["object_acc"]["n"] == 2
+    assert summary["test"]["object_acc"]["n_seeds"] == 2
     assert summary["chance"]["object_acc"] == pytest.approx((552 / 276 + 24 / 24) / 576, abs=5e-4)  # test split
     assert summary["controls"]["rand"]["test"]["object_acc"]["mean"] < 0.1
     table = pd.read_parquet(out / "results.parquet")
     keys = ["analysis", "variant", "control", "group", "metric", "seed", "value"]
-    assert list(table.columns) == [*keys, "n_cases", "ci_low", "ci_high"]  # each rate's n and 95% interval
+    identity = ["dataset", "dataset_hash", "model", "modality", "layer"]  # what the numbers were measured on
+    assert list(table.columns) == [*keys, "n_cases", "ci_low", "ci_high", *identity]  # each rate's n and interval
+    assert set(table.dataset_hash) == {summary["inputs"]["dataset"]["hash"]} and set(table.model) == {"hf:planted/x"}
     assert sorted(table.seed.unique()) == [0, 1]
     assert len(pd.read_csv(out / "results.csv")) == len(table)
     probe = json.loads((out / "probes" / "seed0" / "probe.json").read_text())
     assert probe["names"] == ["object", "color", "shape"]
     assert np.load(out / "probes" / "seed1" / "object.npy").shape == (24, 64)
-    assert summary["format"] == {"name": "bindscope-result", "version": 2} and summary["analysis"] == "probe"
+    assert summary["format"] == {"name": "bindscope-result", "version": 3} and summary["analysis"] == "probe"
     assert summary["inputs"]["control"]["path"].endswith("model_rand") and summary["settings"]["seeds"] == [0, 1]
     assert summary["seeds"] == [0, 1] and len(summary["content_key"]) == 64
     # the default: the penalised fit, its penalty cross-validated on the training scenes
