@@ -26,7 +26,7 @@ from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, descr
 from bindscope.analyses.intervene import InterveneAnalysis
 from bindscope.analyses.probe import ProbeAnalysis
 from bindscope.analyses.results import SUMMARIES, LoadedResult, Summary, content_key, header, load_result, write_result
-from bindscope.core.errors import BindscopeError
+from bindscope.core.errors import BindscopeError, did_you_mean
 from bindscope.core.executors import keeping_units
 from bindscope.core.io import check_output_dir
 from bindscope.core.locks import writes
@@ -81,7 +81,8 @@ def list_analyses() -> list[str]:
 def get_analysis(name: str) -> Analysis:
     """The analysis registered as ``name``."""
     if name not in _REGISTRY:
-        raise BindscopeError(f"unknown analysis {name!r}; choose one of {', '.join(sorted(_REGISTRY))}")
+        hint = did_you_mean(str(name), _REGISTRY)
+        raise BindscopeError(f"unknown analysis {name!r}; choose one of {', '.join(sorted(_REGISTRY))}{hint}")
     return _REGISTRY[name]
 
 
@@ -102,6 +103,9 @@ def load_inputs(
 ) -> Inputs:
     """The one way to read an analysis's inputs from folders: what it needs, and what it uses when given.
 
+    The folders an analysis can take are :data:`~bindscope.analyses.inputs.INPUT_KINDS`; giving one that it
+    neither needs nor uses is an error.
+
     Parameters
     ----------
     analysis
@@ -110,14 +114,26 @@ def load_inputs(
         The embedding folder (for ``crossmodal``: the image one; ``other`` is the text one).
     dataset
         The dataset folder, if not where the embedding manifest says.
-    control, probes, singles, other, unimodal
-        Folders of the inputs the analysis takes (:data:`INPUT_KINDS`); giving one it does not take is an
-        error. ``probes``: a probe folder or a ``bindscope probe`` output (``settings.probe_seed``'s probes).
+    control
+        The ``+rand`` embedding folder of the same model and modality: the random-weights control.
+    probes
+        Frozen probes: a probe folder (``probe.json``) or a ``bindscope probe`` output, of which the probes
+        of seed ``settings.probe_seed`` are taken.
+    singles
+        A single-object embedding folder (``bindscope embed --single-objects``) of the same model.
+    other
+        The embedding folder of the other modality of the same model (``crossmodal``: the text one).
+    unimodal
+        Per modality (``"image"``, ``"text"``), a ``bindscope probe`` result folder of it.
+    settings
+        The analysis's ``Settings``; only ``probe_seed`` is read here (default: seed 0).
     find_siblings
         Without ``control`` / ``singles``, use a sibling folder of the same model holding one, when the
         analysis uses it.
     find_control
         Whether to look for the ``+rand`` sibling (default: as ``find_siblings``).
+    allow_different_models
+        Accept an ``other`` folder embedded by a different model than ``embeddings``.
     """
     kind = get_analysis(analysis)
     takes = kind.needs | kind.uses
@@ -178,6 +194,8 @@ def run_analysis(
         The analysis folder to write; must be new or empty unless ``overwrite``.
     settings
         The analysis's ``Settings`` (default: its defaults).
+    overwrite
+        Replace an analysis result that bindscope wrote in ``out`` (anything else there is refused).
     progress
         Called as ``progress(done, total)`` during long work.
     """

@@ -165,20 +165,17 @@ def warn(warnings: list[str]) -> None:
 def progress_bar(description: str, unit: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
     """A ``progress(done, total)`` callback showing progress on stderr (:func:`bindscope.core.progress.progress_bar`:
     a bar in a terminal, a line every half minute in a log; nothing under ``--quiet``)."""
-    from bindscope.core.progress import progress_bar as display
+    from bindscope.core.progress import progress_callback
 
-    with display(None, desc=description, unit=unit, enabled=not quiet) as bar:
-
-        def advance(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
-
+    with progress_callback(description, unit, enabled=not quiet) as advance:
         yield advance
 
 
 def quiet_model_libraries() -> None:
-    """No per-file progress bars from transformers / huggingface_hub while models load (ours show the work)."""
+    """No per-file progress bars from transformers / huggingface_hub while models load (ours show the work): the
+    library's switch (:func:`bindscope.embeddings.encoders.quiet.quiet_model_libraries`), on for the whole command,
+    and for the processes it starts."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from transformers.utils import logging as hf_logging
+    from bindscope.embeddings.encoders.quiet import quiet_for_process
 
-    hf_logging.disable_progress_bar()
+    quiet_for_process()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 #: Seconds between two progress lines where stderr is not a terminal.
@@ -103,3 +105,16 @@ def progress_bar(
 
         return tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True, file=stream)
     return LineProgress(total, desc=desc, unit=unit, initial=initial, every=line_seconds(), file=stream)
+
+
+@contextmanager
+def progress_callback(desc: str, unit: str, enabled: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A ``progress(done, total)`` callback (what analyses and runs report through) showing a
+    :func:`progress_bar` on stderr; nothing when not ``enabled``."""
+    with progress_bar(None, desc=desc, unit=unit, enabled=enabled) as bar:
+
+        def advance(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield advance

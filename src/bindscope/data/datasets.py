@@ -185,6 +185,34 @@ def build_dataset(
     ``images`` (and a preset that names a renderer) every scene, and every object alone at each
     slot position, is rendered into ``images/`` by ``workers`` processes (default: all cores);
     an interrupted render leaves only complete PNGs, and building again renders the rest.
+
+    Parameters
+    ----------
+    preset
+        A preset's name (:func:`~bindscope.data.presets.list_presets`: ``clevr``, ``text`` ...), a preset YAML
+        file, or a :class:`Preset`.
+    out
+        The dataset folder to write.
+    overwrite
+        Replace a folder that holds another dataset (default: refuse it).
+    images
+        Render the images, where the preset has a renderer (False: the captions only).
+    workers
+        Processes that render the images (default: one per core).
+    progress
+        Show a progress bar of the images rendered on stderr.
+
+    Returns
+    -------
+    Dataset
+        The folder read back: ``.scenes``, ``.captions``, ``.images``, ``.manifest``.
+
+    Examples
+    --------
+    >>> import bindscope as bs
+    >>> ds = bs.build_dataset("clevr", "data/clevr", images=False)  # doctest: +SKIP
+    >>> len(ds), ds.captions[0]  # doctest: +SKIP
+    (576, 'a blue cube and a blue cube')
     """
     if workers is not None:
         check_size(workers, "--workers", 1, MAX_WORKERS)

@@ -5,6 +5,7 @@ Nothing here imports torch, transformers or open_clip until a model is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any
 
 from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.base import Encoder
+from bindscope.embeddings.encoders.quiet import quiet_model_libraries
 from bindscope.embeddings.encoders.spec import ModelSpec, parse_spec
 
 
@@ -119,7 +121,12 @@ def embeds_images(spec: str | ModelSpec) -> bool:
 
 
 def load_encoder(
-    spec: str | ModelSpec, *, layer: int | None = None, device: str = "cpu", dtype: str = "float32"
+    spec: str | ModelSpec,
+    *,
+    layer: int | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    progress: bool = False,
 ) -> Encoder:
     """Load the model a spec names.
 
@@ -131,9 +138,22 @@ def load_encoder(
         Take the pooled hidden state of this layer instead of the final embedding.
     device, dtype : str
         Torch device and compute dtype (outputs are float32 either way).
+    progress : bool
+        Let the model libraries show their own progress bars (downloads, transformers' "Loading weights"). Off
+        by default: they are switched off for the load and restored afterwards
+        (:func:`~bindscope.embeddings.encoders.quiet.quiet_model_libraries`).
     """
     spec = parse_spec(spec)
-    return backend_module(spec).load(spec, layer=layer, device=device, dtype=dtype)
+    with quiet_loading(spec, progress):
+        return backend_module(spec).load(spec, layer=layer, device=device, dtype=dtype)
+
+
+def quiet_loading(spec: ModelSpec, progress: bool = False) -> contextlib.AbstractContextManager[None]:
+    """The model libraries' bars off while ``spec``'s model loads, unless ``progress`` (a scratch model loads
+    through torch alone: nothing to switch, nothing imported)."""
+    if progress or spec.backend == "scratch":
+        return contextlib.nullcontext()
+    return quiet_model_libraries()
 
 
 def count_layers(spec: str | ModelSpec, *, device: str = "cpu") -> dict[str, int]:
@@ -142,9 +162,10 @@ def count_layers(spec: str | ModelSpec, *, device: str = "cpu") -> dict[str, int
     are read), else from the model loaded on ``device``. A modality without layers to take is left out."""
     spec = parse_spec(spec)
     module = backend_module(spec)
-    counts = module.config_layers(spec) if hasattr(module, "config_layers") else None
-    if counts is None:
-        counts = module.load(spec, layer=None, device=device, dtype="float32").describe()["num_layers"]
+    with quiet_loading(spec):
+        counts = module.config_layers(spec) if hasattr(module, "config_layers") else None
+        if counts is None:
+            counts = module.load(spec, layer=None, device=device, dtype="float32").describe()["num_layers"]
     return {m: int(n) for m, n in counts.items() if n is not None}
 
 
