@@ -97,7 +97,7 @@ def test_scratch_entries(tmp_path: Path) -> None:
     for change, message in (
         ({"scratch": [{"name": "m", "config": "huge"}]}, "scratch model m: unknown scratch config 'huge'"),
         ({"scratch": [{"name": "m"}, {"name": "m"}]}, "scratch model names repeat"),
-        ({"scratch": []}, "give datasets and models to embed them with, or scratch models"),
+        ({"scratch": []}, "give datasets and models to embed them with, scratch models, or embedding folders"),
         ({"scratch": [{"name": "m", "fraction": 0}]}, "scratch.0.fraction: must be greater than 0"),
         ({"scratch": [{"name": "m", "overrides": {"d_modle": 8}}]}, "scratch model m: .*d_modle"),
     ):

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bindscope.cli import data, embeddings, measure, run, scratch  # noqa: F401 (their commands register on import)
+from bindscope.cli import cache, data, embeddings, export, measure, run, scratch  # noqa: F401 (their commands register on import)
 from bindscope.cli.app import app
 from bindscope.cli.common import QuietOpt, WaitOpt, quiet_model_libraries
 from bindscope.core.errors import BindscopeError, os_error_message

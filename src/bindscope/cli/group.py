@@ -32,9 +32,9 @@ REGISTRY = "bindscope.analyses.registry"
 #: commands (the shipped ones in the paper's order, then any registered beside them) join "analyses".
 ANALYSES_PANEL = "3. Analyses (one question each)"
 PANELS: dict[str, tuple[str, ...]] = {
-    "Everything in one command": ("demo", "run", "report", "compare"),
+    "Everything in one command": ("demo", "run", "report", "compare", "export"),
     "1. Datasets": ("dataset", "presets"),
-    "2. Models and embeddings": ("models", "embed", "embeddings"),
+    "2. Models and embeddings": ("models", "embed", "embeddings", "cache"),
     ANALYSES_PANEL: ("analyses",),
     "4. Controlled models trained from scratch": ("scratch",),
 }

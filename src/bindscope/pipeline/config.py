@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bindscope.analyses import get_analysis, list_analyses
 from bindscope.core.devices import check_device
@@ -45,7 +45,7 @@ SHIPPED = Path(__file__).parent / "configs"
 RUN_ANALYSES = ("probe", "decompose", "intervene", "complexity", "crossmodal", "geometry")
 #: The most datasets, models and scratch models one run holds: far beyond a study's (the paper's runs hold 1 to 3
 #: datasets and 2 to 6 models), small enough that a generated or hostile config is refused at once.
-MAX_ENTRIES = {"datasets": 100, "models": 100, "scratch": 100}
+MAX_ENTRIES = {"datasets": 100, "models": 100, "scratch": 100, "embeddings": 100}
 #: A settings error's own prefix (``invalid ProbeSettings: ``), replaced by where the settings came from.
 SETTINGS_PREFIX = re.compile(r"^invalid \w+: ")
 
@@ -274,6 +274,98 @@ class ScratchEntry(Schema):
         return load_scratch_config(self.config, **overrides)
 
 
+class EmbeddingsEntry(Schema):
+    """An embedding folder made elsewhere (``bindscope embeddings import``, ``bindscope embed``), analysed in the
+    run like a model's: a model no backend loads (a custom architecture, an embedding API, arrays computed
+    elsewhere) gets the whole report. Its ``+rand`` control and single-object bank are the folders given here,
+    else the siblings the analyses find; an image and a text folder with the same ``name`` are one model's two
+    modalities, and get the cross-modal tests."""
+
+    path: str = Field(description="An embedding folder of scenes (relative to the run config).")
+    name: str | None = Field(
+        None, description="The model's folder name in `results/` (default: the name its manifest records)."
+    )
+    dataset: str | None = Field(
+        None,
+        description="A dataset of the run these embeddings are of (its scenes must be the ones they were made "
+        "from); default: the dataset folder their manifest records, analysed under its folder name.",
+    )
+    control: str | None = Field(
+        None,
+        description="Its `+rand` control folder (default: a sibling folder of the same model spec with `+rand`, "
+        "when the import recorded a model spec).",
+    )
+    singles: str | None = Field(
+        None,
+        description="Its single-object bank (default: the sibling `embeddings import --singles` wrote, if any).",
+    )
+
+    @model_validator(mode="after")
+    def _folders(self) -> EmbeddingsEntry:
+        """The folders hold embeddings of one dataset and modality, and name a usable folder name."""
+        manifest = checked(embedding_manifest, self.path, "scenes")
+        self._manifest = manifest
+        if self.name is not None:
+            check_name(self.name, "embeddings name")
+        elif not re.fullmatch(r"[A-Za-z0-9_.+-]+", self.label):
+            raise ValueError(
+                f"embeddings {self.path}: their name {short_repr(self.label)} is no usable folder name; give one "
+                f"with name: ({NAME_RULE})"
+            )
+        for key, rows in (("control", "scenes"), ("singles", "single_objects")):
+            folder = getattr(self, key)
+            if folder is None:
+                continue
+            other = checked(embedding_manifest, folder, rows)
+            for field in ("dataset_hash", "modality"):
+                if other.get(field) != manifest.get(field):
+                    raise ValueError(
+                        f"embeddings {self.path}: its {key} folder {folder} holds embeddings of another "
+                        f"{field.replace('_hash', '')} ({other.get(field)!s:.12} vs {manifest.get(field)!s:.12}); "
+                        f"give the {key} of the same dataset and modality"
+                    )
+        return self
+
+    _manifest: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The embedding folder's manifest (read once, when the entry was validated)."""
+        return self._manifest
+
+    @property
+    def label(self) -> str:
+        """The model's folder name: ``name``, else the name the manifest records."""
+        return self.name or re.sub(r"[^A-Za-z0-9_.+-]", "_", str(self.manifest.get("name") or Path(self.path).name))
+
+    @property
+    def modality(self) -> Modality:
+        """The modality the folder embeds (its manifest's, checked to be image or text when it was read)."""
+        return "image" if self.manifest.get("modality") == "image" else "text"
+
+    @property
+    def dataset_folder(self) -> Path:
+        """The dataset folder the manifest records."""
+        return Path(str(self.manifest.get("dataset_path") or ""))
+
+    @property
+    def dataset_name(self) -> str:
+        """The dataset of the run the embeddings are analysed under: ``dataset``, else the recorded folder's name."""
+        return self.dataset or self.dataset_folder.name
+
+
+def embedding_manifest(path: str | Path, rows: str) -> dict[str, Any]:
+    """The manifest of an embedding folder holding ``rows`` (its array's shape checked, not its values)."""
+    from bindscope.embeddings.store import load_embeddings
+
+    if not Path(path).is_dir():
+        raise BindscopeError(
+            f"embeddings {path} is not a folder; give a folder written by `bindscope embeddings import` or "
+            "`bindscope embed`"
+        )
+    return load_embeddings(path, mmap=True, rows=rows).manifest
+
+
 def clashing(names: list[str]) -> list[str]:
     """The names that equal another ignoring case (one folder on a case-insensitive disk: macOS, Windows)."""
     folded = collections.Counter(n.casefold() for n in names)
@@ -359,6 +451,10 @@ class RunConfig(Schema):
     scratch: tuple[ScratchEntry, ...] = Field(
         (), description="Controlled models to train from scratch, export and analyse like the others."
     )
+    embeddings: tuple[EmbeddingsEntry, ...] = Field(
+        (),
+        description="Embedding folders made elsewhere (`bindscope embeddings import`), analysed like a model's.",
+    )
     analyses: dict[str, dict[str, Any] | bool] = Field(
         default_factory=lambda: all_analyses(),
         validate_default=True,  # every analysis's settings are valid before anything runs, the defaults' too
@@ -433,8 +529,10 @@ class RunConfig(Schema):
     def _references(self) -> RunConfig:
         if self.models and not self.datasets:
             raise ValueError("the models have no dataset to embed; add datasets")
-        if not self.scratch and not (self.datasets and self.models):
-            raise ValueError("give datasets and models to embed them with, or scratch models (or both)")
+        if not self.scratch and not self.embeddings and not (self.datasets and self.models):
+            raise ValueError(
+                "give datasets and models to embed them with, scratch models, or embedding folders (embeddings:)"
+            )
         names = [d.name for d in self.datasets]
         check_distinct(names, "dataset")
         scratch = [f"scratch-{e.name}" for e in self.scratch]
@@ -458,8 +556,37 @@ class RunConfig(Schema):
                 raise ValueError(f"model {m.label} names datasets {missing}; the run has {', '.join(names)}")
         for d in self.datasets:
             self._offers(d, d.load_preset())
+        self._imported(names)
         checked(check_device, self.device)
         return self
+
+    def _imported(self, names: list[str]) -> None:
+        """Each embedding folder names a dataset of the run (or its recorded one exists), and each (dataset, name,
+        modality, layer) is one folder, apart from the run's models."""
+        models = {m.label.casefold() for m in self.models} | {e.name.casefold() for e in self.scratch if e.image_text()}
+        seen: dict[tuple[str, str, str, Any], str] = {}
+        for entry in self.embeddings:
+            if entry.dataset is not None and entry.dataset not in names:
+                raise ValueError(
+                    f"embeddings {entry.path} name dataset {entry.dataset}; the run has {', '.join(names) or 'none'}"
+                )
+            if entry.dataset is None and not (entry.dataset_folder / "manifest.json").is_file():
+                raise ValueError(
+                    f"embeddings {entry.path}: their dataset is not at {entry.dataset_folder} any more; set dataset: "
+                    "to a dataset of the run built from the same preset"
+                )
+            if entry.label.casefold() in models:
+                raise ValueError(
+                    f"embeddings {entry.path} are named {entry.label}, like a model of the run; give them another "
+                    "name (name: ...)"
+                )
+            key = (entry.dataset_name, entry.label.casefold(), entry.modality, entry.manifest.get("layer"))
+            if key in seen:
+                raise ValueError(
+                    f"embeddings {entry.path} and {seen[key]} are both {entry.label}'s {entry.modality} embeddings of "
+                    f"{key[0]}; give them distinct names (name: ...)"
+                )
+            seen[key] = entry.path
 
     def _offers(self, dataset: DatasetConfig, preset: Preset) -> None:
         """Refuse a model of the run that embeds a modality ``dataset`` lacks."""
@@ -542,11 +669,14 @@ def _config_error(err: Any) -> str:
     return f"{loc}: unknown key{hint}" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
 
 
-def relative_to(entries: Any, key: str, folder: Path) -> None:
-    """Resolve each entry's relative YAML path under ``key`` against ``folder`` (the run config's), in place."""
+def relative_to(entries: Any, key: str, folder: Path, *, any_path: bool = False) -> None:
+    """Resolve each entry's relative YAML path (``any_path``: any path) under ``key`` against ``folder`` (the run
+    config's), in place."""
     for entry in entries if isinstance(entries, list) else []:
         value = entry.get(key) if isinstance(entry, dict) else None
-        if isinstance(value, str) and value.endswith((".yaml", ".yml")) and not Path(value).is_absolute():
+        if not isinstance(value, str) or not (any_path or value.endswith((".yaml", ".yml"))):
+            continue
+        if not Path(value).is_absolute():
             entry[key] = str((folder / value).resolve())
 
 
@@ -579,6 +709,8 @@ def load_config(name_or_path: str | Path, **overrides: Any) -> RunConfig:
     if isinstance(data, dict):
         relative_to(data.get("datasets"), "preset", path.parent)
         relative_to(data.get("scratch"), "config", path.parent)
+        for key in ("path", "control", "singles"):
+            relative_to(data.get("embeddings"), key, path.parent, any_path=True)
         data.update({k: v for k, v in overrides.items() if v is not None})
     return parse_config(data, origin=f"run config {path}")
 
@@ -587,6 +719,7 @@ __all__ = [
     "RUN_ANALYSES",
     "analysis_settings",
     "DatasetConfig",
+    "EmbeddingsEntry",
     "ModelConfig",
     "RunConfig",
     "ScratchEntry",

@@ -4,7 +4,8 @@ A run folder::
 
     config.yaml      the resolved config (every default filled in)
     manifest.json    versions, git hash, seeds, dataset hashes, model specs, every step with its status
-                     (computed / reused / replaced / skipped, and why and the fix) and seconds; the run's status
+                     (computed / reused / cached (linked from the shared embedding cache) / replaced /
+                     skipped, and why and the fix) and seconds; the run's status
                      (``complete``, ``complete_with_skips`` with the ``skipped`` analyses, or ``interrupted``)
                      (``interrupted`` from the moment a run into the folder starts until it finishes)
     datasets/<name>/                         dataset folders
@@ -47,7 +48,7 @@ from bindscope.core.version import stamp
 from bindscope.data.datasets import Dataset, build_dataset
 from bindscope.data.presets import preset_file
 from bindscope.embeddings.encoders.spec import model_paths
-from bindscope.pipeline.config import DatasetConfig, ModelConfig, RunConfig, ScratchEntry
+from bindscope.pipeline.config import DatasetConfig, EmbeddingsEntry, ModelConfig, RunConfig, ScratchEntry
 from bindscope.pipeline.preflight import check_layers, check_splits
 from bindscope.pipeline.steps import ProgressFactory, StepLog, StepRecord, Where, described, error_fix, step
 
@@ -100,6 +101,7 @@ class RunState:
     folders: dict[str, Path] = field(default_factory=dict)  # embedding folders outside embeddings/ (exports)
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # model spec -> what was loaded
     trained: list[ModelConfig] = field(default_factory=list)  # image-text scratch models, embedded like the others
+    imported: dict[str, EmbeddingsEntry] = field(default_factory=dict)  # "<dataset>/<label>" -> embeddings entry
 
     def embedding_folder(self, spec: EmbeddingSpec, suffix: str = "") -> Path:
         key = f"{spec.dataset}/{spec.label}{suffix}"
@@ -263,7 +265,8 @@ def embed_group(state: RunState, encoder_key: EncoderKey, jobs: list[EmbedJob], 
                 progress=state.progress is not None,
             )
             state.sources[model_spec] = model_source(result.embeddings.manifest["model"])
-            outcome["status"] = {"existing": "reused"}.get(result.status, "replaced" if held else result.status)
+            statuses = {"existing": "reused", "cached": "cached"}  # cached: linked from the embedding cache
+            outcome["status"] = statuses.get(result.status, "replaced" if held else result.status)
         state.say(f"embeddings   {spec.dataset}/{spec.label}{suffix} ({described(outcome)})")
     del encoder
 
@@ -371,6 +374,54 @@ def image_text_specs(state: RunState, entry: ScratchEntry, root: Path) -> list[E
     return specs
 
 
+def imported_specs(state: RunState) -> list[EmbeddingSpec]:
+    """The embedding folders made elsewhere (``embeddings:``), each with the dataset it was made of: a dataset of
+    the run (whose scenes must be the same) or the folder its manifest records, loaded as it is."""
+    from bindscope.data.datasets import load_dataset
+    from bindscope.embeddings.store import find_single_objects, load_embeddings
+
+    specs = []
+    for entry in state.config.embeddings:
+        dataset = entry.dataset_name
+        if dataset not in state.datasets:
+            state.datasets[dataset] = load_dataset(entry.dataset_folder)
+        check_same_scenes(entry, dataset, state.datasets[dataset])
+        singles = entry.singles is not None or find_single_objects(load_embeddings(entry.path, mmap=True)) is not None
+        model = imported_model(entry, singles)
+        spec = EmbeddingSpec(dataset, model, entry.modality, entry.manifest.get("layer"))
+        state.folders[f"{dataset}/{spec.label}"] = Path(entry.path)
+        state.imported[f"{dataset}/{spec.label}"] = entry
+        state.say(f"embeddings   {dataset}/{spec.label} (made elsewhere: {entry.path})")
+        specs.append(spec)
+    return specs
+
+
+def imported_model(entry: EmbeddingsEntry, singles: bool) -> ModelConfig:
+    """An embedding folder made elsewhere as a model of the run (not validated as a spec: no backend loads it)."""
+    return ModelConfig.model_construct(
+        spec=str(entry.manifest.get("model_spec") or f"import:{entry.label}"),
+        name=entry.label,
+        modalities=(entry.modality,),
+        layers=None,
+        control=True,
+        single_objects=singles,
+        datasets=None,
+        batch_size=None,
+        dtype="float32",
+    )
+
+
+def check_same_scenes(entry: EmbeddingsEntry, name: str, dataset: Dataset) -> None:
+    """Refuse embeddings made of another dataset than the run's ``name``."""
+    recorded = str(entry.manifest.get("dataset_hash") or "")
+    if recorded != dataset.hash:
+        raise BindscopeError(
+            f"embeddings {entry.path} were made of another dataset (hash {recorded[:12] or 'unknown'}) than the run's "
+            f"dataset {name} (hash {dataset.hash[:12]}); name the dataset they were made of (dataset: ...), or embed "
+            "the run's dataset"
+        )
+
+
 def applies(name: str, state: RunState, spec: EmbeddingSpec) -> tuple[str, str] | None:
     """Why analysis ``name`` does not apply to this embedding folder and what to change, or None when it does."""
     scenes = state.datasets[spec.dataset].scenes
@@ -395,6 +446,11 @@ def analysis_inputs(name: str, state: RunState, spec: EmbeddingSpec) -> Inputs:
     kind = get_analysis(name)
     takes = kind.needs | kind.uses
     given = probes if has_probes and "probes" in takes else None
+    imported = state.imported.get(f"{spec.dataset}/{spec.label}")
+    if imported is not None:  # the control and single-object bank given with embeddings made elsewhere
+        control = imported.control if "control" in takes else None
+        singles = imported.singles if "singles" in takes else None
+        return load_inputs(name, folder, probes=given, control=control, singles=singles)
     # the +rand sibling only where the run embedded one (not a folder an earlier config left)
     return load_inputs(name, folder, probes=given, find_control=spec.model.control)
 
@@ -485,12 +541,14 @@ def crossmodal_all(state: RunState, specs: list[EmbeddingSpec]) -> None:
         folder = state.root / "results" / dataset / stem / "crossmodal"
         has_probes = "probe" in state.config.enabled_analyses()
         unimodal = {m: state.result_folder(pair[m], "probe") for m in ("image", "text")} if has_probes else None
+        text = state.imported.get(f"{dataset}/{pair['text'].label}")
         inputs = partial(
             load_inputs,
             "crossmodal",
             state.embedding_folder(pair["image"]),
             other=state.embedding_folder(pair["text"]),
             unimodal=unimodal,
+            singles=text.singles if text is not None else None,
         )
         with state.log.timed("analysis", key, folder, where) as outcome:
             settings = state.config.analysis_settings("crossmodal")
@@ -510,6 +568,15 @@ def one_modality(state: RunState, spec: EmbeddingSpec) -> tuple[str, str]:
     from bindscope.embeddings.encoders import embeds_images, parse_spec
 
     off = "switch crossmodal off (analyses: {crossmodal: false})"
+    imported = state.imported.get(f"{spec.dataset}/{spec.label}")
+    if imported is not None:
+        other = "text" if spec.modality == "image" else "image"
+        return (
+            f"embeddings {spec.model.label} ({imported.path}) are {spec.modality} only; the cross-modal tests need "
+            "the model's image and text embeddings",
+            f"add its {other} embeddings with the same name (embeddings: [{{path: ..., name: {spec.model.label}}}]), "
+            f"or {off}",
+        )
     if not embeds_images(spec.model.spec):
         backend = parse_spec(spec.model.spec, check_folders=False).backend
         return (
@@ -587,12 +654,28 @@ def write_manifest(state: RunState, started: float, status: str) -> None:
             "seeds": list(state.config.seeds),
             "device": state.config.device,
             "datasets": {n: {"path": str(d.root), "hash": d.hash, "scenes": len(d)} for n, d in state.datasets.items()},
-            "models": {m.label: model_entry(m, state.sources) for m in (*state.config.models, *state.trained)},
+            "models": {
+                **{m.label: model_entry(m, state.sources) for m in (*state.config.models, *state.trained)},
+                **imported_entries(state),
+            },
             "seconds": round(time.perf_counter() - started, 3),
             "steps": state.log.to_list(),
             "skipped": [asdict(s) for s in state.log.skips()],
         },
     )
+
+
+def imported_entries(state: RunState) -> dict[str, dict[str, Any]]:
+    """The embedding folders made elsewhere in the run's manifest: a model per name, its modalities and folders."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in state.config.embeddings:
+        model = out.setdefault(
+            entry.label,
+            {"spec": entry.manifest.get("model_spec"), "modalities": [], "source": {"kind": "import", "folders": []}},
+        )
+        model["modalities"] = sorted({*model["modalities"], entry.modality})
+        model["source"]["folders"].append(entry.path)
+    return out
 
 
 def run_inputs(args: dict[str, Any]) -> list[Path]:
@@ -601,6 +684,8 @@ def run_inputs(args: dict[str, Any]) -> list[Path]:
     config: RunConfig = args["config"]
     paths = [p for d in config.datasets for p in preset_file(d.preset)]
     paths += [Path(e.config) for e in config.scratch if e.config.endswith((".yaml", ".yml"))]
+    paths += [Path(p) for e in config.embeddings for p in (e.path, e.control, e.singles) if p is not None]
+    paths += [e.dataset_folder for e in config.embeddings if e.dataset is None]
     return paths + [p for m in config.models for p in model_paths(m.spec)]
 
 
@@ -638,6 +723,7 @@ def run_pipeline(
         specs = embedding_specs(state)
         embed_all(state, specs)
         specs += scratch_all(state)
+        specs += imported_specs(state)
         analyse_all(state, specs)
         if config.report:
             from bindscope.pipeline.report import write_report
