@@ -56,7 +56,10 @@ def one_thread_like_the_workers(one_torch_thread: None) -> None:
 @pytest.fixture(scope="module")
 def cluster(ray_home: Path) -> Iterator[RayExecutor]:
     """A Ray instance with 2 CPUs; its session folder is short (Ray's sockets need that) and removed after."""
+    from bindscope.core.locks import writer
+
     session = tempfile.mkdtemp(prefix="bsr-", dir="/tmp")  # short: Ray's socket paths must stay under 108 bytes
+    writer()  # the workers inherit this process's writer id, as a command's do (else the test depends on order)
     executor = RayExecutor(None, num_cpus=2, temp_dir=session, retries=2)
     try:
         warm_up(executor)
@@ -258,9 +261,12 @@ def test_sharded_extraction_equals_local(cluster: RayExecutor, tmp_path: Path, t
 
     ds = build_dataset("clevr", tmp_path / "ds", images=False)
     chunk = 96  # six chunks of the 576 scenes: several per worker, few units
-    local = embed_dataset(ds, f"hf:{tiny_clip}", modality="text", out=tmp_path / "local", chunk_rows=chunk)
+    # the cache off: both sides compute (with it, the second would link the first's array)
+    local = embed_dataset(ds, f"hf:{tiny_clip}", modality="text", out=tmp_path / "local", chunk_rows=chunk, cache=None)
     with executing_on(cluster):
-        remote = embed_dataset(ds, f"hf:{tiny_clip}", modality="text", out=tmp_path / "ray", chunk_rows=chunk)
+        remote = embed_dataset(
+            ds, f"hf:{tiny_clip}", modality="text", out=tmp_path / "ray", chunk_rows=chunk, cache=None
+        )
     a, b = local.embeddings.array, remote.embeddings.array
     assert a.shape == b.shape and len(a) > chunk * 3  # several chunks, spread over the workers
     np.testing.assert_allclose(a, b, rtol=0, atol=0)
@@ -374,16 +380,18 @@ report: false
 def test_a_run_with_two_models_on_ray_equals_local(cluster: RayExecutor, tiny_clip: Path, tmp_path: Path) -> None:
     import yaml
 
+    from bindscope.embeddings.cache import cache_off
     from bindscope.pipeline.config import parse_config
     from bindscope.pipeline.run import run_pipeline
     from tiny_models import save_tiny_siglip
 
     siglip = save_tiny_siglip(tmp_path / "siglip")
     config = parse_config(yaml.safe_load(RUN.format(clip=tiny_clip, siglip=siglip)))
-    local = run_pipeline(config, tmp_path / "local", say=lambda _: None)
     lines: list[str] = []
-    with executing_on(cluster):
-        remote = run_pipeline(config, tmp_path / "ray", say=lines.append)
+    with cache_off():  # both runs embed (with the cache, the second would link the first's arrays)
+        local = run_pipeline(config, tmp_path / "local", say=lambda _: None)
+        with executing_on(cluster):
+            remote = run_pipeline(config, tmp_path / "ray", say=lines.append)
     assert set(local.summaries) == set(remote.summaries) and len(local.summaries) == 4  # 2 models x 2 analyses
     for key in local.summaries:
         a = load_result(tmp_path / "local" / "results" / key, key.rsplit("/", 1)[1]).table
