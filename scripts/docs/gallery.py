@@ -61,7 +61,7 @@ def card_screenshot(run: Path, out: Path) -> Path:
     from selenium.webdriver.common.by import By
 
     options = Options()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1600,1200"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=2400,1600"):  # the whole card
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
     try:
