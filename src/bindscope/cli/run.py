@@ -117,7 +117,7 @@ def run_command(
     }
     settings = resolved_config(config, {k: v for k, v in one_line.items() if v}, device)
     if print_config:
-        typer.echo(config_yaml(settings), nl=False)
+        typer.echo(settings.to_yaml(), nl=False)
         return
     if out is None:
         raise BindscopeError("--out is missing: name the run folder, e.g. --out runs/my-run")
@@ -173,13 +173,6 @@ def scene_cap(text: str | None) -> int | None:
         return int(text)
     except ValueError:
         raise BindscopeError(f"--max-scenes takes a number of scenes or all, got {text!r}") from None
-
-
-def config_yaml(settings: Any) -> str:
-    """A run config as the YAML ``bindscope run`` reads back (every default filled in)."""
-    import yaml
-
-    return yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False)
 
 
 def run_and_answer(settings: Any, out: Path, quiet: bool) -> None:

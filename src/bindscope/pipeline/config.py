@@ -608,6 +608,12 @@ class RunConfig(Schema):
         """The settings of one analysis: the run's seeds and device where it has them, then its overrides."""
         return run_settings(name, self.analyses.get(name), {"seeds": self.seeds, "device": self.device})
 
+    def to_yaml(self) -> str:
+        """The config as the YAML ``bindscope run`` reads back, every default filled in (a run's ``config.yaml``)."""
+        import yaml
+
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
     def models_for(self, dataset: str) -> list[ModelConfig]:
         """The models that embed ``dataset``."""
         return [m for m in self.models if m.datasets is None or dataset in m.datasets]

@@ -89,7 +89,7 @@ def one_line_config(
         raise BindscopeError(f"--modality must be image or text, got {modality!r}")
     cap = MAX_SCENES[quick] if max_scenes == -1 else max_scenes
     entries = [model_entry(m, modality) for m in models]
-    chosen = list(datasets) if datasets else default_presets(entries, embeddings)
+    chosen = list(datasets) if datasets else default_presets(entries)
     data: dict[str, Any] = {
         "name": name or run_name(entries, embeddings),
         "description": "bindscope run " + " ".join(f"--model {m}" for m in models),
@@ -123,7 +123,7 @@ def _has_images(spec: str) -> bool:
         return False
 
 
-def default_presets(entries: list[dict[str, Any]], embeddings: Sequence[str]) -> list[str]:
+def default_presets(entries: list[dict[str, Any]]) -> list[str]:
     """The presets that fit the models: captions for text models, images and captions for image-text ones."""
     chosen: list[str] = []
     for entry in entries:
@@ -144,7 +144,8 @@ def dataset_entry(preset: str, cap: int | None) -> dict[str, Any]:
 
 def fitted_models(entries: list[dict[str, Any]], presets: list[str]) -> list[dict[str, Any]]:
     """Each model on the datasets that offer everything it embeds; refuses a dataset no model embeds."""
-    offered = {load_preset(p).name: set(load_preset(p).config.modalities) for p in presets}
+    loaded = [load_preset(p) for p in presets]
+    offered = {p.name: set(p.config.modalities) for p in loaded}
     fitted = []
     for entry in entries:
         fits = [n for n, mods in offered.items() if set(entry["modalities"]) <= mods]

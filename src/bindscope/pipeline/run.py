@@ -35,8 +35,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bindscope.analyses import get_analysis, load_inputs
 from bindscope.analyses.inputs import Inputs
 from bindscope.analyses.results import content_key
@@ -607,7 +605,7 @@ def run_status(log: StepLog) -> str:
 
 def write_config(root: Path, config: RunConfig) -> None:
     with atomic_file(root / CONFIG, "w") as fh:
-        yaml.safe_dump(config.model_dump(mode="json"), fh, sort_keys=False)
+        fh.write(config.to_yaml())
 
 
 SOURCE_KEYS = ("backend", "model_class", "resolved", "revision", "package", "weights_sha256", "parameters")

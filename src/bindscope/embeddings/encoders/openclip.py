@@ -48,12 +48,11 @@ from bindscope.embeddings.encoders.base import (
     weights_sha256,
 )
 from bindscope.embeddings.encoders.hub import HubFiles, fetch, hub_error, pin, quiet_hub_logs
-from bindscope.embeddings.encoders.openclip_checkpoint import conversion_record, trainer_checkpoints
+from bindscope.embeddings.encoders.openclip_checkpoint import CONFIG_NAME, conversion_record, trainer_checkpoints
 from bindscope.embeddings.encoders.spec import ModelSpec
 
 #: Weight files open_clip looks for in a local-dir folder (open_clip.factory._find_checkpoint_in_dir).
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pth")
-CONFIG_NAME = "open_clip_config.json"
 #: Weight files open_clip's factory takes from a hub repo, in its order of preference.
 HUB_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 _CROP = {
