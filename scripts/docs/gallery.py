@@ -54,14 +54,15 @@ def copy_figures(run: Path, out: Path) -> list[Path]:
 
 
 def card_screenshot(run: Path, out: Path) -> Path:
-    """The binding report card of ``report.html`` as headless Chromium draws it."""
+    """The first table of the binding report card of ``report.html`` as headless Chromium draws it in a 1,400 px
+    window (a card of more than eight columns is cut into tables)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
     options = Options()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=2400,1600"):  # the whole card
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1600"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=options)
     try:

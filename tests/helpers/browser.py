@@ -10,18 +10,17 @@ from typing import Any
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 #: How a page fits its window: the page's width against the window's (``visible``: less a vertical scrollbar),
-#: every box that scrolls sideways (a ``pre``, a table) with its content and visible widths, and the card's.
+#: every box that scrolls sideways (a ``pre``, a table) with its content and visible widths, and each card table's.
 LAYOUT = """
 const boxes = Array.from(document.querySelectorAll('body *')).filter(e => e.scrollWidth > e.clientWidth + 1
   && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX));
-const card = document.querySelector('table.card');
-const cardBox = card && (card.closest('.card-scroll') || card);
+const cards = Array.from(document.querySelectorAll('table.card')).map(t => t.closest('.card-scroll') || t);
 return {
   page: document.documentElement.scrollWidth,
   window: window.innerWidth,
   visible: document.documentElement.clientWidth,
   scrolling: boxes.map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} > ${e.clientWidth}`),
-  card: cardBox && {content: cardBox.scrollWidth, shown: cardBox.clientWidth},
+  cards: cards.map(box => ({content: box.scrollWidth, shown: box.clientWidth})),
 };
 """
 

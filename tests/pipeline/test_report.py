@@ -185,3 +185,58 @@ def test_a_model_equal_to_its_rand_control_is_flagged_on_the_card(tmp_path: Path
     assert rows["nearly"].flags and rows["same"].flags[0] in rows["same"].readings
     assert not rows["other"].flags
     assert "class='flagged'" in card_html([rows["same"]]) and "class='flagged'" not in card_html([rows["other"]])
+
+
+def test_a_wide_card_is_cut_into_tables_at_the_story_steps() -> None:
+    from bindscope.pipeline.card import TABLE_COLUMNS, card_parts, columns_in_order
+
+    columns = columns_in_order()
+    parts = card_parts(columns)
+    assert [c for part in parts for c in part] == columns  # every column once, in the story's order
+    assert len(parts) > 1 and all(0 < len(part) <= TABLE_COLUMNS for part in parts)
+    for part, following in itertools.pairwise(parts):
+        assert part[-1][0] != following[0][0]  # cut between two steps, never inside one
+    # a step with more columns than a table holds is cut inside it, and only there
+    (column,) = get_analysis("probe").columns
+    many = [("probe", column)] * 5 + [("decompose", column)] * 2
+    assert [len(p) for p in card_parts(many, most=3)] == [3, 2, 2]
+    assert [len(p) for p in card_parts(many, most=8)] == [7]
+
+
+def full_card_rows(count: int) -> list[CardRow]:
+    """``count`` rows with every declared card column, each cell as wide as a real one (a rate with its interval
+    and n, three floors, a verdict), and one row of skipped cells with their reasons."""
+    from bindscope.pipeline.card import columns_in_order
+
+    rows = []
+    for i in range(count):
+        row = CardRow("scratch-small-f0.8", f"model-{i}-with-a-long-name-text")
+        for analysis, column in columns_in_order():
+            rand = [0.0000006] * 3 if column.unit != "r2" else [0.1] * 3
+            number = Measured([0.913, 0.902, 0.931], n_cases=1_234, chance=0.0000006, rand=rand)
+            row.cells[column.key] = Cell(analysis, column, judge(number, Measured([0.551] * 3)))
+        rows.append(row)
+    skip = Skip("crossmodal", "text", "minilm", "model minilm is a text model (st: no image tower)", "")
+    skipped = CardRow("text", "minilm")
+    for analysis, column in columns_in_order():
+        skipped.cells[column.key] = Cell(analysis, column, skipped_verdict(), skip)
+    return [*rows, skipped]
+
+
+def test_a_card_with_every_column_fits_a_1400px_window(tmp_path: Path) -> None:
+    from bindscope.pipeline.report import STYLE
+    from browser import chromium, layout
+
+    rows = full_card_rows(3)
+    page = tmp_path / "card.html"
+    for name, card in (("report", card_html(rows)), ("compare", card_html(rows, runs=["run-a", "run-b"] * 2))):
+        page.write_text(
+            f"<!doctype html><html><head><meta charset='utf-8'><style>{STYLE}</style></head><body>"
+            f"<section id='card'>{card}</section></body></html>"
+        )
+        with chromium(tmp_path / f"chrome-{name}", 1400, 900) as driver:
+            fit = layout(driver, page)
+        assert len(fit["cards"]) > 1, fit  # the card is cut into tables
+        assert fit["page"] <= fit["visible"] <= fit["window"] == 1400, (name, fit)
+        assert all(box["content"] <= box["shown"] for box in fit["cards"]), (name, fit)
+        assert not fit["scrolling"], (name, fit)

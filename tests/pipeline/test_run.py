@@ -292,7 +292,7 @@ def test_the_report_and_compare_pages_fit_a_1400px_window(run: tuple[Path, Path,
         assert fit["window"] == 1400, fit  # the window asked for
         # the page never scrolls sideways, and the whole card (ten columns here) is in view without scrolling it
         assert fit["page"] <= fit["visible"] <= fit["window"], (name, fit)
-        assert fit["card"] and fit["card"]["content"] <= fit["card"]["shown"], (name, fit)
+        assert fit["cards"] and all(box["content"] <= box["shown"] for box in fit["cards"]), (name, fit)
         assert not [box for box in fit["scrolling"] if "card" in box], (name, fit)
 
 

@@ -97,8 +97,8 @@ def pct(part: Mapping[str, Spread] | None, metric: str) -> str:
 
 
 def percent(value: float | None) -> str:
-    """A share as a percentage, with enough digits to tell a small one from zero (chance among 160,000)."""
+    """A share as a percentage: one decimal, or two significant digits below 0.1% so that a small one is told from
+    zero (chance among 160,000: ``0.00063%``; among billions: ``4.2e-08%``)."""
     if value is None:
         return "-"
-    digits = 1 if value == 0 or abs(value) >= 0.001 else 3 if abs(value) >= 0.00001 else 5
-    return f"{100 * value:.{digits}f}%"
+    return f"{100 * value:.1f}%" if value == 0 or abs(value) >= 0.001 else f"{100 * value:.2g}%"

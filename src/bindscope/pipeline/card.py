@@ -10,6 +10,7 @@ too, with its reason and fix; a model whose embeddings (nearly) equal its ``+ran
 from __future__ import annotations
 
 import html
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ from bindscope.pipeline.steps import Skip
 
 #: Relative distance (Frobenius) below which a model's embeddings count as equal to its ``+rand`` control's.
 RAND_TOLERANCE = 1e-3
+
+#: The most columns one table of the card holds (besides the rows' names): a card with more is cut into tables at
+#: the story's steps, so that each fits a 1,400 px window without scrolling sideways.
+TABLE_COLUMNS = 8
 
 
 @dataclass(frozen=True)
@@ -181,14 +186,9 @@ def spread_html(v: Verdict, column: CardColumn) -> str:
 
 
 def head_html(columns: list[tuple[str, CardColumn]], lead: list[str]) -> str:
-    """The card's two header rows: the step of the story each column answers (linked to its section), then the
+    """A card table's two header rows: the step of the story each column answers (linked to its section), then the
     columns with their units."""
-    groups: list[tuple[str, int]] = []
-    for analysis, _ in columns:
-        if groups and groups[-1][0] == analysis:
-            groups[-1] = (analysis, groups[-1][1] + 1)
-        else:
-            groups.append((analysis, 1))
+    groups = [(a, len(list(run))) for a, run in itertools.groupby(a for a, _ in columns)]
     steps = "".join(
         f"<th colspan='{n}'><a href='#{a}'>{html.escape(get_analysis(a).story or a)}</a></th>" for a, n in groups
     )
@@ -197,27 +197,47 @@ def head_html(columns: list[tuple[str, CardColumn]], lead: list[str]) -> str:
     return f"<thead>{top}<tr>{names}</tr></thead>"
 
 
+def card_parts(columns: list[tuple[str, CardColumn]], most: int = TABLE_COLUMNS) -> list[list[tuple[str, CardColumn]]]:
+    """The card's columns cut into tables of at most ``most`` columns each, at a step of the story (an analysis's
+    columns stay in one table, unless it alone has more than ``most``)."""
+    parts: list[list[tuple[str, CardColumn]]] = [[]]
+    for _, run in itertools.groupby(columns, key=lambda ac: ac[0]):
+        step = list(run)
+        for start in range(0, len(step), most):
+            chunk = step[start : start + most]
+            if parts[-1] and len(parts[-1]) + len(chunk) > most:
+                parts.append([])
+            parts[-1] += chunk
+    return parts
+
+
 def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
-    """The report card as a table (``runs``: a leading run column, one label per row, as ``compare`` shows it),
-    then each row's readings."""
+    """The report card as tables of at most :data:`TABLE_COLUMNS` columns each, cut at the story's steps, each
+    with the names of the rows that have a cell in it (``runs``: a leading run column, one label per row, as
+    ``compare`` shows it); then each row's readings."""
     present = {k for r in rows for k in r.cells}
-    columns = [(a, c) for a, c in columns_in_order() if c.key in present]
+    parts = card_parts([(a, c) for a, c in columns_in_order() if c.key in present])
     lead = ["run", "dataset", "embeddings"] if runs is not None else ["dataset", "embeddings"]
-    body = []
-    for i, r in enumerate(rows):
-        first = [runs[i]] if runs is not None else []
-        names = "".join(f"<td>{html.escape(x)}</td>" for x in [*first, r.dataset, r.label])
-        flag = " class='flagged'" if r.flags else ""
-        body.append(f"<tr{flag}>{names}{''.join(cell_html(r.cells.get(c.key)) for _, c in columns)}</tr>")
-    table = f"<table class='card'>{head_html(columns, lead)}<tbody>{''.join(body)}</tbody></table>"
-    table = f"<div class='card-scroll'>{table}</div>"  # the box that scrolls, only if the card is wider than the window
+    tables = []
+    for i, columns in enumerate(parts, 1):
+        body = []
+        for j, r in enumerate(rows):
+            if not any(c.key in r.cells for _, c in columns):
+                continue  # a row with nothing in this table's columns (e.g. a cross-modal pair) is left out of it
+            first = [runs[j]] if runs is not None else []
+            names = "".join(f"<td>{html.escape(x)}</td>" for x in [*first, r.dataset, r.label])
+            flag = " class='flagged'" if r.flags else ""
+            body.append(f"<tr{flag}>{names}{''.join(cell_html(r.cells.get(c.key)) for _, c in columns)}</tr>")
+        caption = f"<caption>part {i} of {len(parts)}</caption>" if len(parts) > 1 else ""
+        table = f"<table class='card'>{caption}{head_html(columns, lead)}<tbody>{''.join(body)}</tbody></table>"
+        tables.append(f"<div class='card-scroll'>{table}</div>")  # scrolls only where a window is narrower still
     readings = "".join(
         f"<li><b>{html.escape(r.dataset)} / {html.escape(r.label)}</b><ul>"
         + "".join(f"<li>{html.escape(x)}</li>" for x in r.readings)
         + "</ul></li>"
         for r in rows
     )
-    return table + CARD_NOTE + f"<ul class='readings'>{readings}</ul>"
+    return "".join(tables) + CARD_NOTE + f"<ul class='readings'>{readings}</ul>"
 
 
 CARD_NOTE = (

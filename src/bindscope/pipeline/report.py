@@ -237,8 +237,10 @@ body{font-family:system-ui,sans-serif;max-width:1200px;margin:1em auto;padding:0
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .5em}
 th{background:#f0f0f0}th a{color:inherit}img{max-width:100%}figure{margin:1em 0}
 table.card{font-size:.85em;margin:.5em auto}span.verdict{white-space:nowrap}
-/* the card may use the window's width beyond the 1200px column (half of it: 600px), less 1.5em each side;
-   its cells wrap, and only a card wider than the window still scrolls, inside this box */
+table.card caption{font-size:.9em;color:#555;text-align:left}
+/* the card (in tables of at most 8 columns, pipeline.card.TABLE_COLUMNS) may use the window's width beyond the
+   1200px column (half of it: 600px), less 1.5em each side; its cells wrap, and only a window narrower than a
+   table still scrolls it, inside this box */
 div.card-scroll{overflow-x:auto;margin:0 min(0px,600px - 50vw + 1.5em)}
 figcaption,.interactive{font-size:.9em;color:#444;max-width:60em}
 section.step{border-top:2px solid #bbb;margin-top:1.5em}
