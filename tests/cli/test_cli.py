@@ -120,6 +120,7 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
     import yaml
 
     from bindscope.pipeline.demo import demo_config_path
+    from browser import chromium, layout
 
     printed = run_cli("demo", "--quick", "--print-config")
     assert printed.returncode == 0, printed.stderr
@@ -145,6 +146,10 @@ def test_demo_runs_the_main_job_on_minilm(run_cli, tmp_path: Path) -> None:
         assert (tmp_path / "run" / "results" / "clevr2d" / name / "crossmodal" / "summary.json").is_file()
         assert (tmp_path / "run" / "results" / "clevr2d" / f"{name}-image" / "probe" / "summary.json").is_file()
     assert (tmp_path / "run" / "report.html").is_file() and "report: " in out.stdout
+    with chromium(tmp_path / "chrome", 1400, 900) as driver:  # the demo's card, every column, fits the window
+        fit = layout(driver, tmp_path / "run" / "report.html")
+    assert len(fit["cards"]) > 1 and all(box["content"] <= box["shown"] for box in fit["cards"]), fit
+    assert fit["page"] <= fit["visible"] and not fit["scrolling"], fit
     stamp = (tmp_path / "run" / "results" / "clevr" / "minilm-text" / "complexity" / "summary.json").stat().st_mtime_ns
     again = run_cli(*demo, "--out", tmp_path / "run", "--quiet")  # finished steps are no-ops
     assert again.returncode == 0, again.stderr
