@@ -20,6 +20,7 @@ from bindscope.core.io import read_yaml
 from bindscope.core.validation import Schema, Seed, check_name, check_printable
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
+from bindscope.space.families import COUNT, PLACE, family_of, relation_scenes, with_families
 
 Modality = Literal["image", "text"]
 
@@ -51,17 +52,26 @@ class SceneConfig(Schema):
         return self
 
 
+def _unset(value: Any) -> bool:
+    """A field left out of the stored config where unset, so that configs written before it existed (and their
+    dataset hashes) stay the same."""
+    return value is None or value == {}
+
+
 class CaptionConfig(Schema):
-    """Object template (one ``{concept}`` field per concept), joiner and word overrides."""
+    """Object template (one ``{concept}`` field per concept), joiner and word overrides; a relation space's
+    relation template and a count space's plurals."""
 
     object: str
     joiner: str = " and "
     words: dict[str, dict[str, str]] = Field(default_factory=dict)
+    relation: str | None = Field(None, exclude_if=_unset)
+    plurals: dict[str, str] = Field(default_factory=dict, exclude_if=_unset)
 
-    @field_validator("object", "joiner")
+    @field_validator("object", "joiner", "relation")
     @classmethod
-    def _printable(cls, v: str) -> str:
-        return check_printable(v, "text")
+    def _printable(cls, v: str | None) -> str | None:
+        return None if v is None else check_printable(v, "text")
 
     @field_validator("words")
     @classmethod
@@ -98,6 +108,8 @@ class PresetConfig(Schema):
     image: ImageConfig = Field(default_factory=ImageConfig)
     slot_layout: list[str] | None = None
     source: dict[str, Any] = Field(default_factory=dict)
+    relations: list[str] | None = Field(None, exclude_if=_unset)
+    counts: list[int] | None = Field(None, exclude_if=_unset)
 
     @field_validator("name")
     @classmethod
@@ -156,7 +168,12 @@ class Preset:
 
     @property
     def noun(self) -> str:
-        return self.config.noun or self.space.concepts[-1]
+        return self.config.noun or next(c for c in reversed(self.space.concepts) if c not in (COUNT, PLACE))
+
+    @property
+    def family(self) -> str:
+        """``attribution``, ``relation`` or ``count`` (:func:`bindscope.space.families.family_of`)."""
+        return family_of(self.space)
 
     def build_scenes(self) -> SceneSet:
         """The scene set this preset defines (K-object scenes, then single objects if asked).
@@ -177,6 +194,13 @@ class Preset:
         """The K-object scenes of the preset (enumerated or sampled), before any subsample."""
         sc = self.config.scenes
         k = self.objects_per_scene
+        if self.config.relations is not None:
+            return relation_scenes(
+                self.space,
+                self.config.relations,
+                allow_identical=sc.allow_identical,
+                distinct_values=sc.distinct_values,
+            )
         if sc.mode == "enumerate":
             scenes = SceneSet.enumerate(
                 self.space, k, allow_identical=sc.allow_identical, distinct_values=sc.distinct_values
@@ -211,14 +235,13 @@ def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
     """Validate a config mapping into a :class:`Preset`; errors are one line naming ``origin``."""
     config = PresetConfig.parse(data, origin)
     try:
-        space = ConceptSpace.from_dict(config.concepts, config.ordinal)
-        if config.caption is None:
-            template = default_template(space)
-        else:
-            template = CaptionTemplate(config.caption.object, config.caption.joiner, config.caption.words)
-        template.validate(space)
+        named = ConceptSpace.from_dict(config.concepts, config.ordinal)
         if config.noun is not None:
-            space.concept_index(config.noun)
+            named.concept_index(config.noun)
+        space = with_families(named, config.relations, config.counts)
+        template = caption_template(config, named)
+        template.validate(space)
+        check_family_scenes(config)
     except BindscopeError as exc:
         raise BindscopeError(f"invalid {origin}: {exc}") from None
     if config.slot_layout is not None and len(config.slot_layout) != config.objects_per_scene:
@@ -227,6 +250,33 @@ def preset_from_dict(data: Any, origin: str = "preset") -> Preset:
             f"objects_per_scene is {config.objects_per_scene}"
         )
     return Preset(config, space, template)
+
+
+def caption_template(config: PresetConfig, named: ConceptSpace) -> CaptionTemplate:
+    """The caption template of a config: its own, or ``"a {c_0} ... {c_last}"`` (``"{count} ..."`` where it
+    counts); a count space's noun is put in the plural."""
+    noun = (config.noun or named.concepts[-1]) if config.counts is not None else None
+    if config.caption is None:
+        template = default_template(named)
+        if config.counts is not None:
+            template = replace(template, object="{count} " + template.object.removeprefix("a "))
+        return replace(template, noun=noun)
+    c = config.caption
+    return CaptionTemplate(c.object, c.joiner, c.words, c.relation, c.plurals, noun)
+
+
+def check_family_scenes(config: PresetConfig) -> None:
+    """Refuse what a relation space cannot be: more or fewer than two objects a scene, sampled scenes."""
+    if config.relations is None:
+        return
+    if config.objects_per_scene != 2:
+        raise BindscopeError(
+            f"a relation relates two objects: objects_per_scene must be 2, got {config.objects_per_scene}"
+        )
+    if config.scenes.mode != "enumerate":
+        raise BindscopeError(
+            "relation scenes are enumerated (every pair under every relation); use max_scenes to subsample"
+        )
 
 
 def load_preset_file(path: str | Path) -> Preset:
@@ -343,6 +393,56 @@ _BUILTIN: dict[str, dict[str, Any]] = {
         "noun": "noun",
         "modalities": ["text"],
         "slot_layout": ["first mentioned", "second mentioned"],
+    },
+    "text-rel": {
+        "name": "text-rel",
+        "description": "captions only: 8 attributes x 8 nouns, every ordered pair under 4 relations: 16,384 scenes",
+        "concepts": {"attribute": TEXT_ATTRIBUTES[:8], "noun": TEXT_NOUNS[:8]},
+        "objects_per_scene": 2,
+        "relations": ["left of", "right of", "above", "below"],
+        "caption": {"object": "a {attribute} {noun}"},
+        "noun": "noun",
+        "modalities": ["text"],
+        "slot_layout": ["subject", "object"],
+    },
+    "clevr-rel": {
+        "name": "clevr-rel",
+        "description": "CLEVR-like 3-D scenes: 8 colors x 3 shapes, every pair of different objects left of and in front of: 1,104",
+        "concepts": {"color": CLEVR_COLORS, "shape": ["cube", "cylinder", "sphere"]},
+        "objects_per_scene": 2,
+        "relations": ["left of", "in front of"],
+        "scenes": {"allow_identical": False},
+        "caption": {"object": "a {color} {shape}"},
+        "noun": "shape",
+        "modalities": ["image", "text"],
+        "renderer": "raycast3d",
+        "slot_layout": ["subject", "object"],
+    },
+    "clevr2d-rel": {
+        "name": "clevr2d-rel",
+        "description": "flat 2-D scenes: 8 colors x 3 shapes, every pair of different objects left of and above: 1,104",
+        "concepts": {"color": CLEVR_COLORS, "shape": ["square", "triangle", "circle"]},
+        "objects_per_scene": 2,
+        "relations": ["left of", "above"],
+        "scenes": {"allow_identical": False},
+        "caption": {"object": "a {color} {shape}"},
+        "noun": "shape",
+        "modalities": ["image", "text"],
+        "renderer": "flat2d",
+        "slot_layout": ["subject", "object"],
+    },
+    "clevr2d-count": {
+        "name": "clevr2d-count",
+        "description": "flat 2-D scenes: 4 colors x 3 shapes x 1-3 copies, every ordered pair of different objects: 1,260",
+        "concepts": {"color": CLEVR_COLORS[:4], "shape": ["square", "triangle", "circle"]},
+        "objects_per_scene": 2,
+        "counts": [1, 2, 3],
+        "scenes": {"allow_identical": False},
+        "caption": {"object": "{count} {color} {shape}"},
+        "noun": "shape",
+        "modalities": ["image", "text"],
+        "renderer": "flat2d",
+        "slot_layout": ["left", "right"],
     },
     "pug_spare": {
         "name": "pug_spare",
