@@ -34,8 +34,8 @@ def presets() -> None:
         p = get_preset(name)
         n = len(p.build_scenes())
         concepts = " x ".join(f"{c}({len(v)})" for c, v in zip(p.space.concepts, p.space.values))
-        rows.append((name, concepts, str(p.objects_per_scene), f"{n:,}", ",".join(p.config.modalities)))
-    header = ("preset", "concepts", "K", "scenes", "modalities")
+        rows.append((name, concepts, str(p.objects_per_scene), f"{n:,}", ",".join(p.config.modalities), p.family))
+    header = ("preset", "concepts", "K", "scenes", "modalities", "family")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         typer.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

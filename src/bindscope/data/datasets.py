@@ -586,6 +586,16 @@ def _check_csv(root: Path, name: str, num_rows: int) -> None:
     )
 
 
+def family_line(preset: Preset) -> str:
+    """What a dataset's binding swaps exchange: ``attribution``, or the relations or counts it holds."""
+    c = preset.config
+    if c.relations is not None:
+        return f"relation ({', '.join(c.relations)}; each object's side of it is its place)"
+    if c.counts is not None:
+        return f"count ({', '.join(map(str, c.counts))} copies of an object)"
+    return "attribution"
+
+
 def format_summary(ds: Dataset) -> str:
     """Human-readable summary of a dataset folder."""
     m = ds.manifest
@@ -597,6 +607,7 @@ def format_summary(ds: Dataset) -> str:
         f"slots        {ds.scenes.max_objects}"
         + (f"  ({', '.join(m['slot_layout'])})" if m.get("slot_layout") else ""),
         f"objects      {ds.space.num_objects:,} distinct (noun: {ds.preset.noun})",
+        f"family       {family_line(ds.preset)}",
         "concepts",
     ]
     for concept, values in zip(ds.space.concepts, ds.space.values):

@@ -8,7 +8,10 @@
   seed the train objects are nested across fractions. The ``covering`` order moves to the front
   the fewest objects (greedily) that hold every concept value, so from that many train objects on
   every test scene is made of values seen in training; ``random`` is the plain permutation (the
-  research code's).
+  research code's). ``closed`` (relation and count spaces) permutes *units* instead: an object at both places
+  of a relation axis ("red cube, left of" with "red cube, right of"), or an object at every count, and cuts
+  between units, so the held-out (object, relation) and (object, count) combinations are closed under the
+  relation and count swaps: a test scene's swap is a test scene too.
 - validation: carved out of the training side only, by scenes or by a slice of train objects.
 """
 
@@ -28,6 +31,7 @@ from bindscope.core.io import atomic_write_text, read_json
 from bindscope.core.locks import writes
 from bindscope.core.validation import MAX_ITEMS, check_fields, check_seed, short_repr
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.space.families import CONVERSE, COUNT, PLACE
 
 SPLIT_FORMAT = "bindscope-split-v1"
 
@@ -39,8 +43,8 @@ DEFAULT_SEEDS = (0, 1, 2)
 #: split) or ``torch.randperm`` under ``torch.Generator().manual_seed(seed)`` (the research code).
 SPLIT_SOURCES = ("bindscope", "paper")
 #: How objects are ordered before the first ``floor(f * U)`` become train objects (see the module doc).
-OBJECT_ORDERS = ("random", "covering")
-ObjectOrder = Literal["random", "covering"]
+OBJECT_ORDERS = ("random", "covering", "closed")
+ObjectOrder = Literal["random", "covering", "closed"]
 
 
 def check_fraction(value: float, name: str = "fraction") -> float:
@@ -263,12 +267,50 @@ def covering_order(space: ConceptSpace, seed: int) -> np.ndarray:
     return np.concatenate([order[front], order[~taken]])
 
 
+def swap_units(space: ConceptSpace) -> np.ndarray:
+    """Per object ``[U]``: its unit of a ``closed`` split, the objects a relation or count swap moves it among.
+
+    Two objects share a unit when they agree in every concept but the place and the count, and (a relation
+    space) their places lie on one axis (``left of`` / ``right of``). Units are numbered in order of their
+    first object; every unit has the same size.
+    """
+    values = space.all_objects()
+    family = [space.concepts.index(c) for c in (COUNT, PLACE) if c in space.concepts]
+    if not family:
+        raise BindscopeError(
+            "the closed object order needs a relation or count space (relations: or counts: in its YAML); "
+            "use object order covering or random"
+        )
+    key = values.copy()
+    if COUNT in space.concepts:
+        key[:, space.concepts.index(COUNT)] = 0  # every count of an object in one unit
+    if PLACE in space.concepts:
+        names = space.values[space.concepts.index(PLACE)]
+        axis = np.array([min(i, names.index(CONVERSE[v])) for i, v in enumerate(names)])
+        key[:, space.concepts.index(PLACE)] = axis[values[:, space.concepts.index(PLACE)]]
+    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def closed_order(space: ConceptSpace, seed: int) -> np.ndarray:
+    """Object ids unit by unit (:func:`swap_units`), the units in a seeded order, objects by id inside one."""
+    units = swap_units(space)
+    rank = np.argsort(np.random.default_rng(seed).permutation(int(units.max()) + 1))
+    return np.lexsort((np.arange(len(units)), rank[units]))
+
+
+def unit_size(space: ConceptSpace) -> int:
+    """The objects in one unit of a ``closed`` split."""
+    return int(np.bincount(swap_units(space)).max())
+
+
 def ordered_objects(space: ConceptSpace, seed: int, order: str = "random") -> np.ndarray:
     """Object ids in the order their splits take them as train objects (see :data:`OBJECT_ORDERS`)."""
     if order == "random":
         return object_order(space.num_objects, seed)
     if order == "covering":
         return covering_order(space, seed)
+    if order == "closed":
+        return closed_order(space, seed)
     raise BindscopeError(f"unknown object order {order!r}; choose {' or '.join(OBJECT_ORDERS)}")
 
 
@@ -293,7 +335,8 @@ def object_splits(
     order: ObjectOrder = "random",
 ) -> list[ObjectSplit]:
     """Object-level splits at several fractions sharing one object order (train sets nested);
-    ``order`` is ``random`` or ``covering`` (see the module doc)."""
+    ``order`` is ``random``, ``covering`` or ``closed`` (see the module doc; a closed split takes
+    ``floor(f * U)`` train objects rounded down to whole units)."""
     if len(fractions) == 0:
         raise BindscopeError("give at least one fraction")
     check_seed(seed, "split seed")
@@ -306,9 +349,10 @@ def object_splits(
     worst = np.where(present, rank, -1).max(axis=1)  # a scene is train_only iff all ranks < n
     best = np.where(present, rank, u).min(axis=1)  # ... and test_only iff all ranks >= n
     out = []
+    step = unit_size(scenes.space) if order == "closed" else 1  # a closed split cuts between units
     for fraction in fractions:
         f = check_fraction(fraction)
-        n_train = fraction_count(f, u)
+        n_train = fraction_count(f, u) // step * step
         if n_train == 0 or n_train == u:
             raise BindscopeError(
                 f"fraction {fraction} of {u} objects leaves no {'train' if n_train == 0 else 'test'} "
