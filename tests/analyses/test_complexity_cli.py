@@ -73,7 +73,7 @@ def test_complexity_writes_its_folder(run_cli, emb: Path, tmp_path: Path) -> Non
     assert "values all fitted" in result.stdout and "capacity: mult_within_object's table width 24" in result.stdout
     assert summary["fitted_in"] is None and summary["budget"]["max_target_dims"] is None
     assert set(summary["coverage"]) == {"0.5", "0.9"} and "mult_within_object" in summary["capacity"]
-    assert summary["settings"]["second_fit"] is True and summary["settings"]["object_order"] == "covering"
+    assert summary["settings"]["second_fit"] is True and summary["settings"]["object_order"] == "auto"
     for name in ("mult", "sum_mult"):
         assert set(summary["approximators"][name]["second_fit_disagreement"]) == {"0.5", "0.9"}
     for name in ("additive", "mult_within_object"):  # convex, or able to memorise: no second fit

@@ -318,7 +318,7 @@ def test_error_concepts(clevr) -> None:
         ({"banks": ()}, "give at least one bank"),
         ({"banks": ("obj-avg", "mean")}, "banks.1"),
         ({"seeds": (-1,)}, "seeds are non-negative"),
-        ({"edit": "color"}, "edit: Input should be 'attribute', 'noun' or 'both'"),
+        ({"edit": "color"}, "edit: Input should be 'auto', 'attribute', 'noun', 'both', 'relation' or 'count'"),
     ],
 )
 def test_error_settings(settings, message) -> None:

@@ -1,4 +1,4 @@
-"""Relations and counts as concepts of an object (docs/method/09-relations-counts.md): the spaces, scenes,
+"""Relations and counts as concepts of an object (docs/method/11-relations-counts.md): the spaces, scenes,
 captions, swaps and swap-closed splits; and every bad relation or count setting refused in one line."""
 
 from __future__ import annotations
@@ -96,7 +96,10 @@ def test_the_presets_of_each_family() -> None:
         ({"relations": []}, "relations: give at least one of left of"),
         ({"relations": ["above", "above"]}, "relations repeat: ['above', 'above']"),
         ({"scenes": {"mode": "sample", "num_scenes": 5}}, "relation scenes are enumerated"),
-        ({"concepts": {"color": ["red"], "shape": ["cube"], "place": ["a"]}}, "adds the concept 'place' itself; rename your"),
+        (
+            {"concepts": {"color": ["red"], "shape": ["cube"], "place": ["a"]}},
+            "adds the concept 'place' itself; rename your",
+        ),
         ({"caption": {"object": "a {color} {shape}", "relation": "{subject} near {object}"}}, "must name {subject}"),
         ({"caption": {"object": "a {color} {shape} {place}"}}, "a relation's place is named by the relation template"),
     ],

@@ -44,12 +44,16 @@ class CardColumn:
         e.g. a fraction of objects seen), ``r2``, or ``number`` (any other number, e.g. a mean cosine).
     question
         The question in words, for a reading (e.g. ``objects recoverable beyond a bag of concepts``).
+    family
+        The composition family (``relation``, ``count``) whose datasets alone have this column (e.g. the
+        relation swap); None: every dataset's.
     """
 
     key: str
     header: str
     unit: Unit
     question: str
+    family: str | None = None
 
 
 def bag_counts(scenes: SceneSet) -> np.ndarray:

@@ -21,6 +21,7 @@ class ObjectOrderChoice(str, Enum):
 
     covering = "covering"
     random = "random"
+    closed = "closed"
 
 
 class Modality(str, Enum):

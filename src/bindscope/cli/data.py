@@ -161,8 +161,9 @@ def dataset_split(
     object_order: Annotated[
         ObjectOrderChoice,
         typer.Option(
-            help="Object level: a plain seeded permutation (random), or one that first takes a cover of every "
-            "concept value (covering, as `bindscope complexity` does by default)."
+            help="Object level: a plain seeded permutation (random), one that first takes a cover of every "
+            "concept value (covering, as `bindscope complexity` does by default), or units closed under the "
+            "relation and count swaps (closed: relation and count spaces)."
         ),
     ] = ObjectOrderChoice.random,
     validation: Annotated[

@@ -347,6 +347,8 @@ IMAGE_TEXT_LABELS = {
     "strict_at_1": "strict top-1 (image -> caption)",
     "swap_attribute": "attribute swap",
     "swap_noun": "noun swap",
+    "swap_relation": "relation swap",
+    "swap_count": "count swap",
     "order_sensitivity": "order sensitivity",
 }
 

@@ -14,6 +14,11 @@ object accuracy; under the needing-binding accuracy its floor is 0, and under th
 
 A number "binds beyond a bag of concepts" only when it clears the bag's floor by :data:`MARGIN` on
 every seed (:func:`binding_verdict`).
+
+On a relation or count space (docs/method/11-relations-counts.md) the question is whether the place (count) is
+bound to its object, so the bag is one of *roles* (:func:`role_view`): it knows each object with its attributes
+bound and the places (counts) the scene holds, but not which object holds which. It ties a scene with its
+relation (count) swap, and only there: a model that binds attributes to nouns but not places reaches its floor.
 """
 
 from __future__ import annotations
@@ -23,8 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from bindscope.core.errors import BindscopeError
 from bindscope.estimators.probes import chance_per_scene
-from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.space.families import COUNT, PLACE
+
+#: The one concept of a role view (:func:`role_view`) that stands for an object without its place or count.
+OBJECT_ROLE = "object"
 
 #: How far above the bag-of-concepts floor an accuracy must be, on every seed, to read "binds".
 MARGIN = 0.05
@@ -33,6 +43,39 @@ NOT_SHOWN = "not shown: some seed is within the margin of a bag of concepts"
 BAG_LEVEL = "does not clear a bag of concepts by the margin"
 #: Each reading in a table cell (the scratch sweep's ``binds`` column, the report card's ``beyond bag``).
 SHORT_READINGS = {BINDS: "yes", NOT_SHOWN: "not shown", BAG_LEVEL: "no"}
+
+
+def role_view(scenes: SceneSet) -> SceneSet:
+    """The scenes as a bag of roles sees them: on a relation or count space, a space of one concept
+    :data:`OBJECT_ROLE` (the object without its place and count: every other concept's values, joined) and the
+    place and/or count; on any other space the scenes themselves.
+
+    Object ids are unchanged (the place and count are the last concepts, the most significant digits), so the
+    object probe's labels are the same; the view's bag of concepts (:func:`bag_embeddings`, ``value_counts``) is the
+    bag of roles, and its binding swaps (:meth:`~bindscope.space.concepts.SceneSet.binding_ambiguous`) are the
+    relation (count) swaps.
+    """
+    space = scenes.space
+    family = [c for c, name in enumerate(space.concepts) if name in (PLACE, COUNT)]
+    if not family:
+        return scenes
+    rest = [c for c in range(space.num_concepts) if c not in family]
+    if family != list(range(len(rest), space.num_concepts)):
+        raise BindscopeError(f"internal: the place and count must be a space's last concepts, got {space.concepts}")
+    base = ConceptSpace(
+        tuple(space.concepts[c] for c in rest), tuple(space.values[c] for c in rest)
+    )  # the objects without their place and count
+    names = tuple(" ".join(v) for v in zip(*(n.tolist() for n in base.value_names(base.all_objects()))))
+    roles = ConceptSpace(
+        (OBJECT_ROLE, *(space.concepts[c] for c in family)),
+        (names, *(space.values[c] for c in family)),
+        tuple(o for o in space.ordinal if o in (PLACE, COUNT)),
+    )
+    values = scenes.scenes
+    out = np.full((*values.shape[:2], roles.num_concepts), PAD, dtype=values.dtype)
+    out[..., 0] = base.object_ids(values[..., rest])
+    out[..., 1:] = values[..., family]
+    return SceneSet(roles, out)
 
 
 def bag_embeddings(scenes: SceneSet) -> np.ndarray:

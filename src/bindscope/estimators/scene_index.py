@@ -9,6 +9,7 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import COUNT, PLACE
 
 
 def scene_lookup(scenes: SceneSet) -> tuple[np.ndarray, np.ndarray]:
@@ -37,12 +38,14 @@ def find_scenes(lookup: tuple[np.ndarray, np.ndarray], keys: np.ndarray) -> np.n
 
 def concept_roles(scenes: SceneSet, attribute: str | None, noun: str | None) -> dict[str, str]:
     """The attribute and noun concept names: as given, else the last concept as the noun and, in a
-    2-concept space, the other one as the attribute."""
+    2-concept space, the other one as the attribute; a relation or count space's place and count are left aside
+    (a colour x shape space with counts has its attribute and noun found as one without)."""
     concepts = scenes.space.concepts
-    noun = noun or concepts[-1]
+    named = [c for c in concepts if c not in (PLACE, COUNT)] or list(concepts)
+    noun = noun or named[-1]
     check_concept(concepts, "noun", noun)
     if attribute is None:
-        others = [c for c in concepts if c != noun]
+        others = [c for c in named if c != noun]
         if len(others) != 1:
             raise BindscopeError(
                 f"the space has concepts {', '.join(concepts)}; name the attribute with --attribute "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ class CardRow:
     label: str
     cells: dict[str, Cell] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    family: str = "attribution"
 
     def value(self, column: str) -> float | None:
         """A column's number (None: missing or skipped)."""
@@ -149,7 +151,23 @@ def report_card(
     results = loaded_results(root) if results is None else results
     skips = skips or {}
     keys = list(results) + [k for k in skips if k not in results]
-    return [card_row(d, lab, results.get((d, lab), {}), skips.get((d, lab))) for d, lab in keys]
+    rows = [card_row(d, lab, results.get((d, lab), {}), skips.get((d, lab))) for d, lab in keys]
+    for row in rows:
+        row.family = dataset_family(root / "datasets" / row.dataset)
+        other = [k for k, c in row.cells.items() if c.skip is not None and c.column.family not in (None, row.family)]
+        for key in other:  # a skipped analysis has no cell in another family's columns (a relation swap on clevr)
+            del row.cells[key]
+    return rows
+
+
+def dataset_family(folder: Path) -> str:
+    """``relation``, ``count`` or ``attribution``, from a run's dataset folder's stored config (attribution
+    where the folder or its manifest is missing: a row of imported embeddings names no family)."""
+    try:
+        spec = json.loads((folder / "manifest.json").read_text()).get("spec") or {}
+    except (OSError, ValueError):
+        return "attribution"
+    return "relation" if spec.get("relations") else "count" if spec.get("counts") else "attribution"
 
 
 # -- HTML -------------------------------------------------------------------------------------------------------
@@ -211,6 +229,12 @@ def card_parts(columns: list[tuple[str, CardColumn]], most: int = TABLE_COLUMNS)
     return parts
 
 
+def dataset_cell(row: CardRow) -> str:
+    """A row's dataset, with its family below where it is not attribution (relation, count)."""
+    family = f"<br><small class='family'>{row.family}</small>" if row.family != "attribution" else ""
+    return f"<td>{html.escape(row.dataset)}{family}</td>"
+
+
 def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
     """The report card as tables of at most :data:`TABLE_COLUMNS` columns each, cut at the story's steps, each
     with the names of the rows that have a cell in it (``runs``: a leading run column, one label per row, as
@@ -225,7 +249,8 @@ def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
             if not any(c.key in r.cells for _, c in columns):
                 continue  # a row with nothing in this table's columns (e.g. a cross-modal pair) is left out of it
             first = [runs[j]] if runs is not None else []
-            names = "".join(f"<td>{html.escape(x)}</td>" for x in [*first, r.dataset, r.label])
+            names = "".join(f"<td>{html.escape(x)}</td>" for x in first) + dataset_cell(r)
+            names += f"<td>{html.escape(r.label)}</td>"
             flag = " class='flagged'" if r.flags else ""
             body.append(f"<tr{flag}>{names}{''.join(cell_html(r.cells.get(c.key)) for _, c in columns)}</tr>")
         caption = f"<caption>part {i} of {len(parts)}</caption>" if len(parts) > 1 else ""
@@ -253,6 +278,7 @@ CARD_NOTE = (
 # -- a table ----------------------------------------------------------------------------------------------------
 CARD_COLUMNS = (
     "dataset",
+    "family",
     "embeddings",
     "analysis",
     "column",
@@ -286,6 +312,7 @@ def card_records(row: CardRow) -> list[dict[str, Any]]:
         out.append(
             {
                 "dataset": row.dataset,
+                "family": row.family,
                 "embeddings": row.label,
                 "analysis": cell.analysis,
                 "column": key,

@@ -9,14 +9,16 @@ closed under every binding swap and every reordering of the objects, so
   a batch.
 
 Hard negatives of a training scene are the captions of its attribute swap (a2 o1 / a1 o2) and noun
-swap (a1 o2 / a2 o1), added where the swap is a training scene of the dataset and names other
-objects than the scene; a batch's hard negatives are distinct and none is a caption of the batch (in
+swap (a1 o2 / a2 o1) and, on a relation or count space, of its family swap (subject and object exchanged,
+the relation kept; the counts exchanged), added where the swap is a training scene of the dataset and
+names other objects than the scene; a batch's hard negatives are distinct and none is a caption of the batch (in
 natural batches a swap can be one: it is then an ordinary negative, never a false one). Every batch
 is a pure function of ``(seed, step)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,11 +29,14 @@ from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.scratch.clip_config import ClipConfig
 from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.scratch.data import step_generator
-from bindscope.space.captions import attribute_swap, object_swap
+from bindscope.space.captions import attribute_swap, count_swap, object_swap, relation_swap
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import family_of
 from bindscope.space.splits import fraction_count, object_order
 
 SWAPS = ("attribute", "noun")
+#: A relation or count space's family swap, by family (:func:`~bindscope.space.families.family_of`).
+FAMILY_SWAPS = {"relation": relation_swap, "count": count_swap}
 
 
 @dataclass(frozen=True)
@@ -91,18 +96,19 @@ def clip_split(config: ClipConfig, scenes: SceneSet) -> ClipSplit:
 
 
 def hard_negative_rows(scenes: SceneSet, noun: str, train: np.ndarray) -> dict[str, np.ndarray]:
-    """Per swap kind, per dataset scene, the row of its swap's caption when that is a clean hard negative
-    (a training scene naming other objects), else -1; only training scenes get one."""
+    """Per swap kind (``attribute``, ``noun`` and, on a relation or count space, ``relation`` or ``count``), per
+    dataset scene, the row of its swap's caption when that is a clean hard negative (a training scene naming
+    other objects), else -1; only training scenes get one."""
     ids = scenes.object_ids().astype(np.int64)
     two = np.flatnonzero((scenes.num_objects() == 2) & np.isin(np.arange(len(scenes)), train))
     lookup = scene_lookup(scenes)
     is_train = np.zeros(len(scenes), dtype=bool)
     is_train[train] = True
     out = {}
-    for name, swap in (("attribute", attribute_swap), ("noun", object_swap)):
+    for name, swap in swap_functions(scenes, noun).items():
         rows = np.full(len(scenes), -1, dtype=np.int64)
         if len(two):
-            swapped, valid = swap(scenes.subset(two), noun)
+            swapped, valid = swap(scenes.subset(two))
             sid = swapped.object_ids().astype(np.int64)
             other = (np.sort(sid, axis=1) != np.sort(ids[two][:, :2], axis=1)).any(1)
             found = find_scenes(lookup, sid[:, 0] * scenes.space.num_objects + sid[:, 1])
@@ -111,6 +117,26 @@ def hard_negative_rows(scenes: SceneSet, noun: str, train: np.ndarray) -> dict[s
             rows[two[ok]] = found[ok]
         out[name] = rows
     return out
+
+
+def swap_functions(scenes: SceneSet, noun: str) -> dict[str, Callable[[SceneSet], tuple[SceneSet, np.ndarray]]]:
+    """Per hard-negative kind, its swap: attribute and noun, and a relation or count space's family swap."""
+    out: dict[str, Callable[[SceneSet], tuple[SceneSet, np.ndarray]]] = {
+        "attribute": lambda s: attribute_swap(s, noun),
+        "noun": lambda s: object_swap(s, noun),
+    }
+    family = family_of(scenes.space)
+    if family in FAMILY_SWAPS:
+        out[family] = FAMILY_SWAPS[family]
+    return out
+
+
+def wanted_negatives(config: ClipConfig, scenes: SceneSet) -> tuple[str, ...]:
+    """The hard-negative kinds a config asks for; on a relation or count space every choice but ``none`` adds the
+    family swap (its binding swap: subject and object, or the counts, exchanged)."""
+    wanted = {"none": (), "attribute": ("attribute",), "noun": ("noun",), "both": SWAPS}[config.hard_negatives]
+    family = family_of(scenes.space)
+    return (*wanted, family) if wanted and family in FAMILY_SWAPS else wanted
 
 
 class ClipBatches:
@@ -131,7 +157,7 @@ class ClipBatches:
                 f"lower the batch size to at most {available}"
                 + (" or use natural batches" if config.batches == "swap-free" else "")
             )
-        wanted = {"none": (), "attribute": ("attribute",), "noun": ("noun",), "both": SWAPS}[config.hard_negatives]
+        wanted = wanted_negatives(config, scenes)
         rows = hard_negative_rows(scenes, noun, split.train)
         self.negatives = {k: torch.from_numpy(rows[k]) for k in wanted}
         self.available = {k: int((rows[k][split.train] >= 0).sum()) for k in wanted}

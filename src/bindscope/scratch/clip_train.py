@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from bindscope.analyses.crossmodal.retrieval import bag_strict_ceiling, retrieval, retrieval_chance
+from bindscope.analyses.crossmodal.scoring import FAMILY_METRICS
 from bindscope.analyses.crossmodal.swaps import mean_and_count, swap_cases, swap_scores, swap_wins
 from bindscope.core.errors import BindscopeError
 from bindscope.core.faults import kill_point
@@ -33,9 +34,16 @@ from bindscope.scratch.config import warmup_steps
 from bindscope.scratch.schedule import scheduled_lr
 from bindscope.scratch.trainer_base import TrainerBase, write_model_folder
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import family_of
 
 #: The swap tests' names (:func:`~bindscope.analyses.crossmodal.swaps.swap_wins`) and their metric names here.
-SWAP_KEYS = {"attribute": "swap_attribute", "noun": "swap_noun", "order_sensitivity": "order_sensitivity"}
+SWAP_KEYS = {
+    "attribute": "swap_attribute",
+    "noun": "swap_noun",
+    "relation": "swap_relation",
+    "count": "swap_count",
+    "order_sensitivity": "order_sensitivity",
+}
 EMBED_BATCH = 512
 
 
@@ -199,7 +207,8 @@ def clip_metrics(
         out[f"{part}_concept_at_1"] = (ranked["concept@1"], len(rows))
         out[f"{part}_strict_at_1"] = (ranked["strict@1"], len(rows))
         for name, key in SWAP_KEYS.items():
-            out[f"{part}_{key}"] = mean_and_count(wins[name])
+            if name in wins:  # a family swap only on its family's space
+                out[f"{part}_{key}"] = mean_and_count(wins[name])
     return out
 
 
@@ -217,6 +226,9 @@ def part_floors(scenes: SceneSet, split: ClipSplit) -> dict[str, dict[str, dict[
             "swap_noun": swap,
             "order_sensitivity": swap,
         }
+        family = family_of(scenes.space)
+        if family in FAMILY_METRICS:  # a family swap keeps the bag too
+            out[part][FAMILY_METRICS[family]] = swap
     return out
 
 

@@ -7,11 +7,15 @@ objects, and one binding-swap query per multi-object scene: an object of the sce
 concept value copied from another object of the scene. Swaps that would make a disallowed
 (held-out) object are never drawn, so held-out objects appear nowhere in training, neither as
 positives nor as negatives (``swap_allowed`` widens this, for the research code's leak and its
-evaluation). Labels are set membership, so a swap that coincides with an object of its scene is a
-positive. The queries are every concept value and every present object plus the swaps
-(``queries="all"``), or, as in the research code, the present concept values and a random subset
-of the present objects plus the swaps (``queries="sampled"``). Every batch is a pure function of
-``(seed, step)``: resuming needs no sampler state, and the same batch comes out on every device.
+evaluation). On a relation space (docs/method/11-relations-counts.md) a scene is a relation: the second
+object is drawn among the allowed objects whose place is the converse of the first's ("A left of B": A's
+place ``left of``, B's ``right of``), so a place swap query asks which object holds which side; a count
+space needs nothing more (any object may come in any count). Labels are set membership, so a swap
+that coincides with an object of its scene is a positive. The queries are every concept value and
+every present object plus the swaps (``queries="all"``), or, as in the research code, the present
+concept values and a random subset of the present objects plus the swaps (``queries="sampled"``).
+Every batch is a pure function of ``(seed, step)``: resuming needs no sampler state, and the same
+batch comes out on every device.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.embeddings.encoders.scratch.vocabulary import value_offsets
 from bindscope.space.concepts import PAD as NO_OBJECT
 from bindscope.space.concepts import ConceptSpace
+from bindscope.space.families import CONVERSE, PLACE
 
 ENUMERATE_UP_TO = 200_000  # tuples; more are sampled
 MAX_DRAWS = 1_000_000
@@ -109,6 +114,7 @@ class SceneSampler:
         self.max_object_queries = int(max_object_queries)
         self.max_concept_queries = int(max_concept_queries)
         self.values = torch.from_numpy(space.all_objects().astype(np.int64))  # [U, C]
+        self.partners = partner_table(space, self.pool.numpy(), self.max_objects)
         self.offsets = value_offsets(space.sizes)
         sizes = np.asarray(space.sizes, dtype=np.int64)
         self.strides = torch.from_numpy(np.concatenate([[1], np.cumprod(sizes)[:-1]]))
@@ -128,6 +134,9 @@ class SceneSampler:
         b, k = int(batch_size), self.max_objects
         n = torch.randint(1, k + 1, (b,), generator=g)
         ids = self.pool[torch.randint(len(self.pool), (b, k), generator=g)]
+        if self.partners is not None and k == 2:  # a relation: the second object holds the converse place
+            ids[:, 1] = self._partner(ids[:, 0], g)
+            n = torch.where(ids[:, 1] < 0, n.clamp(max=1), n)
         ids = torch.where(torch.arange(k)[None] < n[:, None], ids, torch.full_like(ids, NO_OBJECT))
         swap = self._swaps(ids, n, g)
         values = torch.where(ids[..., None] >= 0, self.values[ids.clamp(min=0)], torch.full((1,), NO_OBJECT))
@@ -169,6 +178,14 @@ class SceneSampler:
             objects = objects[torch.randperm(len(objects), generator=g)[: self.max_object_queries]]
         return torch.sort(tokens).values, torch.unique(torch.cat([objects, swaps[swaps >= 0]]))
 
+    def _partner(self, first: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        """Per first object, a uniformly drawn allowed object of the converse place (-1 where there is none)."""
+        assert self.partners is not None
+        table, counts, place = self.partners
+        row = self.values[first, place]
+        pick = (torch.rand(len(first), generator=g) * counts[row]).long()
+        return table[row, pick.clamp(max=table.shape[1] - 1)]
+
     def _swaps(self, ids: torch.Tensor, n: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         """One allowed binding swap per multi-object scene (-1 where none exists)."""
         i, j, c = self._cand
@@ -191,6 +208,36 @@ class SceneSampler:
         flat = torch.where(values >= 0, tokens, torch.full_like(tokens, out.shape[1] - 1)).reshape(b, -1)
         out.scatter_(1, flat, 1.0)
         return out[:, :-1]
+
+
+def converse_places(space: ConceptSpace) -> np.ndarray | None:
+    """Per place value of a relation space, the index of its converse; None for any other space."""
+    if PLACE not in space.concepts:
+        return None
+    names = list(space.values[space.concept_index(PLACE)])
+    return np.array([names.index(CONVERSE[v]) for v in names], dtype=np.int64)
+
+
+def partner_table(
+    space: ConceptSpace, pool: np.ndarray, max_objects: int
+) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+    """A relation space's partners: per place value, the ``pool`` objects holding its converse (a ``[P, M]`` table
+    padded with -1), their numbers ``[P]`` and the place concept's index; None for any other space."""
+    converse = converse_places(space)
+    if converse is None:
+        return None
+    if max_objects > 2:
+        raise BindscopeError(
+            f"a relation relates two objects: a relation space's scenes hold at most 2, not max_objects {max_objects}"
+        )
+    place = space.concept_index(PLACE)
+    held = space.all_objects()[pool, place]
+    members = [pool[held == converse[p]] for p in range(len(converse))]
+    table = np.full((len(members), max(1, *(len(m) for m in members))), NO_OBJECT, dtype=np.int64)
+    for p, m in enumerate(members):
+        table[p, : len(m)] = m
+    counts = torch.tensor([len(m) for m in members], dtype=torch.long)
+    return torch.from_numpy(table), counts, place
 
 
 def membership(ids: torch.Tensor, queries: torch.Tensor, num_objects: int) -> torch.Tensor:
@@ -224,6 +271,8 @@ def fixed_scenes(
     objects = np.unique(np.asarray(objects, dtype=np.int64))
     needed = np.unique(np.asarray(require, dtype=np.int64)) if require is not None else objects
     n, k = len(objects), num_objects
+    if converse_places(space) is not None and k == 2:
+        return _cap(space, relation_pairs(space, objects, needed), cap, np.random.default_rng(seed))
     qualifying = n**k - (n - int(np.isin(objects, needed).sum())) ** k
     rng = np.random.default_rng(seed)
     if n**k <= max(4 * cap, ENUMERATE_UP_TO):
@@ -235,6 +284,31 @@ def fixed_scenes(
         while len(grid) < min(cap, qualifying):
             tuples = objects[rng.integers(n, size=(draws, k))]
             grid = np.unique(np.concatenate([grid, tuples[np.isin(tuples, needed).any(1)]]), axis=0)
+    return _cap(space, grid, cap, rng)
+
+
+def _cap(space: ConceptSpace, grid: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """The scenes ``[N, K, C]`` of the object tuples ``grid``, or of a seeded ``cap`` of them."""
     if len(grid) > cap:
         grid = grid[np.sort(rng.choice(len(grid), cap, replace=False))]
-    return space.object_values(grid.reshape(-1)).reshape(len(grid), k, space.num_concepts)
+    return space.object_values(grid.reshape(-1)).reshape(len(grid), grid.shape[1], space.num_concepts)
+
+
+def relation_pairs(space: ConceptSpace, objects: np.ndarray, needed: np.ndarray) -> np.ndarray:
+    """Every ordered pair ``[N, 2]`` of ``objects`` whose places are converse (a relation), holding at least one of
+    ``needed``; an error where there is none."""
+    converse = converse_places(space)
+    assert converse is not None
+    held = space.all_objects()[objects, space.concept_index(PLACE)]
+    pairs = [
+        np.stack(np.meshgrid(objects[held == p], objects[held == q], indexing="ij"), -1).reshape(-1, 2)
+        for p, q in enumerate(converse)
+    ]
+    grid = np.concatenate(pairs)
+    grid = grid[np.isin(grid, needed).any(1)]
+    if not len(grid):
+        raise BindscopeError(
+            f"no two of these {len(objects)} objects hold converse places, so no relation scene can be made of them; "
+            "choose another fraction or seed, or a space with more objects"
+        )
+    return grid

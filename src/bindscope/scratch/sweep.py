@@ -79,7 +79,7 @@ class SweepKind:
 TOKEN = SweepKind(SPLITS, SUMMARY_METRICS, ("test", "object_acc"), ("object_acc", "concept_acc"), "held-out object acc")
 IMAGE_TEXT = SweepKind(
     {"heldout": "held-out scenes", "train": "trained-on scenes"},
-    ("swap_attribute", "swap_noun", "order_sensitivity", "concept_at_1", "strict_at_1"),
+    ("swap_attribute", "swap_noun", "swap_relation", "swap_count", "order_sensitivity", "concept_at_1", "strict_at_1"),
     ("heldout", "swap_attribute"),
     ("swap_attribute", "concept_at_1"),
     "held-out attribute swap",

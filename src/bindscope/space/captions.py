@@ -213,7 +213,9 @@ def _relation_captions(
     override = template.words.get(PLACE, {})
     relation_words = np.array([override.get(v, RELATION_WORDS.get(v, v)) for v in names], dtype=object)
     form = template.relation or DEFAULT_RELATION
-    two = np.flatnonzero(ids[:, -1] != PAD) if scenes.max_objects == 2 else np.empty(0, np.int64)
+    if scenes.max_objects < 2:
+        return out  # lone objects (single-object images): their phrases
+    two = np.flatnonzero(ids[:, -1] != PAD)
     subject, relation, other = phrases[ids[two, 0]], relation_words[scenes.scenes[two, 0, place]], phrases[ids[two, 1]]
     out[two] = [form.format(subject=s, relation=r, object=o) for s, r, o in zip(subject, relation, other)]
     return out

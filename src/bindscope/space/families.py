@@ -1,4 +1,4 @@
-"""Relations and counts as concepts of an object (docs/method/09-relations-counts.md).
+"""Relations and counts as concepts of an object (docs/method/11-relations-counts.md).
 
 Three families of composition are measured the same way. *Attribution*: which value goes with which object.
 *Relations*: which object stands in which relation to which; a 2-object scene "A to the left of B" gives each

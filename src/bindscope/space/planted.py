@@ -16,6 +16,7 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.space.concepts import PAD, SceneSet
+from bindscope.space.families import COUNT, PLACE
 
 
 def _vectors(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
@@ -119,6 +120,41 @@ def random_per_scene(scenes: SceneSet, rng: np.random.Generator, dim: int) -> np
     return _vectors(rng, len(scenes), dim)
 
 
+def role_bound(scenes: SceneSet, rng: np.random.Generator, dim: int) -> np.ndarray:
+    """A random vector per (object, place) or (object, count), summed over objects: the relation (count) is bound
+    to the object it belongs to, ``sum_s R[o_s, f_s]`` (a relation or count space: :func:`family_concept`)."""
+    family_concept(scenes)
+    return object_lookup(scenes, rng, dim)
+
+
+def role_bag(scenes: SceneSet, rng: np.random.Generator, dim: int) -> np.ndarray:
+    """A random vector per object without its place (count), plus a vector per place (count) the scene holds:
+    ``sum_s R[o_s] + sum_s P[f_s]``; the scene's objects and places are known, but not which object holds which,
+    so a relation (count) swap ties with the scene."""
+    f = family_concept(scenes)
+    rest = [c for c in range(scenes.space.num_concepts) if c != f]
+    values = scenes.scenes[..., rest]
+    sizes = np.array([scenes.space.sizes[c] for c in rest])
+    strides = np.concatenate([np.cumprod(sizes[::-1])[::-1][1:], [1]])
+    base = np.where(values[..., 0] != PAD, (values * strides).sum(axis=-1), PAD)
+    objects, places = _vectors(rng, int(np.prod(sizes)), dim), _vectors(rng, scenes.space.sizes[f], dim)
+    out = np.zeros((len(scenes), dim))
+    for s in range(scenes.max_objects):
+        out += _lookup(objects, base[:, s]) + _lookup(places, scenes.scenes[:, s, f])
+    return out
+
+
+def family_concept(scenes: SceneSet) -> int:
+    """The index of a relation space's place concept, or a count space's count concept."""
+    for name in (PLACE, COUNT):
+        if name in scenes.space.concepts:
+            return scenes.space.concept_index(name)
+    raise BindscopeError(
+        f"role-bound and role-bag embeddings need a relation or count space (a {PLACE!r} or {COUNT!r} concept); "
+        f"this space has {', '.join(scenes.space.concepts)}"
+    )
+
+
 def _lookup(table: np.ndarray, idx: np.ndarray) -> np.ndarray:
     out = np.zeros((len(idx), table.shape[1]))
     present = idx != PAD
@@ -136,6 +172,8 @@ KINDS: dict[str, Callable[[SceneSet, np.random.Generator, int], np.ndarray]] = {
     "mult_all_slots": mult_all_slots,
     "sum_mult": sum_mult,
     "random": random_per_scene,
+    "role_bound": role_bound,
+    "role_bag": role_bag,
 }
 
 
@@ -151,7 +189,8 @@ def planted_embeddings(
     kind
         One of :data:`KINDS`: ``object_additive``, ``object_lookup``, ``concept_additive``,
         ``bag_of_concepts``, ``additive_concepts_objects``, ``mult_within_object``,
-        ``mult_all_slots``, ``sum_mult``, ``random``.
+        ``mult_all_slots``, ``sum_mult``, ``random``; on a relation or count space also ``role_bound`` (a
+        vector per (object, place) or (object, count)) and ``role_bag`` (objects and places, unbound).
     dim
         Embedding width.
     noise

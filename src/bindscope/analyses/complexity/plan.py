@@ -74,7 +74,7 @@ def plan_sweep(scenes: SceneSet, settings: ComplexitySettings, unscored: np.ndar
     fractions = sorted(settings.fractions)
     plans = []
     for seed in settings.seeds:
-        splits = object_splits(scenes, fractions, seed, order=settings.object_order)
+        splits = object_splits(scenes, fractions, seed, order=settings.order_for(scenes.space))
         for i, split in enumerate(splits):
             nxt = splits[i + 1] if i + 1 < len(splits) else None
             plans.append(_plan(scenes, objects, split, nxt, settings, budget, unscored))

@@ -24,6 +24,8 @@ from bindscope.core.validation import (
     Settings,
     short_repr,
 )
+from bindscope.space.concepts import ConceptSpace
+from bindscope.space.families import family_of
 from bindscope.space.splits import DEFAULT_FRACTIONS, DEFAULT_SEEDS, ObjectOrder, check_fraction, check_fractions
 
 #: ``exact``: ALS for the table families, Adam on standardised targets for the MLP; ``paper``: Adam for every family.
@@ -285,11 +287,13 @@ class ComplexitySettings(ParitySettings):
         description="R²'s SST around the mean of all the sweep's scenes (scenes, default, as the research code) "
         "or around the scored group's own mean (group).",
     )
-    object_order: ObjectOrder = Field(
-        "covering",
-        description="Which objects are seen first: a seeded order that covers every concept value first (covering, "
-        "default: every test scene is then a new combination of seen values), or a plain permutation (random, the "
-        "research code: at low fractions some test scenes hold values never fitted).",
+    object_order: Literal["auto", "random", "covering", "closed"] = Field(
+        "auto",
+        description="Which objects are seen first: a seeded order that covers every concept value first (covering: "
+        "every test scene is then a new combination of seen values), a plain permutation (random, the research "
+        "code: at low fractions some test scenes hold values never fitted), or units of an object at every place "
+        "(count) of a relation (count) space (closed: a held-out scene's relation or count swap is held out too). "
+        "auto (default): closed on a relation or count space, covering elsewhere.",
     )
     probe_scenes: Literal["exclude", "keep"] = Field(
         "exclude",
@@ -379,6 +383,14 @@ class ComplexitySettings(ParitySettings):
         if len(set(labels)) != len(labels):
             raise BindscopeError(f"approximators repeat: {labels}")
         return out
+
+    def order_for(self, space: ConceptSpace) -> ObjectOrder:
+        """The object order the splits of ``space`` take: ``auto`` is ``closed`` on a relation or count space (its
+        held-out (object, place) and (object, count) combinations closed under the swaps the column scores),
+        ``covering`` elsewhere."""
+        if self.object_order != "auto":
+            return self.object_order
+        return "covering" if family_of(space) == "attribution" else "closed"
 
     def schedule(self) -> Schedule:
         """Adam's schedule (every family under the paper protocol, the MLP under the exact one)."""

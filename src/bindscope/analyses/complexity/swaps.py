@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
+from bindscope.estimators.floors import role_view
 from bindscope.space.concepts import SceneSet
 
 #: A scene and its swap are tied when their true embeddings differ by at most this share of the larger
@@ -70,8 +71,9 @@ def find_swaps(scenes: SceneSet, y: np.ndarray, present: np.ndarray) -> Swaps:
     """Every binding swap among ``scenes`` (K-object scenes), with ``y`` their embeddings ``[N, D]`` and
     ``present`` ``[N, U]`` which objects each holds."""
     n = len(scenes)
-    ambiguous = scenes.binding_ambiguous()
-    bag = np.concatenate(scenes.value_counts(), axis=1)
+    roles = role_view(scenes)  # a relation (count) space: the swaps a bag of roles ties, of places (counts)
+    ambiguous = roles.binding_ambiguous()
+    bag = np.concatenate(roles.value_counts(), axis=1)
     bag_id = np.unique(bag, axis=0, return_inverse=True)[1].reshape(-1)
     set_id = np.unique(np.packbits(present, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
     order = np.argsort(bag_id, kind="stable")

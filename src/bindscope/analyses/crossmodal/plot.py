@@ -14,7 +14,8 @@ from bindscope.estimators.intervals import rate
 #: What each figure shows, by file stem (the report's captions; a test checks every figure has one).
 CAPTIONS = {
     "swaps": "How often image-text similarity prefers an image's own caption over one with two attributes "
-    "swapped, two nouns swapped or the objects in the other order (left; a tie counts half), and top-1 retrieval "
+    "swapped, two nouns swapped, the objects in the other order or, on a relation (count) space, subject and object "
+    "(the counts) swapped (left; a tie counts half), and top-1 retrieval "
     "in both directions (right), in percent with the 95% Wilson interval over the pairs or queries scored; "
     "chance (dotted) and what an ideal bag of concepts scores (dashed) on each bar.",
     "bridge": "The same tests on scenes of objects the linear bridge between the two towers never saw, against "
@@ -26,6 +27,8 @@ CAPTIONS = {
 }
 
 SWAPS = ("swap_attribute", "swap_noun", "order_sensitivity")
+#: A relation or count space's family swap, drawn beside the others where it was scored.
+FAMILY_SWAPS = ("swap_relation", "swap_count")
 RETRIEVAL = ("image_to_text_strict@1", "image_to_text_concept@1", "text_to_image_strict@1", "text_to_image_concept@1")
 BRIDGE_METRICS = ("swap_attribute", "swap_noun", "image_to_text_strict@1", "text_to_image_strict@1")
 
@@ -57,7 +60,8 @@ def swap_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path
     """Bars of the raw swap and retrieval accuracies, with chance and the bag-of-concepts score marked."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 4]})
-    for ax, metrics in zip(axes, (SWAPS, RETRIEVAL)):
+    family = tuple(m for m in FAMILY_SWAPS if ((table.variant == "raw") & (table.metric == m)).any())
+    for ax, metrics in zip(axes, (SWAPS + family, RETRIEVAL)):
         x = np.arange(len(metrics))
         values = np.array([value_of(table, "raw", m) for m in metrics])
         bars = interval_bars(values, np.array([cases_of(table, "raw", m) for m in metrics]))
@@ -87,8 +91,9 @@ def bridge_plot(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Pa
     (mean ± std over seeds)."""
     plt = pyplot()
     part = table[table.group == "test_only"]
-    fig, axes = plt.subplots(1, len(BRIDGE_METRICS), figsize=(4 * len(BRIDGE_METRICS), 3.8), squeeze=False)
-    for ax, metric in zip(axes[0], BRIDGE_METRICS):
+    metrics = (*BRIDGE_METRICS[:2], *(m for m in FAMILY_SWAPS if (part.metric == m).any()), *BRIDGE_METRICS[2:])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
         for variant, style in (("raw", "o--"), ("bridged", "o-")):
             rows = part[(part.variant == variant) & (part.metric == metric)]
             if not len(rows):

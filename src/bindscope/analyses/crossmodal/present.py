@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bindscope.analyses.base import Rows
-from bindscope.analyses.crossmodal.scoring import SWAP_METRICS
+from bindscope.analyses.crossmodal.scoring import FAMILY_METRICS, SWAP_METRICS
 from bindscope.analyses.crossmodal.summary import CrossmodalSummary
 from bindscope.estimators.intervals import rate
 from bindscope.estimators.metrics import Spread, format_spread
@@ -50,7 +50,7 @@ def headline_rows(summary: CrossmodalSummary) -> Rows:
     where = ", ".join(([f"f={f:g}"] if f is not None else []) + ([f"± sd over {seeds} seeds"] if seeds > 1 else []))
     sd = f" (± sd over {seeds} seeds)" if seeds > 1 else ""
     rows: Rows = [(*HEADER[:4], HEADER[4] + (f" ({where})" if where else ""), HEADER[5] + sd, *HEADER[6:])]
-    for metric in HEADLINE_METRICS:
+    for metric in headline_metrics(summary):
         value = summary.raw.get(metric)
         rows.append(
             (
@@ -64,6 +64,13 @@ def headline_rows(summary: CrossmodalSummary) -> Rows:
             )
         )
     return rows + half_truth_rows(summary) + unimodal_rows(summary)
+
+
+def headline_metrics(summary: CrossmodalSummary) -> tuple[str, ...]:
+    """The terminal's tests: the swaps, a relation or count space's family swap (where scored), retrieval."""
+    scored = {*summary.raw, *summary.references.get("chance", {})}
+    family = tuple(m for m in FAMILY_METRICS.values() if m in scored)
+    return (*SWAP_METRICS, *family, *HEADLINE_METRICS[len(SWAP_METRICS) :])
 
 
 def half_truth_rows(summary: CrossmodalSummary) -> Rows:
@@ -109,6 +116,7 @@ def notes_lines(summary: CrossmodalSummary) -> list[str]:
     c = summary.concepts
     scope = "a seeded subsample of " if summary.subsampled else ""
     lines = [f"attribute = {c.attribute}, noun = {c.noun}; {scope}{summary.scenes:,} 2-object scenes"]
+    lines += family_lines(summary)
     for swap, reasons in summary.skipped.items():
         if reasons:
             lines.append(f"{swap} swap skipped: " + ", ".join(f"{r} {n:,}" for r, n in reasons.items()))
@@ -119,6 +127,26 @@ def notes_lines(summary: CrossmodalSummary) -> list[str]:
         )
     lines.append(half_truth_line(summary))
     return lines + contrast_lines(summary)
+
+
+#: What each family swap exchanges, in words.
+FAMILY_WORDS = {
+    "swap_relation": "relation swap: subject and object exchanged, the relation kept",
+    "swap_count": "count swap: the two objects' counts exchanged",
+}
+
+
+def family_lines(summary: CrossmodalSummary) -> list[str]:
+    """What a relation or count space's family swap exchanges, and whether the bridge scored it on unseen
+    objects."""
+    lines = []
+    for metric in headline_metrics(summary):
+        if metric not in FAMILY_WORDS:
+            continue
+        bridged = any(metric in part.get("bridged", {}) for part in summary.bridge.fractions.values())
+        where = "; bridged on test_only too" if bridged else ""
+        lines.append(f"{FAMILY_WORDS[metric]} (chance and a bag of concepts 50%: a swap keeps the bag){where}")
+    return lines
 
 
 def half_truth_line(summary: CrossmodalSummary) -> str:

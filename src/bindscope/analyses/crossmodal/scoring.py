@@ -15,11 +15,14 @@ from bindscope.analyses.crossmodal.swaps import SwapCases, mean_and_count, swap_
 from bindscope.core.errors import BindscopeError
 from bindscope.core.tidy import result_row
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import family_of
 
 #: The groups of the results table: every scored scene, or the test_only scenes of a bridge's split.
 ALL, TEST_ONLY = "all", "test_only"
 #: The metrics of one scoring, in the order tables and plots show them.
 SWAP_METRICS = ("swap_attribute", "swap_noun", "order_sensitivity")
+#: The family swap's metric of a relation or count space (:func:`~bindscope.space.captions.family_swap`).
+FAMILY_METRICS = {"relation": "swap_relation", "count": "swap_count"}
 DIRECTIONS = ("image_to_text", "text_to_image")
 #: A metric's (value, cases): NaN and 0 for a metric without cases.
 Metrics = dict[str, tuple[float, int]]
@@ -117,11 +120,19 @@ class Scorer:
         return metrics
 
 
+def swap_references(scenes: SceneSet) -> tuple[str, ...]:
+    """The swaps with a true negative whose chance and bag are 0.5: attribute and noun, and a relation or count
+    space's family swap."""
+    family = family_of(scenes.space)
+    return (*SWAP_METRICS[:2], *([FAMILY_METRICS[family]] if family in FAMILY_METRICS else []))
+
+
 def reference_rows(scenes: SceneSet) -> list[dict[str, Any]]:
-    """Chance and what a perfect bag of concepts scores: 0.5 on both swaps (it ties, and a tie counts half);
-    on top-1 retrieval, every concept-level hit and, strictly, the share of its bag's captions that name the
-    scene's objects. Expectations, not counts: no ``n_cases``."""
-    out = [result_row("crossmodal", v, ALL, m, 0, 0.5) for v in ("chance", "bag_of_concepts") for m in SWAP_METRICS[:2]]
+    """Chance and what a perfect bag of concepts scores: 0.5 on every swap (a swap keeps the bag: it ties, and a
+    tie counts half); on top-1 retrieval, every concept-level hit and, strictly, the share of its bag's captions
+    that name the scene's objects. Expectations, not counts: no ``n_cases``."""
+    swaps = swap_references(scenes)
+    out = [result_row("crossmodal", v, ALL, m, 0, 0.5) for v in ("chance", "bag_of_concepts") for m in swaps]
     chance = retrieval_chance(scenes)
     ceiling = {"strict@1": bag_strict_ceiling(scenes), "concept@1": 1.0}
     for direction in DIRECTIONS:

@@ -2,9 +2,11 @@
 
 For each 2-object scene with two distinct objects, the image embedding is compared by cosine with
 its correct caption and with the captions of the attribute swap (a2 o1 / a1 o2), the noun swap
-(a1 o2 / a2 o1) and the same scene named in the other mention order (also correct). Captions of
-other scenes are rows of the text embeddings (every swap of an enumerated preset is itself a scene);
-a scene whose needed caption is not in the dataset is skipped and counted.
+(a1 o2 / a2 o1), a relation or count space's family swap (subject and object exchanged, the relation
+kept; the counts exchanged: :func:`~bindscope.space.captions.family_swap`) and the same scene named in
+the other mention order (also correct). Captions of other scenes are rows of the text embeddings
+(every swap of an enumerated preset is itself a scene); a scene whose needed caption is not in the
+dataset is skipped and counted.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from bindscope.estimators.scene_index import find_scenes, scene_lookup
-from bindscope.space.captions import attribute_swap, object_swap, reverse_order
+from bindscope.space.captions import attribute_swap, family_swap, object_swap, reverse_order
 from bindscope.space.concepts import SceneSet
 
 #: Cosines closer than this are a tie: the same vector summed in another order differs in its last bits.
 TIE_TOLERANCE = 1e-6
 NO_NEGATIVE = "no true negative"
 NOT_IN_DATASET = "caption not in the dataset"
+#: The swaps whose negative is a true one, scored as ``swap_<name>`` (a family swap only in its family's space).
+NEGATIVES = ("attribute", "noun", "relation", "count")
 
 
 def beats(score: Any, other: Any, tolerance: float = TIE_TOLERANCE) -> Any:
@@ -74,19 +78,20 @@ class SwapCases:
 
 
 def swap_cases(scenes: SceneSet, noun: str) -> SwapCases:
-    """Scenes with two distinct objects, and the caption row of each swap of them."""
+    """Scenes with two distinct objects, and the caption row of each swap of them (the attribute and noun
+    swaps, a relation or count space's family swap, and the other mention order)."""
     ids = scenes.object_ids()
     two = (scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1])
     rows = np.flatnonzero(two)
-    lookup = scene_lookup(scenes.subset(rows))
+    pairs = scenes.subset(rows)
+    lookup = scene_lookup(pairs)
     u = scenes.space.num_objects
     negative: dict[str, np.ndarray] = {}
     skipped: dict[str, dict[str, int]] = {}
-    for name, (swapped, valid) in (
-        ("attribute", attribute_swap(scenes.subset(rows), noun)),
-        ("noun", object_swap(scenes.subset(rows), noun)),
-        ("order", (reverse_order(scenes.subset(rows)), np.ones(len(rows), bool))),
-    ):
+    swaps = [("attribute", attribute_swap(pairs, noun)), ("noun", object_swap(pairs, noun))]
+    family = family_swap(pairs)
+    swaps += [family] if family is not None else []
+    for name, (swapped, valid) in (*swaps, ("order", (reverse_order(pairs), np.ones(len(rows), bool)))):
         sid = swapped.object_ids().astype(np.int64)
         if name != "order":  # a true negative names other objects, not the same ones in the other order
             valid = valid & (np.sort(sid, axis=1) != np.sort(ids[rows], axis=1)).any(axis=1)
@@ -110,10 +115,10 @@ def swap_scores(image: np.ndarray, text: np.ndarray, cases: SwapCases) -> dict[s
 
 def swap_wins(scores: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per scene with the swap: 1 / 0.5 / 0 as the correct caption beats / ties / loses to the attribute
-    and noun swaps; and, for order sensitivity, as the correct caption in the other order loses to /
-    ties / beats the attribute swap."""
+    and noun swaps (and a family swap, where scored); and, for order sensitivity, as the correct caption in
+    the other order loses to / ties / beats the attribute swap."""
     out = {}
-    for name in ("attribute", "noun"):
+    for name in (n for n in NEGATIVES if n in scores):
         ok = ~np.isnan(scores[name])
         out[name] = pairwise_accuracy(scores["correct"][ok], scores[name][ok])
     ok = ~np.isnan(scores["order"]) & ~np.isnan(scores["attribute"])

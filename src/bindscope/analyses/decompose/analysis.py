@@ -8,8 +8,8 @@ import numpy as np
 
 from bindscope.analyses.base import Analysis, Progress, Result, Rows
 from bindscope.analyses.decompose.card import COLUMNS, measure_decompose
-from bindscope.analyses.decompose.compute import EXTRA_COLUMNS, Solvers, decompose_analysis
-from bindscope.analyses.decompose.present import headline_rows
+from bindscope.analyses.decompose.compute import EXTRA_COLUMNS, Solvers, decompose_analysis, design_name
+from bindscope.analyses.decompose.present import design_notes, headline_rows
 from bindscope.analyses.decompose.settings import DecomposeSettings
 from bindscope.analyses.decompose.summary import DecomposeSummary, decompose_summary
 from bindscope.analyses.inputs import AnalysisInputs
@@ -19,9 +19,11 @@ from bindscope.estimators.verdicts import Measured
 
 @dataclass
 class DecomposeResult(Result):
-    """What ``decompose`` computes: the tidy table (column ``part``) and the solver of every subtraction probe."""
+    """What ``decompose`` computes: the tidy table (column ``part``), the solver of every subtraction probe and the
+    design (``role-aware`` / ``count-aware`` on a relation / count space, else None)."""
 
     solvers: Solvers = field(kw_only=True)
+    design: str | None = field(kw_only=True, default=None)
 
 
 class DecomposeAnalysis(Analysis):
@@ -51,13 +53,17 @@ class DecomposeAnalysis(Analysis):
             control=ctrl,
             progress=progress,
         )
-        return DecomposeResult(table, warnings=approximate_warnings(solvers), solvers=solvers)
+        design = design_name(inputs.scenes)
+        return DecomposeResult(table, warnings=approximate_warnings(solvers), solvers=solvers, design=design)
 
     def summarize(self, result: DecomposeResult, settings: DecomposeSettings) -> DecomposeSummary:
-        return decompose_summary(result.table, result.solvers)
+        return decompose_summary(result.table, result.solvers, result.design)
 
     def measure(self, result: DecomposeResult, settings: DecomposeSettings) -> dict[str, Measured]:
         return measure_decompose(result.table)
 
     def headline(self, summary: DecomposeSummary) -> Rows:
         return headline_rows(summary)
+
+    def notes(self, summary: DecomposeSummary) -> list[str]:
+        return design_notes(summary)

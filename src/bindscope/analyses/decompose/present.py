@@ -72,3 +72,19 @@ def headline_rows(summary: DecomposeSummary) -> Rows:
     for variant, part in (summary.subtraction_rand or {}).items():
         rows.append((f"{variant} (+rand)", pct(part.test, "object_acc"), pct(part.test, "concept_acc"), "", "", ""))
     return rows
+
+
+#: What the role-aware and count-aware designs fit as the "concepts" (docs/method/11-relations-counts.md).
+DESIGN_PARTS = {"role-aware": "place", "count-aware": "count"}
+
+
+def design_notes(summary: DecomposeSummary) -> list[str]:
+    """On a relation or count space, a line naming the design: which vectors the concept-additive model sums,
+    and what the gap then asks; none on other spaces."""
+    if summary.design not in DESIGN_PARTS:
+        return []
+    part = DESIGN_PARTS[summary.design]
+    return [
+        f"{summary.design} design: concept_additive sums a vector per object (its other concepts bound) and one per "
+        f"{part}; {GAP_LABEL} asks whether each (object, {part}) has a vector of its own beyond them"
+    ]

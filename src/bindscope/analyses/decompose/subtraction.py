@@ -31,11 +31,14 @@ def subtraction_run(
     variant: str,
     residual_mean: str = "keep",
     control: str = NO_CONTROL,
+    design: SceneSet | None = None,
 ) -> ProbeRun:
     """The probes of one subtraction variant over seeds (rows of part ``subtraction``; chance with ``base``
-    of the embeddings themselves; ``control``: the rows' control, e.g. ``rand`` for the ``+rand`` embeddings)."""
+    of the embeddings themselves; ``control``: the rows' control, e.g. ``rand`` for the ``+rand`` embeddings;
+    ``design``: the scenes the additive models are fitted on, where not ``scenes`` (a role view, whose objects
+    are the same))."""
     return probe_variant(
-        residual(y, scenes, variant, residual_mean),
+        residual(y, scenes if design is None else design, variant, residual_mean),
         scenes,
         settings,
         analysis="decompose",

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pandas as pd
+from pydantic import Field
 
 from bindscope.analyses.decompose.subtraction import SUBTRACTION_VARIANTS
 from bindscope.analyses.results import Summary
 from bindscope.core.tidy import NO_CONTROL
 from bindscope.core.validation import Schema
-from bindscope.estimators.metrics import Splits, nested
+from bindscope.estimators.metrics import Splits, is_absent, nested
 from bindscope.estimators.probe_runs import accuracy_summary, chance_summary
 
 
@@ -43,10 +44,15 @@ class DecomposeSummary(Summary):
     solver: dict[str, dict[str, dict[str, str]]]
     subtraction_rand: dict[str, Splits] | None = None
     test_scenes: int | None = None
+    #: ``role-aware`` (a relation space) or ``count-aware`` (a count space): the concept-additive model's
+    #: "concepts" are the object without its place (count) and the place (count); absent on other spaces.
+    design: str | None = Field(None, exclude_if=is_absent)
 
 
 def decompose_summary(
-    table: pd.DataFrame, solvers: Mapping[str, Mapping[int, Mapping[str, str]]] | None = None
+    table: pd.DataFrame,
+    solvers: Mapping[str, Mapping[int, Mapping[str, str]]] | None = None,
+    design: str | None = None,
 ) -> DecomposeSummary:
     """The main numbers of ``bindscope decompose`` from its tidy table and the subtraction probes' solvers."""
     additive = table[table.part == "additive"]
@@ -61,6 +67,7 @@ def decompose_summary(
         chance=chance_summary(subtraction),
         solver={v: {str(s): dict(e) for s, e in per.items()} for v, per in (solvers or {}).items()},
         test_scenes=test_scenes(subtraction),
+        design=design,
     )
 
 

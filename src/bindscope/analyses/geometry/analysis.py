@@ -20,6 +20,7 @@ from bindscope.analyses.geometry.summary import GeometrySummary, geometry_summar
 from bindscope.analyses.inputs import AnalysisInputs
 from bindscope.analyses.results import ResultFiles
 from bindscope.estimators.verdicts import Measured
+from bindscope.space.families import PLACE
 
 
 class GeometryAnalysis(Analysis):
@@ -46,7 +47,8 @@ class GeometryAnalysis(Analysis):
         return geometry_summary(result)
 
     def measure(self, result: GeometryResult, settings: GeometrySettings) -> dict[str, Measured]:
-        return measure_geometry(result.table, result.fractions, result.space.num_objects)
+        space = result.space
+        return measure_geometry(result.table, result.fractions, space.num_objects, PLACE in space.concepts)
 
     def headline(self, summary: GeometrySummary) -> Rows:
         return headline_rows(summary)

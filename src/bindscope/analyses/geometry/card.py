@@ -16,6 +16,8 @@ headline fraction (the one nearest 0.5).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -59,10 +61,18 @@ def at_fraction(table: pd.DataFrame, fraction: float) -> pd.DataFrame:
     return table[np.isclose(table["fraction"].astype(float), fraction)]
 
 
-def measure_geometry(table: pd.DataFrame, fractions: tuple[float, ...], space_objects: int) -> dict[str, Measured]:
+def measure_geometry(
+    table: pd.DataFrame, fractions: tuple[float, ...], space_objects: int, relation: bool = False
+) -> dict[str, Measured]:
     """Every column: factorization R² on all objects (no seed: one value), held-out R² and the heads' object
     accuracy on unseen objects per seed at the headline fraction (the heads with their cases, the unseen
-    objects of every slot, and chance ``1 / U``), and the mean cross-concept |cos| (lower is better, best 0)."""
+    objects of every slot, and chance ``1 / U``), and the mean cross-concept |cos| (lower is better, best 0).
+
+    ``relation`` (a relation space): every column's bag bound is its best value. A slot's object vectors there tell
+    an object's place from its converse by the relation the scene names ("A to the left of B" against "A to the
+    right of B"), which a bag of concepts, holding both places of every scene, cannot, but a bag that knows the
+    relation and not which object is its subject (a bag of words) does: its object vectors are exactly sums of
+    concept parts in disjoint coordinates, at the ceiling of every column, as a bag of concepts is elsewhere."""
     out: dict[str, Measured] = {}
     whole = rows_of(table, "factorization", "all", "r2")
     if len(whole):
@@ -84,4 +94,6 @@ def measure_geometry(table: pd.DataFrame, fractions: tuple[float, ...], space_ob
     if len(across):
         value = round(float(across["value"].mean()), ROUNDING)
         out[ACROSS] = Measured(values=[value], higher=False, ceiling=0.0)
+    if relation:
+        out = {key: replace(m, bag_bound=m.ceiling) for key, m in out.items()}
     return out

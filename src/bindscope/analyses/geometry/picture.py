@@ -20,6 +20,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.estimators.object_banks import group_means
 from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.families import COUNT, PLACE
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,14 @@ class MdsPicture:
 def picture_roles(
     space: ConceptSpace, asked: bool, attribute: str | None, noun: str | None
 ) -> tuple[dict[str, str] | None, str]:
-    """The attribute and noun of the picture, or why there is none."""
+    """The attribute and noun of the picture, or why there is none (a relation or count space's place and count
+    left aside: its other two concepts are drawn)."""
     if not asked:
         return None, "not asked for (--no-mds)"
+    named = [c for c in space.concepts if c not in (PLACE, COUNT)]  # a relation or count space's own concepts
     if space.num_concepts < 2:
         return None, "the space has one concept; the picture needs an attribute and a noun"
-    if attribute is None and space.num_concepts > 2:
+    if attribute is None and len(named) != 2:
         return None, f"the space has {space.num_concepts} concepts; name the picture's --attribute (and --noun)"
     return concept_roles(SceneSet.singles(space), attribute, noun), ""
 

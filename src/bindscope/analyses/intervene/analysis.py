@@ -43,7 +43,7 @@ class InterveneAnalysis(Analysis):
         return intervene_summary(result, settings)
 
     def measure(self, result: InterveneResult, settings: InterveneSettings) -> dict[str, Measured]:
-        return measure_edits(result.table, settings, result.absent, result.split)
+        return measure_edits(result.table, settings, result.absent, result.split, result.edits[0])
 
     def headline(self, summary: InterveneSummary) -> Rows:
         return headline_rows(summary)

@@ -92,15 +92,16 @@ def measured_rate(rows: pd.DataFrame | None, rand: pd.DataFrame | None, scored_o
 
 
 def measure_edits(
-    table: pd.DataFrame, settings: InterveneSettings, absent: dict[str, str], split: bool
+    table: pd.DataFrame, settings: InterveneSettings, absent: dict[str, str], split: bool, edit: str | None = None
 ) -> dict[str, Measured]:
-    """Each column's bound rate per seed, of the first edit asked for, the first available bank and the table's
-    k, with the ``+rand`` control's where it was run (``edit shared`` is not measured where no scene shares the
-    edited value)."""
+    """Each column's bound rate per seed, of ``edit`` (default: the first edit the settings ask for on an
+    attribution space; a run passes the first it made), the first available bank and the table's k, with the
+    ``+rand`` control's where it was run (``edit shared`` is not measured where no scene shares the edited value,
+    as no relation edit does)."""
     bank = card_bank(settings, absent)
     if bank is None:
         return {}
-    edit, k = settings.edits()[0], table_k(settings.k)
+    edit, k = edit or settings.edits()[0], table_k(settings.k)
     where = f"{edit} edits needing binding, {bank} bank, k = {k:g}, ties wrong"
     retrieval, probe = BOUND["retrieval"], BOUND["probe"]
     different = "different" if split else ALL

@@ -16,7 +16,13 @@ import pandas as pd
 
 from bindscope.analyses.base import Progress, Result
 from bindscope.analyses.inputs import AnalysisInputs
-from bindscope.analyses.intervene.edits import check_two_object_scenes, plan_edits
+from bindscope.analyses.intervene.edits import (
+    FAMILY_EDITS,
+    EditPlan,
+    check_two_object_scenes,
+    plan_edits,
+    plan_relation_edits,
+)
 from bindscope.analyses.intervene.outcomes import ALL, EXTRA_COLUMNS, case_table, metric_rows, skipped_cases
 from bindscope.analyses.intervene.probing import fit_probes, probe_hits_for
 from bindscope.analyses.intervene.score import Job, job_ks, score_jobs
@@ -28,6 +34,7 @@ from bindscope.estimators.object_banks import concept_value_means
 from bindscope.estimators.probe_runs import ProbeRun, ProbeSettings, approximate_warnings
 from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import family_of
 
 Skipped = dict[str, dict[str, dict[str, int]]]  # edit -> variant -> reason -> cases over all seeds
 #: The ``control`` of the ``+rand`` control's rows in the tidy table.
@@ -37,8 +44,8 @@ RAND = "rand"
 @dataclass
 class InterveneResult(Result):
     """What ``intervene`` computes: the tidy table, the per-case table (``tables``), the concepts edited and kept,
-    why any bank asked for is absent, the cases skipped, whether the shared/different split exists, and the probes
-    fitted here (None when frozen probes were given) with their settings and scenes."""
+    why any bank asked for is absent, the cases skipped, whether the shared/different split exists, the probes
+    fitted here (None when frozen probes were given) with their settings and scenes, and the edit kinds made."""
 
     concepts: dict[str, str] = field(kw_only=True)
     absent: dict[str, str] = field(kw_only=True)
@@ -47,11 +54,32 @@ class InterveneResult(Result):
     scenes: SceneSet = field(kw_only=True)
     fitted: ProbeRun | None = field(kw_only=True, default=None)
     probe_settings: ProbeSettings | None = field(kw_only=True, default=None)
+    edits: tuple[str, ...] = field(kw_only=True, default=("attribute",))
 
 
 def full_rows(scenes: SceneSet) -> np.ndarray:
     """The rows an intervention run uses: the scenes holding both objects."""
     return scenes.full() if scenes.max_objects == 2 else np.arange(len(scenes))
+
+
+def probed_concepts(scenes: SceneSet, concepts: dict[str, str]) -> tuple[str, ...]:
+    """The concepts whose probes the paper's probe hit reads: the attribute and the noun, and on a relation or count
+    space the place or count too (the expected scene's places and counts are part of what an edit must give)."""
+    family = tuple(c for c in scenes.space.concepts if c in FAMILY_EDITS.values())
+    return (concepts["attribute"], concepts["noun"], *family)
+
+
+def edit_plan(scenes: SceneSet, edit: str, concepts: dict[str, str], seed: int) -> EditPlan:
+    """The cases of one edit kind and target seed: an attribute, noun or count edit of one object, or a relation
+    edit of both."""
+    probed = probed_concepts(scenes, concepts)
+    if edit == "relation":
+        return plan_relation_edits(scenes, seed, probed)
+    if edit == "count":
+        return plan_edits(scenes, FAMILY_EDITS["count"], None, seed, edit, probed)
+    first, second = concepts["attribute"], concepts["noun"]
+    edited, kept = (first, second) if edit == "attribute" else (second, first)
+    return plan_edits(scenes, edited, kept, seed, edit, probed)
 
 
 def plan_jobs(
@@ -61,16 +89,12 @@ def plan_jobs(
     added by the caller)."""
     jobs: list[Job] = []
     tables: dict[str, np.ndarray] = {}
-    for edit in settings.edits():
-        edited, kept = (
-            (concepts["attribute"], concepts["noun"])
-            if edit == "attribute"
-            else (concepts["noun"], concepts["attribute"])
-        )
+    for edit in settings.edits(family_of(scenes.space)):
+        edited = FAMILY_EDITS.get(edit) or concepts[edit]
         c = scenes.space.concept_index(edited)
         bag, bag_present = concept_value_means(scenes.scenes[:, :, c], y, scenes.space.sizes[c])
         for seed in settings.seeds:
-            plan = plan_edits(scenes, edited, kept, seed, edit)
+            plan = edit_plan(scenes, edit, concepts, seed)
             if not len(plan):
                 raise BindscopeError(f"no {edit} edit can be made on these scenes: {plan.skipped or 'no scenes'}")
             more_jobs, more_tables = make_jobs(plan, banks, bag, bag_present)
@@ -109,7 +133,7 @@ def edit_scenes(
     if probes is None:
         probes, fitted, probe_settings = fit_probes(y, scenes, settings)
         warnings += approximate_warnings({"probes": fitted.solver})
-    hits = probe_hits_for(probes, scenes, concepts, y)
+    hits = probe_hits_for(probes, scenes, probed_concepts(scenes, concepts), y)
     jobs, plan_tables = plan_jobs(scenes, y, concepts, banks, settings)
     tables = {**{name: bank.table for name, bank in banks.items()}, **plan_tables}
     scored = score_jobs(y, jobs, tables, settings.k, hits, device=settings.device, progress=progress)
@@ -141,4 +165,5 @@ def edit_scenes(
         scenes=scenes,
         fitted=fitted,
         probe_settings=probe_settings,
+        edits=settings.edits(family_of(scenes.space)),
     )

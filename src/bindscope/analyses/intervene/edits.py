@@ -11,6 +11,13 @@ Each case also records the order-reversed scene of its expected scene (the same 
 slots) and whether the edit *needs binding*: whether a scene with the expected scene's concept values bound
 the other way (a binding swap, "a blue cube and a red sphere" for "a red cube and a blue sphere") is among the
 scenes. An ideal bag of concepts embeds such a scene exactly as the expected one, so it cannot tell them apart.
+
+On a count space a *count* edit changes one object's count (:func:`plan_edits` with the count as the edited
+concept, no scene excluded). On a relation space a *relation* edit changes the relation (:func:`plan_relation_edits`):
+both objects' places change together, the subject's to a target relation and the object's to its converse,
+since one place alone would make a scene that is no relation; each scene gives one case (side ``both``). There
+the bag is one of roles (:func:`~bindscope.estimators.floors.role_view`), and a binding swap is a relation
+(count) swap.
 """
 
 from __future__ import annotations
@@ -23,11 +30,17 @@ import numpy as np
 
 from bindscope.analyses.intervene.chance import case_chances
 from bindscope.core.errors import BindscopeError
+from bindscope.estimators.floors import role_view
 from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import CONVERSE, COUNT, PLACE
 
 EDITS = ("attribute", "noun")
-SIDES = ("left", "right")
+#: The edit each family adds: it changes the concept of that name (docs/method/11-relations-counts.md).
+FAMILY_EDITS = {"relation": PLACE, "count": COUNT}
+#: Which object an edit changes: the first (left), the second (right), or both (a relation edit).
+SIDES = ("left", "right", "both")
+BOTH = SIDES.index("both")
 
 
 @dataclass(frozen=True)
@@ -37,7 +50,9 @@ class EditPlan:
     Scene indices are rows of the 2-object scenes the run uses; objects are object ids of the space.
     ``reversed`` is the row of the expected scene's order-reversed scene (-1: not among the scenes, or the
     expected scene itself); ``binding`` whether the expected scene has a binding swap among the scenes
-    (:func:`needs_binding`); ``chance`` each metric's chance per case (:mod:`.chance`).
+    (:func:`needs_binding`); ``chance`` each metric's chance per case (:mod:`.chance`). A relation edit (side
+    ``both``) changes the second object too: ``second`` holds its source and target objects and values
+    (``[4, m]``: source object, target object, source value, target value; None for one-object edits).
     """
 
     edit: str
@@ -55,6 +70,7 @@ class EditPlan:
     binding: np.ndarray
     chance: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    second: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(len(self.scene))
@@ -71,8 +87,9 @@ def check_two_object_scenes(scenes: SceneSet) -> None:
 
 def bag_classes(scenes: SceneSet) -> np.ndarray:
     """Per scene ``[N]``: a class id shared by the scenes with the same concept values (the same count of each
-    value of each concept), which an ideal bag of concepts embeds identically."""
-    counts = np.concatenate(scenes.value_counts(), axis=1)
+    value of each concept), which an ideal bag of concepts embeds identically (on a relation or count space, the
+    same objects and places or counts: the bag of roles)."""
+    counts = np.concatenate(role_view(scenes).value_counts(), axis=1)
     return np.unique(counts, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
@@ -110,7 +127,9 @@ def draw_targets(values: np.ndarray, eligible: np.ndarray, choices: np.ndarray, 
     return out
 
 
-def plan_edits(scenes: SceneSet, edited: str, kept: str, seed: int, edit: str) -> EditPlan:
+def plan_edits(
+    scenes: SceneSet, edited: str, kept: str | None, seed: int, edit: str, probed: tuple[str, ...] = ()
+) -> EditPlan:
     """The left and right edits of concept ``edited`` in every scene whose ``kept`` values differ.
 
     Parameters
@@ -119,17 +138,24 @@ def plan_edits(scenes: SceneSet, edited: str, kept: str, seed: int, edit: str) -
         The 2-object scenes (rows are what ``scene`` and ``expected`` index).
     edited, kept
         Concept names: the one edited, and the one whose equal values exclude a scene (the noun,
-        for attribute edits; the research code skips scenes whose two nouns are equal).
+        for attribute edits; the research code skips scenes whose two nouns are equal); None: none is
+        excluded (a count edit).
     seed
         Seed of the target draw.
     edit
-        The edit's name in the outputs (``attribute`` or ``noun``).
+        The edit's name in the outputs (``attribute``, ``noun`` or ``count``).
+    probed
+        The concepts whose probes the paper's probe hit reads (default: ``edited`` and ``kept``).
     """
     check_two_object_scenes(scenes)
     space = scenes.space
-    e, f = space.concept_index(edited), space.concept_index(kept)
+    e = space.concept_index(edited)
     values = scenes.scenes.astype(np.int64)
-    same_kept = values[:, 0, f] == values[:, 1, f]
+    if kept is None:
+        same_kept = np.zeros(len(values), dtype=bool)
+    else:
+        f = space.concept_index(kept)
+        same_kept = values[:, 0, f] == values[:, 1, f]
     targets = draw_targets(values[:, :, e], ~same_kept, np.unique(values[:, :, e]), seed)
     kept_scenes = np.flatnonzero(targets >= 0)
     skipped = Counter(
@@ -163,6 +189,68 @@ def plan_edits(scenes: SceneSet, edited: str, kept: str, seed: int, edit: str) -
         shared=(values[scene, 0, e] == values[scene, 1, e])[keep],
         reversed=reversed_,
         binding=needs_binding(classes, expected, reversed_),
-        chance=case_chances(scenes, expected, reversed_, classes, (edited, kept)),
+        chance=case_chances(scenes, expected, reversed_, classes, probed or tuple(c for c in (edited, kept) if c)),
         skipped={k: v for k, v in skipped.items() if v},
+    )
+
+
+def plan_relation_edits(scenes: SceneSet, seed: int, probed: tuple[str, ...] = ()) -> EditPlan:
+    """The relation edit of every scene of a relation space: the subject's place becomes a target relation, the
+    object's its converse (side ``both``), the target drawn as :func:`draw_targets` draws it from the relations
+    the scenes' subjects hold, outside the scene's two places; the expected scene must be among the scenes.
+
+    Parameters
+    ----------
+    scenes
+        The 2-object scenes of a relation space (slot 1 the subject, slot 2 the object).
+    seed
+        Seed of the target draw.
+    probed
+        The concepts whose probes the paper's probe hit reads (default: every concept of the space).
+    """
+    check_two_object_scenes(scenes)
+    space = scenes.space
+    if PLACE not in space.concepts:
+        raise BindscopeError(
+            f"a relation edit needs a relation space (relations: in its YAML); this space has "
+            f"{', '.join(space.concepts)}: edit the attribute, the noun or both"
+        )
+    e = space.concept_index(PLACE)
+    names = space.values[e]
+    converse = np.array([names.index(CONVERSE[v]) if CONVERSE[v] in names else -1 for v in names])
+    values = scenes.scenes.astype(np.int64)
+    related = converse[values[:, 0, e]] == values[:, 1, e]
+    targets = draw_targets(values[:, :, e], related, np.unique(values[related, 0, e]), seed)
+    skipped = Counter(
+        {"no relation": int((~related).sum()), "no target relation": int(((targets < 0) & related).sum())}
+    )
+    scene = np.flatnonzero(targets >= 0)
+    edited_values = values[scene].copy()
+    edited_values[:, 0, e] = targets[scene]
+    edited_values[:, 1, e] = converse[targets[scene]]
+    ids = space.object_ids(edited_values)
+    expected = find_scenes(scene_lookup(scenes), ids[:, 0] * space.num_objects + ids[:, 1])
+    skipped["edited scene not in the dataset"] = int((expected < 0).sum())
+    keep = expected >= 0
+    scene, expected, ids, edited_values = scene[keep], expected[keep], ids[keep], edited_values[keep]
+    source_ids = space.object_ids(values[scene])
+    reversed_ = reversed_rows(scenes, expected)
+    classes = bag_classes(scenes)
+    return EditPlan(
+        edit="relation",
+        concept=PLACE,
+        seed=int(seed),
+        scene=scene,
+        side=np.full(len(scene), BOTH, dtype=np.int64),
+        source_object=source_ids[:, 0],
+        target_object=ids[:, 0],
+        source_value=values[scene, 0, e],
+        target_value=edited_values[:, 0, e],
+        expected=expected,
+        shared=np.zeros(len(scene), dtype=bool),  # the two places of a relation always differ
+        reversed=reversed_,
+        binding=needs_binding(classes, expected, reversed_),
+        chance=case_chances(scenes, expected, reversed_, classes, probed or space.concepts),
+        skipped={k: v for k, v in skipped.items() if v},
+        second=np.stack([source_ids[:, 1], ids[:, 1], values[scene, 1, e], edited_values[:, 1, e]]),
     )

@@ -4,7 +4,7 @@ the scenes with the same concept values (the bound probe hit)? Probes fitted her
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -36,18 +36,18 @@ def check_probes(probes: ProbeSet, scenes: SceneSet, names: list[str], dim: int)
 
 
 def probe_hits_for(
-    probes: ProbeSet, scenes: SceneSet, concepts: dict[str, str], y: np.ndarray
+    probes: ProbeSet, scenes: SceneSet, concepts: Sequence[str], y: np.ndarray
 ) -> Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]:
     """``hits(x_edited, expected_rows) -> (paper, bound)``, bool per case each.
 
-    ``paper``: the attribute and noun probes set-separate the expected scene's values, jointly (the research
-    code's hit). ``bound``: the object probe set-separates the expected scene's objects from the edited vector,
-    and it reads every scene of the expected scene's bag class (the scenes with its concept values: itself, its
-    reversed order, its binding swaps) right from that scene's own embedding. A bag of concepts embeds a class
-    alike, so its probe cannot read two of its object sets right: its bound hit is never true. None where the
-    probes have no object probe.
+    ``paper``: the probes of ``concepts`` (the attribute and the noun; on a relation or count space the place or
+    count too) set-separate the expected scene's values, jointly (the research code's hit). ``bound``: the object
+    probe set-separates the expected scene's objects from the edited vector, and it reads every scene of the
+    expected scene's bag class (the scenes with its concept values: itself, its reversed order, its binding swaps)
+    right from that scene's own embedding. A bag of concepts embeds a class alike, so its probe cannot read two of
+    its object sets right: its bound hit is never true. None where the probes have no object probe.
     """
-    names = list(concepts.values())
+    names = list(concepts)
     check_probes(probes, scenes, names, y.shape[1])
     space = scenes.space
     objects = soft_targets(scenes)[OBJECT]

@@ -1,7 +1,8 @@
 """Scoring edits in batches (docs/method/05-interventions.md): cosine retrieval against every scene, and probes.
 
 An edit is ``x' = x - k (T[src] - T[tgt])`` for a base scene ``x`` and two rows of a direction
-table ``T`` (a bank's object vectors, or the bag-of-concepts value means). Its scores against the
+table ``T`` (a bank's object vectors, or the bag-of-concepts value means); an edit of both objects (a relation
+edit) adds a second pair, ``x' = x - k (T[src] - T[tgt] + T[src2] - T[tgt2])``. Its scores against the
 unit-norm scenes ``Ŷ`` are ``Ŷ x' = Ŷ x - k (Ŷ T[src] - Ŷ T[tgt])`` (the cosine up to the factor
 ``1 / |x'|``, which changes neither the best match nor ranks). So every edit of every variant and
 ``k`` needs only a row of the scene Gram matrix ``Ŷ Ŷᵀ`` (scaled by ``|x|``) and two rows of
@@ -45,20 +46,32 @@ ProbeHits = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | No
 
 @dataclass(frozen=True)
 class Job:
-    """One variant of one plan: rows ``src`` / ``tgt`` of table ``table`` (None: no edit, x itself)."""
+    """One variant of one plan: rows ``src`` / ``tgt`` of table ``table`` (None: no edit, x itself), and for an
+    edit of two objects (a relation edit) the second object's rows ``src2`` / ``tgt2``: ``x' = x - k (T[src] -
+    T[tgt] + T[src2] - T[tgt2])``."""
 
     plan: EditPlan
     variant: str
     table: str | None
     src: np.ndarray | None = None
     tgt: np.ndarray | None = None
+    src2: np.ndarray | None = None
+    tgt2: np.ndarray | None = None
 
     @property
     def valid(self) -> np.ndarray:
-        """Cases whose bank has both vectors."""
-        if self.src is None or self.tgt is None:
-            return np.ones(len(self.plan), dtype=bool)
-        return (self.src >= 0) & (self.tgt >= 0)
+        """Cases whose bank has every vector."""
+        ok = np.ones(len(self.plan), dtype=bool)
+        for rows in (self.src, self.tgt, self.src2, self.tgt2):
+            if rows is not None:
+                ok &= rows >= 0
+        return ok
+
+    @property
+    def pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The (source, target) row pairs of the edit: one, or two for an edit of both objects."""
+        found = [(self.src, self.tgt), (self.src2, self.tgt2)]
+        return [(s, t) for s, t in found if s is not None and t is not None]
 
 
 @dataclass
@@ -218,8 +231,7 @@ class _Engine:
             self.plan_jobs[pi].append(j)
         self.bounds = [np.searchsorted(p.scene, [*self.starts, len(y)]) for p in self.plans]
         # bank rows with the missing (-1) ones pointed at row 0: computed, then reported invalid
-        self.src = [np.maximum(job.src, 0) if job.src is not None else None for job in jobs]
-        self.tgt = [np.maximum(job.tgt, 0) if job.tgt is not None else None for job in jobs]
+        self.pairs = [[(np.maximum(s, 0), np.maximum(t, 0)) for s, t in job.pairs] for job in jobs]
         self.rows_per_chunk = max(1, CHUNK_ELEMENTS // max(1, self.y.shape[1]))  # edited vectors at once
         self.workers = max(1, torch.get_num_threads())
         self.pool = ThreadPoolExecutor(self.workers) if dev.type == "cpu" else None
@@ -241,8 +253,8 @@ class _Engine:
         if job.table is None:
             return x
         t = self.tables[job.table]
-        src, tgt = self._on(self.src[j][cases]), self._on(self.tgt[j][cases])  # type: ignore[index]
-        return torch.add(x, t[src] - t[tgt], alpha=-k)
+        diff = sum(t[self._on(s[cases])] - t[self._on(g[cases])] for s, g in self.pairs[j])
+        return torch.add(x, diff, alpha=-k)
 
     def _initial(self, j: int, k: float, probe_hits: ProbeHits | None) -> _Running:
         """Empty running state; and, from one pass over the edited vectors, the exact scores of the
@@ -350,8 +362,8 @@ class _Engine:
                 self.state[(j, ks[0])].update(near, cases, offset, own)
                 continue
             pn = self.proj[job.table][cand_block].numpy()
-            src, tgt = self.src[j][cases], self.tgt[j][cases]  # type: ignore[index]
-            if ks == [1.0]:  # the common case in place: near - P[src] + P[tgt]
+            (src, tgt), *more = [(s[cases], t[cases]) for s, t in self.pairs[j]]
+            if ks == [1.0] and not more:  # the common case in place: near - P[src] + P[tgt]
                 s = pn.take(src, axis=0)
                 np.subtract(near, s, out=s)
                 s += pn.take(tgt, axis=0)
@@ -359,6 +371,9 @@ class _Engine:
                 continue
             d = pn.take(src, axis=0)
             d -= pn.take(tgt, axis=0)
+            for src2, tgt2 in more:  # the second object of a relation edit
+                d += pn.take(src2, axis=0)
+                d -= pn.take(tgt2, axis=0)
             for k in ks:
                 s = np.multiply(d, -k)
                 s += near
@@ -377,8 +392,9 @@ class _Engine:
                 self.state[(j, ks[0])].update(near, cases, offset, own)
                 continue
             p = self.proj[job.table][cand_block]
-            src, tgt = self.src[j][cases], self.tgt[j][cases]  # type: ignore[index]
-            diff = p.index_select(0, self._on(src)).sub_(p.index_select(0, self._on(tgt)))
+            diff = torch.zeros_like(near)
+            for src, tgt in self.pairs[j]:
+                diff.add_(p.index_select(0, self._on(src[cases]))).sub_(p.index_select(0, self._on(tgt[cases])))
             for k in ks:
                 self.state[(j, k)].update(torch.add(near, diff, alpha=-k), cases, offset, own)
 

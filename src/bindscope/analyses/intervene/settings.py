@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from bindscope.core.errors import BindscopeError
 from bindscope.core.validation import MAX_ITEMS, Device, Seed, Seeds, Settings
 from bindscope.estimators.object_banks import BANKS, BankName
 from bindscope.estimators.probes import Optimizer
@@ -18,13 +19,17 @@ TABLE_K = 1.0
 class InterveneSettings(Settings):
     """What to edit, with which banks, at which strengths and target seeds.
 
-    ``attribute`` / ``noun``: the concepts edited and kept (default: the dataset's noun, and the other
-    concept of a 2-concept space). ``k``: edit strengths (the paper: 1). ``seeds``: seeds of the target
-    draw (the paper: 42). ``probe_seed``: the split seed of probes fitted here when none are given.
+    ``edit``: what to edit (``auto``: the dataset's relation or count, else the attribute). ``attribute`` /
+    ``noun``: the concepts edited and kept (default: the dataset's noun, and the other concept of a 2-concept
+    space, the place and count aside). ``k``: edit strengths (the paper: 1). ``seeds``: seeds of the target draw
+    (the paper: 42). ``probe_seed``: the split seed of probes fitted here when none are given.
     """
 
-    edit: Literal["attribute", "noun", "both"] = Field(
-        "attribute", description="Which concept to edit: attribute (default, as the paper), noun, or both."
+    edit: Literal["auto", "attribute", "noun", "both", "relation", "count"] = Field(
+        "auto",
+        description="What to edit: auto (default: the relation on a relation dataset, the count on a count dataset, "
+        "else the attribute, as the paper), attribute, noun, both (attribute and noun), relation (both objects' "
+        "places) or count (one object's count).",
     )
     banks: tuple[BankName, ...] = Field(
         BANKS, description="Object-vector banks, comma-separated: obj-avg, pos-avg, single (default: all three)."
@@ -70,6 +75,17 @@ class InterveneSettings(Settings):
             raise ValueError(f"banks repeat: {list(v)}")
         return v
 
-    def edits(self) -> tuple[str, ...]:
-        """The edit kinds asked for (``both``: attribute, then noun)."""
+    def edits(self, family: str = "attribution") -> tuple[str, ...]:
+        """The edit kinds asked for on a space of ``family`` (``attribution``, ``relation`` or ``count``):
+        ``both`` is attribute, then noun; ``auto`` the family's own edit (``attribute`` on an attribution space).
+        A relation or count edit on a space without relations or counts is refused."""
+        if self.edit == "auto":
+            return ("attribute",) if family == "attribution" else (family,)
+        if self.edit in ("relation", "count") and family != self.edit:
+            yaml = "relations:" if self.edit == "relation" else "counts:"
+            choices = "attribute, noun or both" if family == "attribution" else f"{family}, attribute, noun or both"
+            raise BindscopeError(
+                f"edit {self.edit} needs a {self.edit} dataset ({yaml} in its YAML); this is a {family} dataset: "
+                f"edit {choices}"
+            )
         return ("attribute", "noun") if self.edit == "both" else (self.edit,)

@@ -19,7 +19,8 @@ from bindscope.estimators.metrics import Spread, is_absent
 
 
 class Concepts(Schema):
-    """The concepts edited (``attribute``) and kept (``noun``) by attribute edits; noun edits swap them."""
+    """The concepts edited (``attribute``) and kept (``noun``) by attribute edits; noun edits swap them (relation and
+    count edits change the place or count)."""
 
     attribute: str
     noun: str
@@ -120,7 +121,7 @@ def intervene_summary(result: InterveneResult, settings: InterveneSettings) -> I
     }
     return InterveneSummary(
         concepts=result.concepts,
-        edits=list(settings.edits()),
+        edits=list(result.edits),
         k=list(settings.k),
         table_k=table_k(settings.k),
         groups=[*GROUPS, ALL] if result.split else [ALL],

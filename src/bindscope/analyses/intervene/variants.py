@@ -1,12 +1,13 @@
 """The variants every edit plan is scored under (docs/method/05-interventions.md): the unedited scene, one edit per
 object-vector bank (``obj-avg``, ``pos-avg``, ``single``), and the bag-of-concepts edit (value means of the edited
-concept)."""
+concept). A relation edit takes two differences of each table, one per object: ``e(A, p) - e(A, r')`` at the
+subject's position and ``e(B, conv p) - e(B, conv r')`` at the object's."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bindscope.analyses.intervene.edits import EditPlan
+from bindscope.analyses.intervene.edits import BOTH, EditPlan
 from bindscope.analyses.intervene.score import Job
 from bindscope.core.errors import BindscopeError
 from bindscope.estimators.object_banks import Bank, obj_avg_bank, pos_avg_bank, single_bank
@@ -44,14 +45,24 @@ def build_banks(
 def make_jobs(
     plan: EditPlan, banks: dict[str, Bank], bag: np.ndarray, bag_present: np.ndarray
 ) -> tuple[list[Job], dict[str, np.ndarray]]:
-    """The variants of one plan (unedited, each bank, the bag of concepts) and their tables."""
+    """The variants of one plan (unedited, each bank, the bag of concepts) and their tables; a relation edit's
+    (side ``both``) second pair of rows edits the object at the second position."""
     jobs = [Job(plan, UNEDITED, None)]
+    first = np.where(plan.side == BOTH, 0, plan.side)
+    second = plan.second
     for name, bank in banks.items():
-        jobs.append(
-            Job(plan, name, name, bank.rows(plan.side, plan.source_object), bank.rows(plan.side, plan.target_object))
-        )
+        rows = [bank.rows(first, plan.source_object), bank.rows(first, plan.target_object)]
+        if second is not None:
+            at = np.ones(len(plan), dtype=np.int64)
+            rows += [bank.rows(at, second[0]), bank.rows(at, second[1])]
+        jobs.append(Job(plan, name, name, *rows))
     table = f"{BAG}:{plan.concept}"
-    src = np.where(bag_present[plan.source_value], plan.source_value, -1)
-    tgt = np.where(bag_present[plan.target_value], plan.target_value, -1)
-    jobs.append(Job(plan, BAG, table, src, tgt))
+
+    def values(v: np.ndarray) -> np.ndarray:
+        return np.where(bag_present[v], v, -1)
+
+    rows = [values(plan.source_value), values(plan.target_value)]
+    if second is not None:
+        rows += [values(second[2]), values(second[3])]
+    jobs.append(Job(plan, BAG, table, *rows))
     return jobs, {table: bag}

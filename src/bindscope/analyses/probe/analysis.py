@@ -19,6 +19,7 @@ from bindscope.analyses.results import ResultFiles
 from bindscope.estimators.probe_runs import ProbeRun, approximate_warnings, save_fitted_probes
 from bindscope.estimators.verdicts import Measured
 from bindscope.space.concepts import SceneSet
+from bindscope.space.families import family_of
 
 
 @dataclass
@@ -54,7 +55,7 @@ class ProbeAnalysis(Analysis):
         return probe_summary(result.table, result.run.solver)
 
     def measure(self, result: ProbeResult, settings: ProbeSettings) -> dict[str, Measured]:
-        return measure_objects(result.table)
+        return measure_objects(result.table, roles=family_of(result.scenes.space) != "attribution")
 
     def headline(self, summary: ProbeSummary) -> Rows:
         return headline_rows(summary)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from bindscope.analyses.base import Progress
 from bindscope.core.tidy import result_row, tidy
-from bindscope.estimators.floors import bag_embeddings, object_floors
+from bindscope.estimators.floors import bag_embeddings, object_floors, role_view
 from bindscope.estimators.probe_runs import (
     ProbeRun,
     ProbeSettings,
@@ -43,10 +43,13 @@ def bag_settings(settings: ProbeSettings) -> ProbeSettings:
 def bag_control(scenes: SceneSet, settings: ProbeSettings) -> list[dict]:
     """The bag-of-concepts floors on each seed's split: rows of the probes fitted on the ideal bag's
     embeddings (control ``bag``) and of the ideal bag's analytic accuracy on the test scenes
-    (variant ``bag_floor``, see :func:`bindscope.estimators.floors.object_floors`)."""
-    rows = probe_variant(bag_embeddings(scenes), scenes, bag_settings(settings), control=BAG).rows
+    (variant ``bag_floor``, see :func:`bindscope.estimators.floors.object_floors`). On a relation or count space
+    the bag is one of roles (:func:`~bindscope.estimators.floors.role_view`): it ties a scene with its relation
+    (count) swap only."""
+    roles = role_view(scenes)
+    rows = probe_variant(bag_embeddings(roles), scenes, bag_settings(settings), control=BAG).rows
     for seed, split in seed_splits(len(scenes), settings).items():
-        floors = object_floors(scenes.subset(split.test))
+        floors = object_floors(roles.subset(split.test))
         rows += [result_row("probe", BAG_FLOOR, "test", m, seed, floors[m]["bag"]) for m in FLOOR_METRICS]
     return rows
 

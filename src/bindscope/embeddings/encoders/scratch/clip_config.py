@@ -43,7 +43,8 @@ class ClipConfig(Schema):
     in-batch negative."""
     hard_negatives: HardNegatives = "none"
     """Captions added as extra negatives of each image (NegCLIP-style): its ``attribute`` swap, its
-    ``noun`` swap, ``both`` or ``none``; only swaps of trained-on scenes are added."""
+    ``noun`` swap, ``both`` or ``none``; on a relation or count space every choice but ``none`` adds the
+    family swap too (subject and object, or the counts, exchanged); only swaps of trained-on scenes are added."""
     split: Split = "combinations"
     """How the dataset's scenes are held out. ``combinations``: a share of the scene groups closed under
     the binding swap and the order reversal, so no held-out caption is ever seen, not even as a
