@@ -170,7 +170,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_error_unknown_preset(run_cli, tmp_path: Path) -> None:
     assert_one_line_error(
         run_cli("dataset", "build", "clevr3d", "--out", tmp_path / "d"),
-        "unknown preset 'clevr3d' (did you mean clevr2d?); choose one of clevr, clevr-rel, clevr2d, clevr2d-count, clevr2d-rel, pug_spare, text, text-rel",
+        "unknown preset 'clevr3d' (did you mean clevr2d?); choose one of clevr, clevr-rel, clevr2d, clevr2d-count, "
+        "clevr2d-rel, pug_spare, text, text-rel",
     )
     assert not (tmp_path / "d").exists()
 

@@ -12,7 +12,16 @@ from bindscope.data.presets import get_preset, list_presets, load_preset
 
 
 def test_registry_lists_the_papers_datasets() -> None:
-    assert list_presets() == ["clevr", "clevr-rel", "clevr2d", "clevr2d-count", "clevr2d-rel", "pug_spare", "text", "text-rel"]
+    assert list_presets() == [
+        "clevr",
+        "clevr-rel",
+        "clevr2d",
+        "clevr2d-count",
+        "clevr2d-rel",
+        "pug_spare",
+        "text",
+        "text-rel",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -135,7 +144,10 @@ def test_bad_yaml_messages(tmp_path: Path, text: str, message: str | None) -> No
 
 
 def test_unknown_preset_lists_the_choices() -> None:
-    choices = r"unknown preset 'clver' \(did you mean clevr\?\); choose one of clevr, clevr-rel, clevr2d, clevr2d-count, clevr2d-rel, pug_spare, text, text-rel"
+    choices = (
+        r"unknown preset 'clver' \(did you mean clevr\?\); choose one of clevr, clevr-rel, clevr2d, clevr2d-count, "
+        r"clevr2d-rel, pug_spare, text, text-rel"
+    )
     with pytest.raises(BindscopeError, match=choices):
         load_preset("clver")
     with pytest.raises(BindscopeError, match="preset file .*missing.yaml does not exist"):

@@ -152,3 +152,20 @@ def test_a_closed_split_holds_out_combinations_closed_under_the_swaps(config: di
 def test_a_closed_split_needs_a_family_space() -> None:
     with pytest.raises(BindscopeError, match="the closed object order needs a relation or count space"):
         object_splits(get_preset("clevr").build_scenes(), [0.5], 0, order="closed")
+
+
+def test_a_subsample_of_a_family_space_keeps_each_scene_with_its_swap() -> None:
+    from bindscope.space.families import swap_partners
+
+    data = get_preset("text-rel").to_dict()
+    data["scenes"] = {**data["scenes"], "max_scenes": 1000}
+    preset = preset_from_dict(data)
+    scenes = preset.build_scenes()
+    assert len(scenes) == 1000
+    ids = scenes.object_ids()
+    assert all(len(np.unique(ids[:, k])) == preset.space.num_objects for k in range(2))  # every object, every slot
+    partner = swap_partners(scenes)
+    assert (partner >= 0).mean() > 0.95 and (partner[partner[partner >= 0]] == np.flatnonzero(partner >= 0)).all()
+    full = preset_from_dict({**data, "scenes": {}}).build_scenes()
+    plain = full.subset(full.covering_subsample(1000, 0))  # the attribution subsample loses most swaps
+    assert (swap_partners(plain) >= 0).mean() < 0.2

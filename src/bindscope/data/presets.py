@@ -20,7 +20,14 @@ from bindscope.core.io import read_yaml
 from bindscope.core.validation import Schema, Seed, check_name, check_printable
 from bindscope.space.captions import CaptionTemplate, default_template
 from bindscope.space.concepts import MAX_OBJECTS_PER_SCENE, MAX_SCENES, ConceptSpace, SceneSet
-from bindscope.space.families import COUNT, PLACE, family_of, relation_scenes, with_families
+from bindscope.space.families import (
+    COUNT,
+    PLACE,
+    family_of,
+    relation_scenes,
+    swap_closed_subsample,
+    with_families,
+)
 
 Modality = Literal["image", "text"]
 
@@ -185,7 +192,10 @@ class Preset:
         scenes = self.k_object_scenes()
         if sc.max_scenes is not None:  # a seeded subsample keeping every object in every slot
             check_max_scenes(sc.max_scenes, len(scenes), self.name)
-            scenes = scenes.subset(scenes.covering_subsample(sc.max_scenes, sc.subsample_seed))
+            if self.family == "attribution":
+                scenes = scenes.subset(scenes.covering_subsample(sc.max_scenes, sc.subsample_seed))
+            else:  # ... and each scene's relation (count) swap with it
+                scenes = scenes.subset(swap_closed_subsample(scenes, sc.max_scenes, sc.subsample_seed))
         if sc.include_single_objects and self.objects_per_scene > 1:
             scenes = scenes.concat(SceneSet.singles(self.space, self.objects_per_scene))
         return scenes
@@ -407,7 +417,7 @@ _BUILTIN: dict[str, dict[str, Any]] = {
     },
     "clevr-rel": {
         "name": "clevr-rel",
-        "description": "CLEVR-like 3-D scenes: 8 colors x 3 shapes, every pair of different objects left of and in front of: 1,104",
+        "description": "3-D scenes: 8 colors x 3 shapes, pairs of different objects left of, in front of: 1,104",
         "concepts": {"color": CLEVR_COLORS, "shape": ["cube", "cylinder", "sphere"]},
         "objects_per_scene": 2,
         "relations": ["left of", "in front of"],
@@ -433,7 +443,7 @@ _BUILTIN: dict[str, dict[str, Any]] = {
     },
     "clevr2d-count": {
         "name": "clevr2d-count",
-        "description": "flat 2-D scenes: 4 colors x 3 shapes x 1-3 copies, every ordered pair of different objects: 1,260",
+        "description": "flat 2-D scenes: 4 colors x 3 shapes x 1-3 copies, ordered pairs of different objects: 1,260",
         "concepts": {"color": CLEVR_COLORS[:4], "shape": ["square", "triangle", "circle"]},
         "objects_per_scene": 2,
         "counts": [1, 2, 3],
