@@ -104,7 +104,7 @@ def dataset_check(
         Optional[int], typer.Option(help="Read back this many scene images (a seeded sample; default all).")
     ] = None,
 ) -> None:
-    """Prove the labels: read color and shape back from the pixels and compare with the names."""
+    """Prove the labels: read color, shape, place and count back from the pixels and compare with the names."""
     from bindscope.data.check import check_labels
     from bindscope.data.datasets import load_dataset
 

@@ -268,7 +268,8 @@ def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
 CARD_NOTE = (
     "<p class='note'>Each cell: the number (a rate in percent of the cases scored, with its 95% Wilson interval and "
     "n, the cases per seed: a mean over seeds is read with one seed's n; any other number with its sd over the "
-    "seeds), its floors (an ideal bag of concepts: the same analysis on the counts of each scene's concept values; "
+    "seeds), its floors (an ideal bag of concepts: the same analysis on the counts of each scene's concept values, "
+    "on a relation or count dataset a bag of roles, its objects and their places or counts, not which holds which; "
     "the same model with random weights, +rand; chance), and the verdict: <i>binds</i> only when it clears the "
     "largest floor by the margin on every seed, its interval above it; <i>undetermined</i> where seeds or settings "
     "that should not matter disagree, or where a bag of concepts reaches the metric's ceiling.</p>"

@@ -1,8 +1,8 @@
 """Renderers: pure functions from scene arrays to RGB images, found by name.
 
 ``flat2d`` draws flat shapes on a light gray canvas; ``raycast3d`` ray-casts CLEVR-like cubes,
-cylinders and spheres on a floor. Each module provides ``SHAPES``, ``render``,
-``slot_centers`` and ``identify`` (see :mod:`bindscope.data.render.base`).
+cylinders and spheres on a floor. Each module provides ``SHAPES``, ``DRAWN_PLACES``, ``render``,
+``slot_centers``, ``identify`` and ``read_back`` (see :mod:`bindscope.data.render.base`).
 """
 
 from __future__ import annotations

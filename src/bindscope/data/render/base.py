@@ -3,6 +3,10 @@
 A renderer is a pure function ``render(batch, *, width, height, jitter, seed) -> uint8 [B, H, W, 3]``
 over a :class:`SceneBatch`. It knows nothing about datasets or files: the dataset layer maps
 concept values to palette colors and shape codes, and writes the PNGs.
+
+Beyond its slot, an object may have a **place** (its side of a relation, :data:`PLACES`): it is then drawn at
+that place's position, so that the relation reads unambiguously, and a **count**: it is then drawn as that many
+copies inside its cell. ``read_back(images, num_slots, *, places, copies) -> Readout`` reads objects back.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
+from bindscope.space.families import CONVERSE, MAX_COUNT
 
 #: Named colors and their RGB values (0-255). CLEVR's eight come first, with CLEVR's own values.
 PALETTE: dict[str, tuple[int, int, int]] = {
@@ -27,6 +32,20 @@ PALETTE: dict[str, tuple[int, int, int]] = {
     "pink": (255, 105, 180),
     "black": (20, 20, 20),
     "white": (245, 245, 245),
+}
+
+#: Places an object can stand at (a relation's sides, :data:`bindscope.space.families.CONVERSE`); ``places`` codes.
+PLACES: tuple[str, ...] = tuple(CONVERSE)
+#: Most copies of one object (``counts`` values run 1..MAX_COPIES).
+MAX_COPIES = MAX_COUNT
+#: Where the copies of an object stand in its cell, per count: in a 2 x 2 grid of sub-cells, in units of a
+#: sub-cell's half-size from the cell's centre, x to the right, y down (towards the viewer). 1: the middle;
+#: 2: one above the other; 3: two above, one below; 4: all four.
+COPY_OFFSETS: dict[int, tuple[tuple[float, float], ...]] = {
+    1: ((0.0, 0.0),),
+    2: ((0.0, -1.0), (0.0, 1.0)),
+    3: ((-1.0, -1.0), (1.0, -1.0), (0.0, 1.0)),
+    4: ((-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0), (1.0, 1.0)),
 }
 
 
@@ -52,6 +71,11 @@ class SceneBatch:
     keys : int [B]
         A stable key per scene (its row in the dataset): jitter is drawn from ``seed`` and the
         key, so an image never depends on which batch it was rendered in.
+    places : int [B, K] or None
+        Index into :data:`PLACES` per object: it stands at that place's position (its slot then only keys
+        its jitter); None: every object stands at its slot.
+    counts : int [B, K] or None
+        Copies of each object (1..MAX_COPIES), drawn side by side in its cell; None: one each.
     """
 
     colors: np.ndarray
@@ -61,6 +85,8 @@ class SceneBatch:
     keys: np.ndarray
     materials: np.ndarray | None = None
     scales: np.ndarray | None = None
+    places: np.ndarray | None = None
+    counts: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         b, k = self.shapes.shape
@@ -68,6 +94,15 @@ class SceneBatch:
             raise BindscopeError("SceneBatch arrays disagree in shape: colors [B,K,3], shapes/slots [B,K], keys [B]")
         if self.num_slots < 1 or ((self.slots < 0) | (self.slots >= self.num_slots))[self.shapes >= 0].any():
             raise BindscopeError(f"slot indices must lie in 0..{self.num_slots - 1}")
+        present = self.shapes >= 0
+        for name, values, top in (("places", self.places, len(PLACES) - 1), ("counts", self.counts, MAX_COPIES)):
+            if values is None:
+                continue
+            low = 1 if name == "counts" else 0
+            if values.shape != (b, k) or ((values < low) | (values > top))[present].any():
+                raise BindscopeError(
+                    f"SceneBatch {name} must be ints [B, K] in {low}..{top} where a slot holds an object"
+                )
 
     def __len__(self) -> int:
         return int(self.shapes.shape[0])
@@ -75,3 +110,54 @@ class SceneBatch:
     def jitter_rng(self, seed: int, row: int) -> np.random.Generator:
         """The generator of one scene's jitter: the same for a scene whatever batch it is in."""
         return np.random.default_rng([int(seed), int(self.keys[row])])
+
+
+@dataclass(frozen=True)
+class Readout:
+    """What ``read_back`` recovers from images, per cell: a slot, or a place (cell p holds the object at
+    ``PLACES[p]``) when read by place.
+
+    Attributes
+    ----------
+    colors, shapes : object [B, S]
+        Names; "" where a cell holds nothing; for copies, the name most of their pixels show (:func:`vote`).
+    counts : int [B, S] or None
+        How many separate copies each cell holds (None where copies were not counted).
+    """
+
+    colors: np.ndarray
+    shapes: np.ndarray
+    counts: np.ndarray | None = None
+
+
+def pair_sides(image: np.ndarray, x: np.ndarray, y: np.ndarray, num_images: int, centres: np.ndarray) -> np.ndarray:
+    """Which side of its image's pair each blob (centroid x, y; image index) is on: 0 left, 1 right, 2 top,
+    3 bottom.
+
+    ``centres`` [4, 2] are the pixel centres of the left, right, top and bottom cells. An image whose blobs lie
+    further from the middle across (in units of half the left-right gap) than up or down (in units of half the
+    top-bottom gap), summed over its blobs, holds a left/right pair, and each blob is on the side of its half;
+    otherwise a top/bottom pair. Cells of the two pairs overlap near the middle, so the nearest cell centre
+    would misplace copies there.
+    """
+    left, right, top, bottom = np.asarray(centres, dtype=np.float64)
+    u = (x - (left[0] + right[0]) / 2) / ((right[0] - left[0]) / 2)
+    v = (y - (top[1] + bottom[1]) / 2) / ((bottom[1] - top[1]) / 2)
+    across = np.bincount(image, weights=np.abs(u), minlength=num_images)
+    updown = np.bincount(image, weights=np.abs(v), minlength=num_images)
+    return np.where((across >= updown)[image], np.where(u < 0, 0, 1), np.where(v < 0, 2, 3))
+
+
+def vote(group: np.ndarray, names: np.ndarray | list[str], weight: np.ndarray, groups: int) -> np.ndarray:
+    """Per group the name with the largest total weight among its members ("" for a group without members;
+    ties go to the name first in sorted order)."""
+    names = np.asarray(names, dtype=object)
+    out = np.full(groups, "", dtype=object)
+    if names.size == 0:
+        return out
+    table, code = np.unique(names.astype(str), return_inverse=True)
+    total = np.zeros((groups, len(table)))
+    np.add.at(total, (group, code), weight)
+    have = total.sum(axis=1) > 0
+    out[have] = table[np.argmax(total[have], axis=1)].astype(object)
+    return out

@@ -8,6 +8,17 @@ column's centre, halfway down. Every shape is drawn inside a circle of radius
 inside its column (no overlap, never off the canvas) at any rotation, for every ``scale`` up to
 ``MAX_SCALE`` and every jitter.
 
+Relations and counts generalise the columns to **cells** (a centre and a half-size each, :func:`cells`). An
+object with a place (``batch.places``) stands in its place's cell: "left of" and "right of" are the left and
+right halves' middles, "above" and "below" the top and bottom halves' (square cells, so that jitter moves an
+object as far across as along, and a pair stays clearly side by side, or one clearly above the other: at any
+jitter the centres are at least ``a + r`` apart along the relation and at most ``a - r`` across it, a the
+cell's half-size, r the radius). "in front of" and "behind" need depth: flat2d refuses them. An object with a
+count c (``batch.counts``) is drawn as c copies in a 2 x 2 grid of square sub-cells of its cell (1: the
+middle; 2: one above the other; 3: two above, one below; 4: all four), each copy sized to its sub-cell and
+jittered inside it (in a two-slot scene a copy is about 14% of the image across: :func:`read_back` reads them
+right from 128 px).
+
 Jitter (``jitter`` in [0, 1], drawn per scene from ``batch.jitter_rng(seed, row)``) multiplies
 the radius by ``1 +- 0.15 * jitter``, turns the shape by up to ``20 * jitter`` degrees and moves
 it by up to ``jitter`` times half the free space left in its column, along each axis.
@@ -27,7 +38,8 @@ import math
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
-from bindscope.data.render.base import PALETTE, SceneBatch
+from bindscope.data.render import silhouette
+from bindscope.data.render.base import COPY_OFFSETS, MAX_COPIES, PALETTE, PLACES, Readout, SceneBatch, pair_sides, vote
 
 #: Shape names in code order (``batch.shapes`` indexes this tuple).
 SHAPES: tuple[str, ...] = ("square", "triangle", "circle", "star", "hexagon", "diamond")
@@ -64,6 +76,13 @@ _FORMS: dict[str, tuple] = {
     ),
 }
 
+#: Places flat2d draws ("in front of" and "behind" need depth: raycast3d draws them).
+DRAWN_PLACES: tuple[str, ...] = ("left of", "right of", "above", "below")
+_PLACE_CODES = np.array([PLACES.index(p) for p in DRAWN_PLACES])  # left, right, top, bottom
+#: A separate blob counts as a copy when it has at least this share of the pixels of its cell's largest blob
+#: (copies differ in size by jitter alone; a stray pixel at a star's tip does not count).
+COPY_SHARE = 0.25
+
 _STAMP_PIXELS = 1 << 18  # inside-tests per chunk: temporaries stay in cache
 
 
@@ -87,6 +106,38 @@ def slot_centers(num_slots: int, width: int, height: int) -> np.ndarray:
         raise BindscopeError(f"num_slots must be a whole number, at least 1 (got {num_slots})")
     xs = (np.arange(num_slots) + 0.5) * (width / num_slots)
     return np.stack([xs, np.full_like(xs, height / 2)], axis=1)
+
+
+def cells(num_slots: int, width: int, height: int, *, places: bool = False) -> np.ndarray:
+    """Layout cells in pixels: one per slot (the columns), or one per :data:`PLACES` entry.
+
+    Parameters
+    ----------
+    num_slots : int
+        Number of slots (columns).
+    width, height : int
+        Image size in pixels.
+    places : bool
+        The place cells instead: left of / right of the left and right halves' middles, above / below the top
+        and bottom halves', each square; NaN rows for the places flat2d does not draw.
+
+    Returns
+    -------
+    np.ndarray
+        float64 [num_slots or len(PLACES), 4]: centre x, centre y, half-width, half-height.
+    """
+    centers = slot_centers(num_slots, width, height)
+    if not places:
+        half = np.broadcast_to([width / (2 * num_slots), height / 2], centers.shape)
+        return np.concatenate([centers, half], axis=1)
+    side, up = min(width / 4, height / 2), min(width / 2, height / 4)
+    where = {
+        "left of": (width / 4, height / 2, side, side),
+        "right of": (3 * width / 4, height / 2, side, side),
+        "above": (width / 2, height / 4, up, up),
+        "below": (width / 2, 3 * height / 4, up, up),
+    }
+    return np.array([where.get(p, (np.nan,) * 4) for p in PLACES])
 
 
 def render(batch: SceneBatch, *, width: int = 224, height: int = 224, jitter: float = 0.0, seed: int = 0) -> np.ndarray:
@@ -117,7 +168,10 @@ def render(batch: SceneBatch, *, width: int = 224, height: int = 224, jitter: fl
     canvas[...] = blank  # whole-image copies: far faster than broadcasting a 3-vector
     if rows.size == 0:
         return canvas
-    cx, cy, radius, turn = _placements(batch, rows, cols, width, height, jitter, seed)
+    if batch.places is None and batch.counts is None:
+        cx, cy, radius, turn = _placements(batch, rows, cols, width, height, jitter, seed)
+    else:
+        rows, cols, cx, cy, radius, turn = _cell_placements(batch, rows, cols, width, height, jitter, seed)
     rgb = np.rint(batch.colors[rows, cols].astype(np.float64) * 255).astype(np.uint8)
     _paint(canvas, rows, batch.shapes[rows, cols], cx, cy, radius, turn, rgb)
     return canvas
@@ -163,6 +217,60 @@ def identify(images: np.ndarray, num_slots: int) -> tuple[np.ndarray, np.ndarray
     return color_names.reshape(b, num_slots), shape_names.reshape(b, num_slots)
 
 
+def read_back(images: np.ndarray, num_slots: int, *, places: bool = False, copies: bool = False) -> Readout:
+    """Recover each cell's color, shape and (with ``copies`` or ``places``) number of copies from the pixels.
+
+    Without ``places`` or ``copies`` this is :func:`identify`. Otherwise each 8-connected blob of non-canvas
+    pixels is one copy, assigned by its centroid to a slot's column or, with ``places``, to its side of the
+    image's left/right or above/below pair (:func:`bindscope.data.render.base.pair_sides`). Blobs under
+    :data:`COPY_SHARE` of their cell's largest are left out. Color and shape are read per blob as
+    :func:`identify` reads them per slot; a cell's are those most of its copies' pixels show
+    (:func:`bindscope.data.render.base.vote`).
+
+    Parameters
+    ----------
+    images : np.ndarray
+        uint8 [B, H, W, 3] as :func:`render` returns them.
+    num_slots : int
+        Number of slots the images were rendered with.
+    places : bool
+        Read cells by place: the result's column p is the object standing at ``PLACES[p]``.
+    copies : bool
+        Count copies (also counted with ``places``).
+
+    Returns
+    -------
+    Readout
+        [B, num_slots] or [B, len(PLACES)] names and copy counts.
+    """
+    if not (places or copies):
+        return Readout(*identify(images, num_slots))
+    images = _check_images(images, num_slots)
+    b, h, w, _ = images.shape
+    differs = (images != np.asarray(CANVAS, dtype=np.uint8)).any(axis=-1)
+    pix, labels = silhouette.components(differs)
+    ids, blob, size = np.unique(labels, return_inverse=True, return_counts=True)
+    img, y, x = np.unravel_index(pix, differs.shape)
+    mx = np.bincount(blob, weights=x + 0.5) / size
+    my = np.bincount(blob, weights=y + 0.5) / size
+    many = len(PLACES) if places else num_slots
+    if places:
+        sides = pair_sides(img[ids], mx, my, b, cells(num_slots, w, h, places=True)[_PLACE_CODES, :2])
+        where = _PLACE_CODES[sides]
+    else:
+        where = np.minimum((mx * num_slots / w).astype(np.int64), many - 1)
+    group = img[ids] * many + where
+    largest = np.zeros(b * many, dtype=np.int64)
+    np.maximum.at(largest, group, size)
+    kept = size >= COPY_SHARE * largest[group]
+    color = _nearest_palette(_median_colors(images[img, y, x], blob, size))
+    shape = _silhouette_shapes(x + 0.5, y + 0.5, blob, size)
+    names = vote(group[kept], np.asarray(list(PALETTE), dtype=object)[color[kept]], size[kept], b * many)
+    shapes = vote(group[kept], np.asarray(list(_SIGNATURES), dtype=object)[shape[kept]], size[kept], b * many)
+    count = np.bincount(group[kept], minlength=b * many)
+    return Readout(*(a.reshape(b, many) for a in (names, shapes, count)))
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -204,11 +312,21 @@ def _check_batch(batch: SceneBatch) -> tuple[np.ndarray, np.ndarray]:
         scales = np.asarray(batch.scales, dtype=np.float64)[rows, cols]
         if not (np.isfinite(scales).all() and (scales > 0).all() and (scales <= MAX_SCALE).all()):
             raise BindscopeError(f"scales must lie in (0, {MAX_SCALE}] so objects stay inside their slots")
-    slots = np.asarray(batch.slots)[rows, cols]
-    key = np.unique(rows * batch.num_slots + slots, return_counts=True)
+    if batch.places is not None:
+        drawn = np.isin(np.asarray(PLACES), DRAWN_PLACES)[np.asarray(batch.places)[rows, cols]]
+        if not drawn.all():
+            place = PLACES[int(np.asarray(batch.places)[rows, cols][~drawn][0])]
+            raise BindscopeError(
+                f"flat2d cannot draw the place {place!r} (it needs depth); use {', '.join(DRAWN_PLACES)}, "
+                "or the raycast3d renderer for in front of / behind"
+            )
+    where = np.asarray(batch.slots if batch.places is None else batch.places)[rows, cols]
+    many = batch.num_slots if batch.places is None else len(PLACES)
+    key = np.unique(rows * many + where, return_counts=True)
     if (key[1] > 1).any():
-        row = int(key[0][key[1] > 1][0] // batch.num_slots)
-        raise BindscopeError(f"scene row {row} puts two objects in one slot; give every object its own slot")
+        row = int(key[0][key[1] > 1][0] // many)
+        what = "slot" if batch.places is None else "place"
+        raise BindscopeError(f"scene row {row} puts two objects in one {what}; give every object its own {what}")
     return rows, cols
 
 
@@ -242,6 +360,49 @@ def _placements(
     free = half[None, :] - radius[:, None]
     centers = centers + jitter * JITTER_SHIFT * free * draws[:, :2]
     return centers[:, 0], centers[:, 1], radius, jitter * JITTER_DEGREES * draws[:, 3]
+
+
+def _cell_placements(
+    batch: SceneBatch, rows: np.ndarray, cols: np.ndarray, width: int, height: int, jitter: float, seed: int
+) -> tuple[np.ndarray, ...]:
+    """Rows, columns, centre (x, y), circumradius and turn of every copy of every object placed by cell.
+
+    An object's cell is its place's (``batch.places``) or its slot's; with ``batch.counts`` it becomes one
+    square sub-cell per copy (:data:`COPY_OFFSETS`), each copy with its own jitter draws.
+    """
+    table = cells(batch.num_slots, width, height, places=batch.places is not None)
+    where = np.asarray(batch.slots if batch.places is None else batch.places)[rows, cols]
+    centers, half = table[where, :2], table[where, 2:]
+    if batch.counts is None:
+        draws = _jitter_draws(batch, seed)[rows, cols] if jitter else None
+    else:
+        n = np.asarray(batch.counts)[rows, cols]
+        obj = np.repeat(np.arange(rows.size), n)
+        copy = np.arange(obj.size) - np.repeat(np.cumsum(n) - n, n)
+        offsets = np.zeros((MAX_COPIES + 1, MAX_COPIES, 2))
+        for c, at in COPY_OFFSETS.items():
+            offsets[c, :c] = at
+        quarter = half[obj].min(axis=1, keepdims=True) / 2
+        centers = centers[obj] + offsets[n[obj], copy] * quarter
+        half = np.broadcast_to(quarter, (obj.size, 2))
+        rows, cols = rows[obj], cols[obj]
+        draws = _copy_draws(batch, seed)[rows, cols, copy] if jitter else None
+    scale = np.ones(rows.size) if batch.scales is None else np.asarray(batch.scales, dtype=np.float64)[rows, cols]
+    radius = RADIUS_SHARE * half.min(axis=1) * scale
+    turn = np.zeros(rows.size)
+    if draws is not None:
+        radius = radius * (1 + jitter * JITTER_SIZE * draws[:, 2])
+        centers = centers + jitter * JITTER_SHIFT * (half - radius[:, None]) * draws[:, :2]
+        turn = jitter * JITTER_DEGREES * draws[:, 3]
+    return rows, cols, centers[:, 0], centers[:, 1], radius, turn
+
+
+def _copy_draws(batch: SceneBatch, seed: int) -> np.ndarray:
+    """Uniform [-1, 1] draws [B, K, MAX_COPIES, 4] per scene: dx, dy, size, turn of each copy."""
+    k = batch.shapes.shape[1]
+    return np.stack(
+        [batch.jitter_rng(seed, row).uniform(-1.0, 1.0, size=(k, MAX_COPIES, 4)) for row in range(len(batch))]
+    )
 
 
 def _jitter_draws(batch: SceneBatch, seed: int) -> np.ndarray:

@@ -1,5 +1,9 @@
 """Dataset folder -> rendered PNGs: every scene, and every object alone at every slot position.
 
+A relation space's ``place`` and a count space's ``count`` concepts are drawn too (the renderer puts an object
+at its place's position, or draws it as that many copies): an object alone is drawn at its place, or as its
+copies in the slot's cell.
+
 Images are written one file at a time, each atomically (a temporary file renamed into place),
 by worker processes; a file that exists is complete, so re-running renders only what is
 missing. Once every file exists the caller records the paths (``datasets.attach_images``).
@@ -24,8 +28,9 @@ from bindscope.core.processes import spawn_pool, submit_all
 from bindscope.core.progress import progress_bar
 from bindscope.data.presets import Preset
 from bindscope.data.render import RENDERERS, get_renderer
-from bindscope.data.render.base import PALETTE, SceneBatch
+from bindscope.data.render.base import MAX_COPIES, PALETTE, PLACES, SceneBatch
 from bindscope.space.concepts import PAD, ConceptSpace, SceneSet
+from bindscope.space.families import COUNT, PLACE
 
 
 class Dataset(Protocol):
@@ -67,7 +72,7 @@ def scene_batch(
     slots: np.ndarray | None = None,
     num_slots: int | None = None,
 ) -> SceneBatch:
-    """Map a scene set's color / shape (and optional material / size) values to renderer arrays."""
+    """Map a scene set's color / shape (and optional material / size / place / count) values to renderer arrays."""
     space = scenes.space
     arr = scenes.scenes
     present = arr[:, :, 0] != PAD
@@ -90,6 +95,8 @@ def scene_batch(
         keys=np.asarray(keys, dtype=np.int64),
         materials=_optional(scenes, "material", MATERIALS, present),
         scales=_optional(scenes, "size", SIZES, present),
+        places=_codes(scenes, PLACE, {p: i for i, p in enumerate(PLACES)}, present),
+        counts=_codes(scenes, COUNT, {str(c): c for c in range(1, MAX_COPIES + 1)}, present),
     )
 
 
@@ -112,8 +119,18 @@ def _optional(scenes: SceneSet, concept: str, table: Mapping[str, float], presen
     return np.where(present, mapped[np.where(present, idx, 0)], 0).astype(np.float32)
 
 
+def _codes(scenes: SceneSet, concept: str, table: Mapping[str, int], present: np.ndarray) -> np.ndarray | None:
+    """Integer codes of a concept's values per object (0 where a slot is empty), or None without the concept."""
+    if concept not in scenes.space.concepts:
+        return None
+    mapped = np.asarray(_lookup(scenes.space, concept, table, f"one of {', '.join(table)}"), dtype=np.int64)
+    idx = scenes.scenes[:, :, scenes.space.concept_index(concept)]
+    return np.where(present, mapped[np.where(present, idx, 0)], 0)
+
+
 def image_jobs(ds: Dataset, shapes: tuple[str, ...], single_objects: bool = True) -> tuple[ImageJob, ImageJob | None]:
-    """The scene images and the single-object images (each object alone at each slot position)."""
+    """The scene images and the single-object images (each object alone at each slot position; one with a
+    place stands at its place whatever the slot, which then only keys its jitter)."""
     n, k = len(ds.scenes), ds.scenes.max_objects
     scenes = ImageJob(scene_batch(ds.scenes, shapes, np.arange(n)), [f"images/{i:06d}.png" for i in range(n)])
     if not single_objects:
@@ -193,6 +210,8 @@ def _rows(batch: SceneBatch, rows: np.ndarray) -> SceneBatch:
         keys=batch.keys[rows],
         materials=take(batch.materials),
         scales=take(batch.scales),
+        places=take(batch.places),
+        counts=take(batch.counts),
     )
 
 

@@ -30,6 +30,21 @@ moves an object by up to ``jitter * shift`` along each floor axis, shrinks it by
 ``20 * jitter`` percent and turns a cube by up to ``45 * jitter`` degrees about the vertical
 (from a default turn of 20 degrees, so that a cube shows two side faces).
 
+Relations and counts
+--------------------
+An object with a place (``batch.places``) stands at its place's floor position (:data:`PLACE_LAYOUT`):
+"left of" and "right of" side by side at one depth, "in front of" and "behind" one behind the other on the
+middle line, far enough apart in depth that the front object never hides the back one. Jitter moves an object
+by at most :data:`PLACE_LAYOUT`'s shift (0.34) along each floor axis, against 3.8 between the centres of a
+left/right pair and 6.6 between front and back, so a pair always stands clearly side by side (or one clearly
+in front). "above" and "below" are refused: objects stand on the floor, and stacking one on another would
+hide most of the lower one. :func:`read_back` reads every clevr-rel image right from 160 px at any jitter.
+
+An object with a count (``batch.counts``) is drawn as that many smaller copies in a 2 x 2 grid around its
+slot's position (:data:`COUNT_LAYOUTS`, for 1 or 2 slots, slots left to right at one depth; the grid's rows are
+a depth apart, so that no copy hides another); two slots' copies are read right at 224 px at any jitter.
+Places and counts together are refused (flat2d draws both).
+
 Exactness
 ---------
 There is no anti-aliasing: a floor pixel holds one of two neutral grays (lit or in shadow, the
@@ -43,14 +58,23 @@ rays), and jitter is drawn per scene, so an image is byte-identical whatever bat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data.render import silhouette
-from bindscope.data.render.base import PALETTE, SceneBatch
+from bindscope.data.render.base import (
+    COPY_OFFSETS,
+    MAX_COPIES,
+    PALETTE,
+    PLACES,
+    Readout,
+    SceneBatch,
+    pair_sides,
+    vote,
+)
 
 #: Shape names in code order (``batch.shapes`` indexes this tuple; the clevr preset's order).
 SHAPES: tuple[str, ...] = ("cube", "cylinder", "sphere")
@@ -107,6 +131,46 @@ LAYOUTS: dict[int, Layout] = {
     5: Layout(((-2.6, 3.6), (-1.15, -2.6), (0.0, 3.6), (1.15, -2.6), (2.6, 3.6)), 0.8, 0.2),
     6: Layout(((-2.2, 3.2), (-1.5, -1.2), (-0.2, 3.2), (0.2, -1.2), (1.8, 3.2), (1.9, -1.2)), 0.54, 0.14),
 }
+
+#: Places raycast3d draws, in :data:`PLACE_LAYOUT`'s order ("above" and "below" would need stacking).
+DRAWN_PLACES: tuple[str, ...] = ("left of", "right of", "behind", "in front of")
+#: Floor positions of :data:`DRAWN_PLACES` (left and right at depth 1.5, behind and in front 3.3 from it), the
+#: clevr preset's R and shift; chosen like :data:`LAYOUTS` (boxes of a pair apart and inside the picture) and
+#: so that identify reads every clevr-rel image right from 160 px at any jitter (the front object nearer the
+#: camera, or the back one further, is misread at times).
+PLACE_LAYOUT = Layout(((-1.9, 1.5), (1.9, 1.5), (0.0, 4.8), (0.0, -1.8)), 0.85, 0.34)
+
+
+@dataclass(frozen=True)
+class CountLayout:
+    """Where the copies of each slot's object stand: around ``xy[k]`` on :data:`COPY_OFFSETS`' grid, ``gap``
+    apart (across, in depth; the grid's bottom row in front), each of radius ``radius``, shifted by at most
+    ``shift``."""
+
+    xy: tuple[tuple[float, float], ...]
+    gap: tuple[float, float]
+    radius: float
+    shift: float
+
+    def cells(self) -> Layout:
+        """One cell per slot and copy position (:data:`COPY_CELLS`), slot-major."""
+        gx, gy = self.gap
+        xy = tuple((x + ox * gx, y - oy * gy) for x, y in self.xy for ox, oy in COPY_CELLS)
+        return Layout(xy, self.radius, self.shift)
+
+
+#: Layouts of counts for 1 and 2 slots, searched like :data:`LAYOUTS`. Copies of 2 slots are read right at 224 px
+#: at any jitter; with 3 slots they would be at most R = 0.3 and misread at 224 px, so 3 are refused.
+COUNT_LAYOUTS: dict[int, CountLayout] = {
+    1: CountLayout(((0.0, 0.5),), (1.4, 2.2), 0.6, 0.18),
+    2: CountLayout(((-1.7, 2.5), (1.7, 2.5)), (1.0, 1.9), 0.45, 0.135),
+}
+#: The copy positions of COPY_OFFSETS, each once, and per count the position of each copy.
+COPY_CELLS: tuple[tuple[float, float], ...] = tuple(dict.fromkeys(o for at in COPY_OFFSETS.values() for o in at))
+_ARRANGEMENT = np.zeros((MAX_COPIES + 1, MAX_COPIES), dtype=np.int64)
+for _count, _at in COPY_OFFSETS.items():
+    _ARRANGEMENT[_count, :_count] = [COPY_CELLS.index(o) for o in _at]
+_PLACE_CELL = np.array([DRAWN_PLACES.index(p) if p in DRAWN_PLACES else -1 for p in PLACES])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -205,8 +269,43 @@ class Objects:
 
 
 def place_objects(batch: SceneBatch, jitter: float, seed: int) -> Objects:
-    """Positions, sizes and turns of every object (jitter drawn per scene and slot)."""
-    layout = _layout(batch.num_slots)
+    """Positions, sizes and turns of every object (jitter drawn per scene and slot); with places or counts,
+    one column per copy, standing in its cell (:func:`_cells`)."""
+    return _place(*_cells(batch), jitter, seed)
+
+
+def _cells(batch: SceneBatch) -> tuple[SceneBatch, Layout]:
+    """The batch with each object (copy) in its own cell, and the layout of the cells.
+
+    Without places and counts: the batch itself and its slots' layout. With places: the slot becomes the
+    place's cell of :data:`PLACE_LAYOUT`. With counts: column k becomes MAX_COPIES columns, one per copy (-1
+    past the count), in slot k's cells of :data:`COUNT_LAYOUTS`.
+    """
+    if batch.places is None and batch.counts is None:
+        return batch, _layout(batch.num_slots)
+    present = batch.shapes >= 0
+    if batch.places is not None:
+        cell = np.where(present, _PLACE_CELL[np.where(present, batch.places, 0)], 0)
+        return replace(batch, slots=cell, num_slots=len(DRAWN_PLACES), places=None), PLACE_LAYOUT
+    b, k = batch.shapes.shape
+    assert batch.counts is not None, "without places or counts the batch is returned above"
+    counts = np.where(present, batch.counts, 0)
+    on = np.arange(MAX_COPIES) < counts[..., None]  # [B, K, MAX_COPIES]
+    cell = np.asarray(batch.slots)[..., None] * len(COPY_CELLS) + _ARRANGEMENT[counts]
+    spread = lambda a: None if a is None else np.repeat(np.asarray(a), MAX_COPIES, axis=1)  # noqa: E731
+    copies = SceneBatch(
+        colors=np.repeat(np.asarray(batch.colors), MAX_COPIES, axis=1),
+        shapes=np.where(on, np.asarray(batch.shapes)[..., None], -1).reshape(b, k * MAX_COPIES),
+        slots=np.where(on, cell, 0).reshape(b, k * MAX_COPIES),
+        num_slots=batch.num_slots * len(COPY_CELLS),
+        keys=batch.keys,
+        materials=spread(batch.materials),
+        scales=spread(batch.scales),
+    )
+    return copies, COUNT_LAYOUTS[batch.num_slots].cells()
+
+
+def _place(batch: SceneBatch, layout: Layout, jitter: float, seed: int) -> Objects:
     b, k = batch.shapes.shape
     present = batch.shapes >= 0
     slots = np.where(present, batch.slots, 0)
@@ -345,7 +444,11 @@ def slot_boxes(num_slots: int, width: int, height: int) -> np.ndarray:
     It is the box around the projection of the object's bounding cylinder (radius R, height 2R)
     at the four corners of its shift square; float64 [num_slots, 4], not clipped to the image.
     """
-    layout = _layout(num_slots)
+    return _boxes(_layout(num_slots), width, height)
+
+
+def _boxes(layout: Layout, width: int, height: int) -> np.ndarray:
+    """:func:`slot_boxes` of the cells of any layout."""
     r = layout.radius * MAX_SCALE
     angle = np.linspace(0, 2 * np.pi, 65)[:-1]
     outer = r / math.cos(math.pi / 64)  # a 64-gon around the circle, not inside it
@@ -360,11 +463,11 @@ def slot_boxes(num_slots: int, width: int, height: int) -> np.ndarray:
     return np.asarray(boxes)
 
 
-@lru_cache(maxsize=8)
-def _windows(num_slots: int, width: int, height: int) -> tuple[np.ndarray, ...]:
-    """Flat pixel indices inside each slot's box (one pixel of margin, clipped to the image)."""
+@lru_cache(maxsize=16)
+def _windows(layout: Layout, width: int, height: int) -> tuple[np.ndarray, ...]:
+    """Flat pixel indices inside each cell's box (one pixel of margin, clipped to the image)."""
     out = []
-    for x0, y0, x1, y1 in slot_boxes(num_slots, width, height):
+    for x0, y0, x1, y1 in _boxes(layout, width, height):
         xs = np.arange(max(0, math.floor(x0) - 1), min(width, math.ceil(x1) + 2))
         ys = np.arange(max(0, math.floor(y0) - 1), min(height, math.ceil(y1) + 2))
         idx = (ys[:, None] * width + xs[None, :]).ravel()
@@ -399,7 +502,8 @@ def render(batch: SceneBatch, *, width: int = 224, height: int = 224, jitter: fl
     _check_size(width, height)
     jitter = _check_jitter(jitter)
     _check_batch(batch)
-    objs = place_objects(batch, jitter, seed)
+    batch, layout = _cells(batch)
+    objs = _place(batch, layout, jitter, seed)
     b, k = batch.shapes.shape
     pixels = width * height
     out = np.empty((b, pixels, 3), dtype=np.uint8)
@@ -411,16 +515,16 @@ def render(batch: SceneBatch, *, width: int = 224, height: int = 224, jitter: fl
             rows = slice(start, start + step)
             for first in range(0, pixels, span):
                 cols = slice(first, min(first + span, pixels))
-                rgb = _render_chunk(objs.rows(rows), slots[rows], batch.num_slots, width, height, cols)
+                rgb = _render_chunk(objs.rows(rows), slots[rows], layout, width, height, cols)
                 out[rows, cols] = np.floor(np.clip(rgb, 0, 1) * 255 + 0.5).astype(np.uint8)
     return out.reshape(b, height, width, 3)
 
 
-def _render_chunk(objs: Objects, slots: np.ndarray, num_slots: int, width: int, height: int, cols: slice) -> np.ndarray:
+def _render_chunk(objs: Objects, slots: np.ndarray, layout: Layout, width: int, height: int, cols: slice) -> np.ndarray:
     """float32 [b, n, 3] RGB in 0..1 of a chunk of scenes and a range of pixels (row-major)."""
     dirs = _ray_directions(width, height, cols)
     origin = camera(width, height).position.astype(np.float32)
-    windows = [idx[(idx >= cols.start) & (idx < cols.stop)] - cols.start for idx in _windows(num_slots, width, height)]
+    windows = [idx[(idx >= cols.start) & (idx < cols.stop)] - cols.start for idx in _windows(layout, width, height)]
     t, which = _primary(objs, slots, windows, dirs, origin)
     points = origin + t[..., None] * dirs
     seen = np.isfinite(t)
@@ -571,9 +675,27 @@ def _check_batch(batch: SceneBatch) -> None:
             )
     if batch.materials is not None and not np.isin(np.asarray(batch.materials)[present], (0, 1)).all():
         raise BindscopeError("materials must be 0 (rubber) or 1 (metal)")
-    slots = np.where(present, batch.slots, -1 - np.arange(shapes.shape[1]))
+    _check_families(batch, present)
+    where = batch.slots if batch.places is None else batch.places
+    slots = np.where(present, where, -1 - np.arange(shapes.shape[1]))
     if (np.sort(slots, axis=1)[:, 1:] == np.sort(slots, axis=1)[:, :-1]).any():
-        raise BindscopeError("two objects of one scene stand in the same slot; give each object its own slot")
+        what = "slot" if batch.places is None else "place"
+        raise BindscopeError(f"two objects of one scene stand in the same {what}; give each object its own {what}")
+
+
+def _check_families(batch: SceneBatch, present: np.ndarray) -> None:
+    """Refuse places raycast3d cannot draw, places with counts, and counts in more slots than it lays out."""
+    if batch.places is not None and batch.counts is not None:
+        raise BindscopeError("raycast3d draws places or counts, not both in one scene; flat2d draws both")
+    if batch.places is not None:
+        bad = np.asarray(batch.places)[present & (_PLACE_CELL[np.where(present, batch.places, 0)] < 0)]
+        if bad.size:
+            raise BindscopeError(
+                f"raycast3d cannot draw the place {PLACES[int(bad[0])]!r} unambiguously (its objects stand on the "
+                f"floor); use {', '.join(DRAWN_PLACES)}, or the flat2d renderer for above / below"
+            )
+    if batch.counts is not None:
+        _count_layout(batch.num_slots)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -584,6 +706,9 @@ def _check_batch(batch: SceneBatch) -> None:
 FLOOR_MARGIN = 6  # 8-bit levels below the floor's shadow still counted as floor
 NEUTRAL_SPREAD = 2  # largest max - min channel difference of a floor pixel
 MIN_PIXELS = 12  # smaller components are ignored
+#: A blob counts as a copy when it has at least this share of the pixels of its cell's largest blob (copies
+#: differ in size by perspective and jitter alone).
+COPY_SHARE = 0.25
 SHADE_MIN, SHADE_MAX = 0.4, 1.1
 ROUND_SPREAD = 0.03
 CORNER_SCORE = 0.045
@@ -640,6 +765,87 @@ def identify(images: np.ndarray, num_slots: int) -> tuple[np.ndarray, np.ndarray
         colors[img, slot] = _color_name(images[img, ys, xs])
         shapes[img, slot] = _shape_name(xs, ys)
     return colors, shapes
+
+
+def read_back(images: np.ndarray, num_slots: int, *, places: bool = False, copies: bool = False) -> Readout:
+    """Recover each cell's color, shape and (with ``copies`` or ``places``) number of copies from the pixels.
+
+    Without ``places`` or ``copies`` this is :func:`identify`. Otherwise every component of object pixels (as
+    :func:`identify` segments them, at least :data:`MIN_PIXELS`) is one copy. With ``copies`` it belongs to
+    the slot whose :data:`COUNT_LAYOUTS` position (projected at the copies' half height) is nearest its
+    centroid; with ``places`` to its side of the image's left/right or behind/in front pair
+    (:func:`bindscope.data.render.base.pair_sides`: behind is the upper one). Components under
+    :data:`COPY_SHARE` of their cell's largest are left out; color and shape are read per component, and a
+    cell's are those most of its copies' pixels show (:func:`bindscope.data.render.base.vote`: a far copy, small
+    in the image, may misread a cylinder as a cube).
+
+    Parameters
+    ----------
+    images : np.ndarray
+        uint8 [B, H, W, 3] as :func:`render` returns them.
+    num_slots : int
+        Number of slots the images were rendered with.
+    places : bool
+        Read cells by place: the result's column p is the object standing at ``PLACES[p]``.
+    copies : bool
+        Count copies (also counted with ``places``).
+
+    Returns
+    -------
+    Readout
+        [B, num_slots] or [B, len(PLACES)] names and copy counts.
+    """
+    if not (places or copies):
+        return Readout(*identify(images, num_slots))
+    images = _check_images(images, num_slots)
+    if places and copies:
+        raise BindscopeError("raycast3d draws places or counts, not both; read places or copies")
+    b, h, w, _ = images.shape
+    many = len(PLACES) if places else num_slots
+    img, ys, xs = _blobs(_object_mask(images))
+    mx = np.array([x.mean() for x in xs])
+    my = np.array([y.mean() for y in ys])
+    if places:
+        centres = project(np.c_[PLACE_LAYOUT.xy, np.full(len(DRAWN_PLACES), PLACE_LAYOUT.radius)], w, h)
+        # pair_sides wants left, right, top, bottom: behind stands higher in the image than in front
+        where = np.array([PLACES.index(p) for p in DRAWN_PLACES])[pair_sides(img, mx, my, b, centres)]
+    else:
+        layout = _count_layout(num_slots)
+        centres = project(np.c_[layout.xy, np.full(num_slots, layout.radius)], w, h)
+        where = np.argmin((mx[:, None] - centres[:, 0]) ** 2 + (my[:, None] - centres[:, 1]) ** 2, axis=1)
+    group = img * many + where
+    size = np.array([len(x) for x in xs], dtype=np.int64)
+    largest = np.zeros(b * many, dtype=np.int64)
+    np.maximum.at(largest, group, size)
+    kept = np.flatnonzero(size >= COPY_SHARE * largest[group])
+    colors = [_color_name(images[img[i], ys[i], xs[i]]) for i in kept]
+    shapes = [_shape_name(xs[i], ys[i]) for i in kept]
+    return Readout(
+        vote(group[kept], colors, size[kept], b * many).reshape(b, many),
+        vote(group[kept], shapes, size[kept], b * many).reshape(b, many),
+        np.bincount(group[kept], minlength=b * many).reshape(b, many),
+    )
+
+
+def _blobs(mask: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """Every component of at least MIN_PIXELS: its image, and its pixels' rows and columns."""
+    pix, labels = silhouette.components(mask)
+    ids, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    img, y, x = np.unravel_index(pix, mask.shape)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    keep = np.flatnonzero(counts >= MIN_PIXELS)
+    members = [order[starts[c] : starts[c + 1]] for c in keep]
+    return img[ids[keep]], [y[m] for m in members], [x[m] for m in members]
+
+
+def _count_layout(num_slots: int) -> CountLayout:
+    if int(num_slots) not in COUNT_LAYOUTS:
+        raise BindscopeError(
+            f"raycast3d draws counts in scenes of 1 to {max(COUNT_LAYOUTS)} objects (got {num_slots}); "
+            "use fewer objects per scene, or the flat2d renderer"
+        )
+    return COUNT_LAYOUTS[int(num_slots)]
 
 
 def _check_images(images: np.ndarray, num_slots: int) -> np.ndarray:
