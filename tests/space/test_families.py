@@ -155,7 +155,7 @@ def test_a_closed_split_needs_a_family_space() -> None:
 
 
 def test_a_subsample_of_a_family_space_keeps_each_scene_with_its_swap() -> None:
-    from bindscope.space.families import swap_partners
+    from bindscope.space.swap_pairs import swap_partners
 
     data = get_preset("text-rel").to_dict()
     data["scenes"] = {**data["scenes"], "max_scenes": 1000}

@@ -25,9 +25,9 @@ from bindscope.space.families import (
     PLACE,
     family_of,
     relation_scenes,
-    swap_closed_subsample,
     with_families,
 )
+from bindscope.space.swap_pairs import swap_closed_subsample
 
 Modality = Literal["image", "text"]
 
