@@ -137,7 +137,7 @@ def table(cells: dict[str, dict[str, tuple[str, str]]]) -> str:
     from bindscope.analyses import get_analysis, list_analyses
 
     order = sorted(list_analyses(), key=lambda a: (get_analysis(a).order, a))
-    columns = [(a, c.key) for a in order for c in get_analysis(a).columns]
+    columns = [(a, c.key) for a in order for c in get_analysis(a).columns if c.family is None]  # attribution spaces
     families = list(cells)
     lines = ["| analysis | column | " + " | ".join(families) + " |", "|---" * (len(families) + 2) + "|"]
     for analysis, column in columns:

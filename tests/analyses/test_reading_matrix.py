@@ -19,7 +19,7 @@ from matrix_cells import BAGS, EXPECTED, LIMIT, SLOW, check_cell
 
 def test_the_page_holds_a_verdict_for_every_family_and_column() -> None:
     assert set(EXPECTED) == set(rm.families())
-    columns = {c.key for name in list_analyses() for c in get_analysis(name).columns}
+    columns = {c.key for name in list_analyses() for c in get_analysis(name).columns if c.family is None}
     for family, row in EXPECTED.items():
         assert set(row) == columns, (family, columns ^ set(row))
     for bag in BAGS:  # the rule the whole card rests on
