@@ -148,6 +148,32 @@ def pair_sides(image: np.ndarray, x: np.ndarray, y: np.ndarray, num_images: int,
     return np.where((across >= updown)[image], np.where(u < 0, 0, 1), np.where(v < 0, 2, 3))
 
 
+#: A separate blob counts as a copy when it has at least this share of the pixels of its cell's largest blob
+#: (copies differ in size by perspective and jitter alone; a stray pixel at a star's tip does not count).
+COPY_SHARE = 0.25
+
+
+def copies_kept(group: np.ndarray, size: np.ndarray, groups: int) -> np.ndarray:
+    """Which blobs (cell ``group``, pixel count ``size``) count as copies: at least :data:`COPY_SHARE` of the
+    largest blob of their cell."""
+    largest = np.zeros(groups, dtype=np.int64)
+    np.maximum.at(largest, group, size)
+    return size >= COPY_SHARE * largest[group]
+
+
+def cell_readout(
+    group: np.ndarray, colors: np.ndarray | list[str], shapes: np.ndarray | list[str], size: np.ndarray, shape: tuple
+) -> Readout:
+    """The :class:`Readout` of kept copies (cell ``group``, names, pixel counts) over cells of ``shape`` [B, S]:
+    each cell's names by :func:`vote`, and its copies counted."""
+    groups = shape[0] * shape[1]
+    return Readout(
+        vote(group, colors, size, groups).reshape(shape),
+        vote(group, shapes, size, groups).reshape(shape),
+        np.bincount(group, minlength=groups).reshape(shape),
+    )
+
+
 def vote(group: np.ndarray, names: np.ndarray | list[str], weight: np.ndarray, groups: int) -> np.ndarray:
     """Per group the name with the largest total weight among its members ("" for a group without members;
     ties go to the name first in sorted order)."""

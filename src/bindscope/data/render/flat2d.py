@@ -39,7 +39,17 @@ import numpy as np
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data.render import silhouette
-from bindscope.data.render.base import COPY_OFFSETS, MAX_COPIES, PALETTE, PLACES, Readout, SceneBatch, pair_sides, vote
+from bindscope.data.render.base import (
+    COPY_OFFSETS,
+    MAX_COPIES,
+    PALETTE,
+    PLACES,
+    Readout,
+    SceneBatch,
+    cell_readout,
+    copies_kept,
+    pair_sides,
+)
 
 #: Shape names in code order (``batch.shapes`` indexes this tuple).
 SHAPES: tuple[str, ...] = ("square", "triangle", "circle", "star", "hexagon", "diamond")
@@ -79,9 +89,6 @@ _FORMS: dict[str, tuple] = {
 #: Places flat2d draws ("in front of" and "behind" need depth: raycast3d draws them).
 DRAWN_PLACES: tuple[str, ...] = ("left of", "right of", "above", "below")
 _PLACE_CODES = np.array([PLACES.index(p) for p in DRAWN_PLACES])  # left, right, top, bottom
-#: A separate blob counts as a copy when it has at least this share of the pixels of its cell's largest blob
-#: (copies differ in size by jitter alone; a stray pixel at a star's tip does not count).
-COPY_SHARE = 0.25
 
 _STAMP_PIXELS = 1 << 18  # inside-tests per chunk: temporaries stay in cache
 
@@ -223,7 +230,8 @@ def read_back(images: np.ndarray, num_slots: int, *, places: bool = False, copie
     Without ``places`` or ``copies`` this is :func:`identify`. Otherwise each 8-connected blob of non-canvas
     pixels is one copy, assigned by its centroid to a slot's column or, with ``places``, to its side of the
     image's left/right or above/below pair (:func:`bindscope.data.render.base.pair_sides`). Blobs under
-    :data:`COPY_SHARE` of their cell's largest are left out. Color and shape are read per blob as
+    :data:`~bindscope.data.render.base.COPY_SHARE` of their cell's largest are left out. Color and shape are
+    read per blob as
     :func:`identify` reads them per slot; a cell's are those most of its copies' pixels show
     (:func:`bindscope.data.render.base.vote`).
 
@@ -260,15 +268,12 @@ def read_back(images: np.ndarray, num_slots: int, *, places: bool = False, copie
     else:
         where = np.minimum((mx * num_slots / w).astype(np.int64), many - 1)
     group = img[ids] * many + where
-    largest = np.zeros(b * many, dtype=np.int64)
-    np.maximum.at(largest, group, size)
-    kept = size >= COPY_SHARE * largest[group]
+    kept = copies_kept(group, size, b * many)
     color = _nearest_palette(_median_colors(images[img, y, x], blob, size))
     shape = _silhouette_shapes(x + 0.5, y + 0.5, blob, size)
-    names = vote(group[kept], np.asarray(list(PALETTE), dtype=object)[color[kept]], size[kept], b * many)
-    shapes = vote(group[kept], np.asarray(list(_SIGNATURES), dtype=object)[shape[kept]], size[kept], b * many)
-    count = np.bincount(group[kept], minlength=b * many)
-    return Readout(*(a.reshape(b, many) for a in (names, shapes, count)))
+    colors = np.asarray(list(PALETTE), dtype=object)[color[kept]]
+    shapes = np.asarray(list(_SIGNATURES), dtype=object)[shape[kept]]
+    return cell_readout(group[kept], colors, shapes, size[kept], (b, many))
 
 
 # --------------------------------------------------------------------------- validation

@@ -72,8 +72,9 @@ from bindscope.data.render.base import (
     PLACES,
     Readout,
     SceneBatch,
+    cell_readout,
+    copies_kept,
     pair_sides,
-    vote,
 )
 
 #: Shape names in code order (``batch.shapes`` indexes this tuple; the clevr preset's order).
@@ -706,9 +707,6 @@ def _check_families(batch: SceneBatch, present: np.ndarray) -> None:
 FLOOR_MARGIN = 6  # 8-bit levels below the floor's shadow still counted as floor
 NEUTRAL_SPREAD = 2  # largest max - min channel difference of a floor pixel
 MIN_PIXELS = 12  # smaller components are ignored
-#: A blob counts as a copy when it has at least this share of the pixels of its cell's largest blob (copies
-#: differ in size by perspective and jitter alone).
-COPY_SHARE = 0.25
 SHADE_MIN, SHADE_MAX = 0.4, 1.1
 ROUND_SPREAD = 0.03
 CORNER_SCORE = 0.045
@@ -775,7 +773,8 @@ def read_back(images: np.ndarray, num_slots: int, *, places: bool = False, copie
     the slot whose :data:`COUNT_LAYOUTS` position (projected at the copies' half height) is nearest its
     centroid; with ``places`` to its side of the image's left/right or behind/in front pair
     (:func:`bindscope.data.render.base.pair_sides`: behind is the upper one). Components under
-    :data:`COPY_SHARE` of their cell's largest are left out; color and shape are read per component, and a
+    :data:`~bindscope.data.render.base.COPY_SHARE` of their cell's largest are left out; color and shape are
+    read per component, and a
     cell's are those most of its copies' pixels show (:func:`bindscope.data.render.base.vote`: a far copy, small
     in the image, may misread a cylinder as a cube).
 
@@ -815,16 +814,10 @@ def read_back(images: np.ndarray, num_slots: int, *, places: bool = False, copie
         where = np.argmin((mx[:, None] - centres[:, 0]) ** 2 + (my[:, None] - centres[:, 1]) ** 2, axis=1)
     group = img * many + where
     size = np.array([len(x) for x in xs], dtype=np.int64)
-    largest = np.zeros(b * many, dtype=np.int64)
-    np.maximum.at(largest, group, size)
-    kept = np.flatnonzero(size >= COPY_SHARE * largest[group])
+    kept = np.flatnonzero(copies_kept(group, size, b * many))
     colors = [_color_name(images[img[i], ys[i], xs[i]]) for i in kept]
     shapes = [_shape_name(xs[i], ys[i]) for i in kept]
-    return Readout(
-        vote(group[kept], colors, size[kept], b * many).reshape(b, many),
-        vote(group[kept], shapes, size[kept], b * many).reshape(b, many),
-        np.bincount(group[kept], minlength=b * many).reshape(b, many),
-    )
+    return cell_readout(group[kept], colors, shapes, size[kept], (b, many))
 
 
 def _blobs(mask: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
