@@ -19,30 +19,14 @@ from bindscope.analyses.decompose import DecomposeSettings
 from bindscope.analyses.geometry import GeometrySettings
 from bindscope.analyses.probe import ProbeSettings
 from bindscope.core.errors import BindscopeError
-from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, Preset, preset_from_dict
+from bindscope.data.presets import Preset, preset_from_dict
 from bindscope.estimators.floors import OBJECT_ROLE, role_view
 from bindscope.space.captions import family_swap, swap_concept
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.families import COUNT, PLACE
 from bindscope.space.planted import planted_embeddings
+from family_spaces import COUNTS, RELATION
 
-RELATION = {
-    "name": "text-rel-small",
-    "concepts": {"attribute": TEXT_ATTRIBUTES[:3], "noun": TEXT_NOUNS[:3]},
-    "objects_per_scene": 2,
-    "relations": ["left of", "right of", "above", "below"],
-    "caption": {"object": "a {attribute} {noun}"},
-    "noun": "noun",
-}
-COUNTS = {
-    "name": "count-small",
-    "concepts": {"color": ["red", "blue", "green"], "shape": ["cube", "ball", "cone"]},
-    "objects_per_scene": 2,
-    "counts": [1, 2, 3],
-    "scenes": {"allow_identical": False},
-    "caption": {"object": "{count} {color} {shape}"},
-    "noun": "shape",
-}
 FAMILIES = {"relation": RELATION, "count": COUNTS}
 GRID = (1e-3, 1e-2, 1e-1)
 PROBE = {"seeds": (0, 1), "strengths": GRID, "shrinkage": (0.0,)}

@@ -17,31 +17,15 @@ from bindscope.analyses.intervene.edits import BOTH, plan_edits, plan_relation_e
 from bindscope.analyses.intervene.score import score_jobs
 from bindscope.analyses.intervene.variants import BAG, build_banks, make_jobs
 from bindscope.core.errors import BindscopeError
-from bindscope.data.presets import TEXT_ATTRIBUTES, TEXT_NOUNS, preset_from_dict
+from bindscope.data.presets import preset_from_dict
 from bindscope.estimators.floors import role_view
 from bindscope.estimators.object_banks import concept_value_means
 from bindscope.estimators.scene_index import concept_roles
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.families import CONVERSE, COUNT, PLACE
 from bindscope.space.planted import planted_embeddings
+from family_spaces import COUNTS, RELATION
 
-RELATION = {
-    "name": "text-rel-small",
-    "concepts": {"attribute": TEXT_ATTRIBUTES[:3], "noun": TEXT_NOUNS[:3]},
-    "objects_per_scene": 2,
-    "relations": ["left of", "right of", "above", "below"],
-    "caption": {"object": "a {attribute} {noun}"},
-    "noun": "noun",
-}
-COUNTS = {
-    "name": "count-small",
-    "concepts": {"color": ["red", "blue", "green"], "shape": ["cube", "ball", "cone"]},
-    "objects_per_scene": 2,
-    "counts": [1, 2, 3],
-    "scenes": {"allow_identical": False},
-    "caption": {"object": "{count} {color} {shape}"},
-    "noun": "shape",
-}
 SETTINGS = {"probe_optimizer": "lbfgs", "banks": ("obj-avg", "pos-avg")}
 
 
