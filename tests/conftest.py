@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,8 +83,21 @@ def isolated_env(home: Path) -> dict[str, str]:
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point every cache a library might write into a temp folder."""
+def environment_put_back() -> Iterator[None]:
+    """Each test's changes to the environment undone after it: a command run in the test's own process sets
+    variables for the processes it starts, and a later test's subprocesses must not inherit them."""
+    environ = dict(os.environ)
+    yield
+    if dict(os.environ) != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(
+    environment_put_back: None, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Point every cache a library might write into a temp folder (after the environment's snapshot is taken)."""
     home = tmp_path_factory.mktemp("home")
     for var, value in isolated_env(home).items():
         monkeypatch.setenv(var, value)

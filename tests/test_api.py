@@ -21,11 +21,16 @@ from bindscope.core.errors import BindscopeError
 HEAVY = ("torch", "transformers", "pandas", "matplotlib", "sklearn", "numpy", "pyarrow", "pydantic")
 
 
+#: Environment switches that turn the model libraries' bars off for good: the test scripts run without them.
+QUIET_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
+
+
 def run_script(folder: Path, code: str) -> subprocess.CompletedProcess:
     """``python script.py`` in ``folder``, as a user runs a saved script (the test's isolated caches)."""
     script = folder / "script.py"
     script.write_text(textwrap.dedent(code))
-    env = {**os.environ, "BINDSCOPE_PROGRESS_SECONDS": "0"}  # a progress line at every update, were one shown
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_SWITCHES}  # the library defaults a user has
+    env["BINDSCOPE_PROGRESS_SECONDS"] = "0"  # a progress line at every update, were one shown
     done = subprocess.run([sys.executable, str(script)], cwd=folder, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     return done

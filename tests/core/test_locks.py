@@ -17,7 +17,7 @@ from bindscope.cli import main
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import mark_output
 from bindscope.core.locks import is_locked, lock_path, output_lock, remove_leftovers
-from cli_checks import assert_one_line_error
+from cli_checks import assert_one_line_error, command_in_process
 
 HOLDER = """
 import contextlib, sys
@@ -197,7 +197,7 @@ def test_every_writing_command_takes_the_lock_on_its_output(
     with held_by_another_process(tmp_path, *(target for _, target in jobs.values())) as holder:
         for name, (argv, target) in jobs.items():
             capsys.readouterr()
-            with pytest.raises(SystemExit) as stop:
+            with command_in_process(), pytest.raises(SystemExit) as stop:
                 main(argv)
             err = capsys.readouterr().err
             assert stop.value.code == 1, (name, err)

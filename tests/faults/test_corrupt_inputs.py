@@ -18,7 +18,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from bindscope.data.datasets import build_dataset
 from bindscope.embeddings.store import import_embeddings
 from bindscope.space.planted import planted_embeddings
 from bindscope.space.splits import load_split, save_split, scene_split, split_to_dict
-from cli_checks import assert_one_line_error
+from cli_checks import assert_one_line_error, command_in_process
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -115,16 +114,13 @@ def command_built_once() -> Iterator[None]:
 def cli(*args: object) -> Outcome:
     """``bindscope ARGS`` through :func:`bindscope.cli.main`, in this process (subprocesses are too slow here)."""
     out, err = io.StringIO(), io.StringIO()
-    sigterm = signal.getsignal(signal.SIGTERM)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with command_in_process(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             main([str(a) for a in args])
     except SystemExit as stop:
         return Outcome(stop.code if isinstance(stop.code, int) else 1, out.getvalue(), err.getvalue())
     except Exception as exc:  # a traceback the user would see: reported by the assertions
         return Outcome(None, out.getvalue(), err.getvalue(), exc)
-    finally:
-        signal.signal(signal.SIGTERM, sigterm)
     return Outcome(0, out.getvalue(), err.getvalue())
 
 
