@@ -12,7 +12,7 @@ baseline
 
 Both under the ``cpu`` budget's solver (``Solver(sweeps=800, starts=4, start_sweeps=5)``) and torch's
 threads (``--threads``), which every fit lowers to one for small work
-(:func:`~bindscope.estimators.probes.threads_for`): here the stack of 27 runs on all of them, a single
+(:func:`~bindscope.core.threads.threads_for`): here the stack of 27 runs on all of them, a single
 model on one. The two must fit every model alike: printed with the times are whether the sweep
 counts agree and the largest relative difference of the selected validation MSEs.
 

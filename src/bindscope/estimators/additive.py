@@ -127,13 +127,15 @@ def _gram(columns: np.ndarray, num_columns: int) -> np.ndarray:
 
 
 def _scatter_sum(columns: np.ndarray, num_columns: int, y: np.ndarray) -> np.ndarray:
-    """``A^T y``: per column, the sum of the rows that have a one there."""
+    """``A^T y``: per column, the sum of the rows that have a one there (one sparse product over every column)."""
     yt = torch.as_tensor(np.asarray(y, dtype=np.float64))
-    out = torch.zeros(num_columns, yt.shape[1], dtype=torch.float64)
-    for a in range(columns.shape[1]):
-        ok = columns[:, a] != PAD
-        out.index_add_(0, torch.from_numpy(columns[ok, a]), yt[torch.from_numpy(ok)])
-    return out.numpy()
+    ok = columns != PAD
+    rows = np.nonzero(ok)[0]
+    index = torch.from_numpy(np.stack([columns[ok], rows]))
+    design_t = torch.sparse_coo_tensor(
+        index, torch.ones(len(rows), dtype=torch.float64), (num_columns, len(yt)), check_invariants=False
+    )
+    return torch.sparse.mm(design_t, yt).numpy()
 
 
 def _gather_sum(coef: np.ndarray, columns: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -60,23 +61,20 @@ def wilson_interval(value: float, n: int, confidence: float = CONFIDENCE) -> tup
     tuple of float
         The lower and upper bound.
     """
-    from scipy.stats import binomtest  # slow to import: only when a report is written
-
-    ci = binomtest(successes(value, n), n).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
+    k = successes(value, n)
+    low, high = wilson_bounds(np.array([k / n]), np.array([n]), confidence)
+    return float(low[0]), float(high[0])
 
 
 def wilson_bounds(values: np.ndarray, n: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """The Wilson score interval of many shares at once (vectorised :func:`wilson_interval`, the same closed form);
     NaN where a share is missing or outside [0, 1], or its n is missing or below 1."""
-    from scipy.stats import norm
-
     p = np.asarray(values, dtype=float)
     n = np.asarray(n, dtype=float)
     ok = np.isfinite(p) & np.isfinite(n) & (n >= 1) & (p >= 0) & (p <= 1)
     safe_n = np.where(ok, n, 1.0)
     k = np.clip(np.round(np.where(ok, p, 0.0) * safe_n), 0, safe_n)
-    phat, z = k / safe_n, float(norm.ppf(0.5 + confidence / 2))
+    phat, z = k / safe_n, NormalDist().inv_cdf(0.5 + confidence / 2)  # the standard library's: scipy.stats is ~45 MB
     denom = 1 + z**2 / safe_n
     centre = (phat + z**2 / (2 * safe_n)) / denom
     half = z * np.sqrt(phat * (1 - phat) / safe_n + z**2 / (4 * safe_n**2)) / denom

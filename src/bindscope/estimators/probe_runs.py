@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
-import torch
+from array_api_compat import array_namespace
 from pydantic import Field, field_validator
 
 from bindscope.core.display import display_path, run_folder
@@ -30,6 +30,7 @@ from bindscope.core.errors import BindscopeError
 from bindscope.core.executors import Resources, Unit, current_executor
 from bindscope.core.tidy import NO_CONTROL, result_row
 from bindscope.core.validation import ParitySettings, Seeds
+from bindscope.estimators.lbfgs import separates
 from bindscope.estimators.metrics import Splits, accuracy_metrics, mean, nested
 from bindscope.estimators.probes import (
     ProbeFit,
@@ -37,10 +38,13 @@ from bindscope.estimators.probes import (
     chance_accuracy,
     fit_probe_weights,
     fit_regularised_probes,
+    like,
+    on_device,
     save_probes,
     set_separation_correct,
     soft_targets,
     stack_targets,
+    to_numpy,
 )
 from bindscope.estimators.regularised import RegularisedFit, StrengthChoice
 from bindscope.space.concepts import SceneSet
@@ -50,6 +54,8 @@ from bindscope.space.splits import DEFAULT_SEEDS, SceneSplit, check_fraction, sc
 PERMUTATION_SEED = 12345
 #: The band's two ends: the lowest and highest value of each metric over the band's fits.
 BAND_SIDES = ("low", "high")
+#: Most logits (scenes x labels x fits) of the band's fits scored at once.
+BAND_LOGITS = 2**22
 
 
 def band_variant(variant: str, side: str) -> str:
@@ -167,11 +173,9 @@ def probe_variant(
     prep = settings.preprocessing
     splits = seed_splits(len(y), settings)
     means = {s: prep.fit(y[sp.train]) for s, sp in splits.items()}
-    x = torch.stack(
-        [torch.from_numpy(prep.apply(y[sp.train], means[s]).astype(np.float32)) for s, sp in splits.items()]
-    )
-    t = torch.stack([torch.from_numpy(t_all[sp.train]) for sp in splits.values()])
-    x, t = x.to(settings.device), t.to(settings.device)
+    stacked = np.stack([prep.apply(y[sp.train], means[s]).astype(np.float32) for s, sp in splits.items()])
+    x = on_device(stacked, settings.device)  # numpy arrays on the cpu: torch is not imported
+    t = on_device(np.stack([t_all[sp.train] for sp in splits.values()]), settings.device)
     fit: RegularisedFit | None = None
     if settings.optimizer == "regularised":
         fit = fit_regularised_probes(x, t, blocks, list(settings.seeds), **settings.regularised_options())
@@ -180,7 +184,7 @@ def probe_variant(
         w, solver = fit_probe_weights(x, t, blocks, list(settings.seeds), **settings.solver_options())
     run = ProbeRun()
     for i, (seed, sp) in enumerate(splits.items()):
-        coef = w[i].cpu().numpy()
+        coef = to_numpy(w[i])
         run.weights[seed] = {n: coef[b] for n, b in zip(names, blocks)}
         run.means[seed] = means[seed]
         run.train_scenes[seed] = sp.train
@@ -224,18 +228,33 @@ def band_ends(
     """Each probe's lowest and highest set-separation accuracy on inputs ``x`` ``[N, D]`` over the fits of its
     band (fit ``i`` of ``fit``; the chosen fit, whose accuracy is ``chosen``, among them, so that a near-tie
     scored by another matmul cannot put it outside): ``{"low": {probe: acc}, "high": {probe: acc}}``."""
-    path = fit.path[i].to(torch.float32)  # [P, G, L, D]
-    logits = torch.from_numpy(np.ascontiguousarray(x)).to(path.device) @ path.flatten(0, 2).T  # [N, P*G*L]
-    logits = logits.view(len(x), -1, path.shape[2])  # [N, P*G, L]
+    path = fit.path[i]  # [P, G, L, D], numpy or torch
+    xp = array_namespace(path)
+    path = xp.reshape(path, (-1, *path.shape[2:]))  # [P*G, L, D]
+    xs = like(np.asarray(x, dtype=np.float32), path)
     ends: dict[str, dict[str, float]] = {side: {} for side in BAND_SIDES}
     for j, (name, b) in enumerate(zip(names, blocks)):
-        members = torch.from_numpy(np.flatnonzero(fit.band[i, j].reshape(-1))).to(path.device)
-        part = logits[:, members, b].transpose(0, 1)  # [M, N, L_b]
-        t = torch.as_tensor(targets[name], device=path.device).expand(len(members), *targets[name].shape)
-        acc = set_separation_correct(part.flatten(0, 1), t.flatten(0, 1)).reshape(len(members), -1).mean(1)
+        members = np.flatnonzero(fit.band[i, j].reshape(-1))
+        present = like(np.asarray(targets[name]) > 0, path)
+        width = b.stop - b.start
+        step = max(1, BAND_LOGITS // max(1, len(x) * width))  # members scored together: a bounded block of logits
+        acc = np.concatenate(
+            [
+                _band_accuracy(xs, xp.astype(path[members[k : k + step], b, :], xp.float32), present)
+                for k in range(0, len(members), step)
+            ]
+        )
         ends["low"][name] = min(float(acc.min()), float(chosen[name]))
         ends["high"][name] = max(float(acc.max()), float(chosen[name]))
     return ends
+
+
+def _band_accuracy(x: Any, weights: Any, present: Any) -> np.ndarray:
+    """Set-separation accuracy on inputs ``x`` ``[N, D]`` of each of M fits' weights ``[M, L, D]`` (one probe's)."""
+    xp = array_namespace(weights)
+    m, labels, d = weights.shape
+    logits = xp.reshape(x @ xp.reshape(weights, (m * labels, d)).mT, (len(x), m, labels))
+    return to_numpy(separates(xp.permute_dims(logits, (1, 0, 2)), present)).mean(1)
 
 
 def seed_splits(n: int, settings: ProbeSettings) -> dict[int, SceneSplit]:

@@ -23,8 +23,11 @@ Optimisers:
     implicit bias, and no shortcut reproduces the reference's (shorter Adam schedules differ by
     2.0-2.6 points on average, up to 10, on planted data), so those probes follow the reference trajectory exactly.
 ``lbfgs``
-    L-BFGS alone: fastest, but on separable training sets its numbers are its path's, neither the paper's nor
-    a unique optimum's.
+    L-BFGS alone (:mod:`bindscope.estimators.lbfgs`): fastest, but on separable training sets its numbers are its
+    path's, neither the paper's nor a unique optimum's.
+
+``regularised`` and ``lbfgs`` run on numpy arrays without importing torch (the cpu path of every analysis);
+``reference`` and ``fast``'s reference stage are torch's, imported when they run.
 """
 
 from __future__ import annotations
@@ -33,18 +36,20 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-import torch
+from array_api_compat import array_namespace, is_torch_array
 from pydantic import Field, field_validator
 
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import load_npy, read_json, save_npy, write_json
+from bindscope.core.threads import blas_threads_for, threads_for
 from bindscope.core.validation import MAX_ITEMS, MAX_STEPS, Device, Settings, check_fields
+from bindscope.estimators.lbfgs import lbfgs_whitened, separates
 from bindscope.estimators.regularised import (
     DEFAULT_FOLDS,
     DEFAULT_SHRINKAGE,
@@ -57,13 +62,18 @@ from bindscope.estimators.regularised import (
 )
 from bindscope.space.concepts import PAD, SceneSet
 
+if TYPE_CHECKING:
+    import torch
+
+    Array = np.ndarray | torch.Tensor
+else:
+    Array = Any
+
 Optimizer = Literal["regularised", "fast", "reference", "lbfgs"]
 OPTIMIZERS = ("regularised", "fast", "reference", "lbfgs")
 OBJECT = "object"
 DEFAULT_EXACT_BUDGET_S = 900.0
 log = logging.getLogger(__name__)
-LBFGS_CHUNK = 25  # iterations between separability checks
-SMALL_WORK = 50_000_000  # F * n * D * L below which one thread is faster
 
 
 # -- targets, accuracy, chance ------------------------------------------------------------------
@@ -82,19 +92,48 @@ def soft_targets(scenes: SceneSet) -> dict[str, np.ndarray]:
     return out
 
 
-def set_separation_correct(logits: np.ndarray | torch.Tensor, targets: np.ndarray | torch.Tensor) -> np.ndarray:
+def set_separation_correct(logits: Array, targets: Array) -> np.ndarray:
     """Per scene: is the smallest present-label logit larger than the largest absent one?
 
     Parameters
     ----------
     logits, targets
-        ``[N, L]``; a label is present where its target is positive.
+        ``[N, L]`` numpy arrays or torch tensors; a label is present where its target is positive.
     """
-    logits = torch.as_tensor(logits)
-    present = torch.as_tensor(targets, device=logits.device) > 0
-    if logits.shape != present.shape:
-        raise BindscopeError(f"logits {tuple(logits.shape)} and targets {tuple(present.shape)} differ in shape")
-    return _correct_block(logits, present).cpu().numpy()
+    if is_torch_array(logits) or is_torch_array(targets):
+        import torch
+
+        scores: Array = torch.as_tensor(logits)
+        present: Array = torch.as_tensor(targets, device=scores.device) > 0
+    else:
+        scores, present = np.asarray(logits), np.asarray(targets) > 0
+    if scores.shape != present.shape:
+        raise BindscopeError(f"logits {tuple(scores.shape)} and targets {tuple(present.shape)} differ in shape")
+    return to_numpy(separates(scores, present))
+
+
+def to_numpy(a: Array) -> np.ndarray:
+    """A numpy array or a torch tensor (any device) as a numpy array."""
+    return a.detach().cpu().numpy() if is_torch_array(a) else np.asarray(a)
+
+
+def like(a: np.ndarray, other: Array) -> Array:
+    """Numpy array ``a`` as the kind of ``other``: itself beside a numpy array, a torch tensor on ``other``'s device."""
+    if not is_torch_array(other):
+        return a
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a)).to(other.device)
+
+
+def on_device(a: np.ndarray, device: str) -> Array:
+    """``a`` as the solvers take it on ``device``: the numpy array itself on ``cpu`` (torch is not imported),
+    else a torch tensor there."""
+    if device == "cpu":
+        return a
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a)).to(device)
 
 
 def chance_accuracy(targets: np.ndarray) -> float:
@@ -140,8 +179,8 @@ class Preprocessing:
 
 # -- solvers on stacked fits: x [F, n, D], targets [F, n, L], weights [F, L, D] -------------------
 def fit_probe_weights(
-    x: torch.Tensor,
-    t: torch.Tensor,
+    x: Array,
+    t: Array,
     blocks: list[slice],
     seeds: list[int],
     *,
@@ -153,13 +192,14 @@ def fit_probe_weights(
     strengths: Sequence[float] = DEFAULT_STRENGTHS,
     shrinkage: Sequence[float] = DEFAULT_SHRINKAGE,
     folds: int = DEFAULT_FOLDS,
-) -> tuple[torch.Tensor, np.ndarray]:
+) -> tuple[Array, np.ndarray]:
     """Fit F independent sets of bias-free probes at once.
 
     Parameters
     ----------
     x, t
-        Inputs ``[F, n, D]`` and stacked soft targets ``[F, n, L]`` (probe b owns columns ``blocks[b]``).
+        Inputs ``[F, n, D]`` and stacked soft targets ``[F, n, L]`` (probe b owns columns ``blocks[b]``): numpy
+        arrays (``regularised`` and ``lbfgs`` then run without torch) or torch tensors on any device.
     seeds
         Initialisation seed of each fit (the reference's ``nn.Linear`` init), and the seed of its folds
         (``regularised``).
@@ -176,7 +216,7 @@ def fit_probe_weights(
     Returns
     -------
     weights
-        ``[F, L, D]``.
+        ``[F, L, D]``, of the inputs' kind.
     solver
         str ``[F, len(blocks)]``: ``regularised`` (the penalised optimum, converged) or
         ``regularised-unconverged``; ``reference`` (followed the reference Adam trajectory), ``lbfgs`` (not
@@ -189,13 +229,15 @@ def fit_probe_weights(
         )
         return fit.weights, fit.solver
     f, n, d = x.shape
-    with threads_for(f * n * d * t.shape[2]):
+    with _threads(x, f * n * d * t.shape[2]):
+        if optimizer == "reference":
+            return _reference(x, t, blocks, seeds, steps, lr), np.full((f, len(blocks)), "reference", dtype=object)
         return _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, exact_budget_s)
 
 
 def fit_regularised_probes(
-    x: torch.Tensor,
-    t: torch.Tensor,
+    x: Array,
+    t: Array,
     blocks: list[slice],
     seeds: Sequence[int],
     *,
@@ -207,38 +249,31 @@ def fit_regularised_probes(
     """The ``regularised`` optimiser on F stacked fits (:func:`bindscope.estimators.regularised.fit_regularised`):
     the weights at each probe's cross-validated penalty, every grid setting's refit, the band and each choice."""
     _, n, d = x.shape
-    with threads_for(n * d * t.shape[2]):  # many small fits: threads only pay for large ones
+    with _threads(x, n * d * t.shape[2]):  # many small fits: threads only pay for large ones
         return fit_regularised(
             x, t, blocks, seeds, strengths=strengths, shrinkage=shrinkage, folds=folds, max_iter=max_iter
         )
 
 
-@contextlib.contextmanager
-def threads_for(work: int) -> Iterator[None]:
-    """One torch thread for small matmuls: there, threads cost more in waits than they save."""
-    before = torch.get_num_threads()
-    if work < SMALL_WORK:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+def _threads(x: Array, work: int) -> contextlib.AbstractContextManager[Any]:
+    """The threads ``work`` runs on (:mod:`bindscope.core.threads`): torch's for torch inputs, the BLAS library's
+    for numpy ones (torch is not imported)."""
+    return threads_for(work) if is_torch_array(x) else blas_threads_for(work)
 
 
-def _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, budget) -> tuple[torch.Tensor, np.ndarray]:
-    f, _, d = x.shape
-    init = torch.stack([_default_init(t.shape[2], d, s) for s in seeds]).to(x.device, x.dtype)
-    if optimizer == "reference":
-        return adam_reference(x, t, blocks, init, steps, lr), np.full((f, len(blocks)), "reference", dtype=object)
-    w = torch.stack([_lbfgs_whitened(x[i], t[i], blocks, max_iter) for i in range(f)])
-    logits = torch.bmm(x, w.transpose(1, 2))
-    separable = np.array([[bool(_correct_block(logits[i][:, b], t[i][:, b]).all()) for b in blocks] for i in range(f)])
+def _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, budget) -> tuple[Array, np.ndarray]:
+    xp = array_namespace(x, t)
+    w = lbfgs_whitened(x, t, blocks, max_iter)
+    logits = x @ w.mT
+    present = t > 0
+    separable = np.stack([to_numpy(xp.all(separates(logits[..., b], present[..., b]), axis=-1)) for b in blocks], 1)
     solver = np.where(separable, "lbfgs-separable", "lbfgs").astype(object)
     redo = np.flatnonzero(separable.any(axis=1))
     if optimizer == "lbfgs" or not len(redo):
         return w, solver
-    idx = torch.from_numpy(redo).to(x.device)
-    seconds = _time_reference(x[idx], t[idx], blocks, init[idx], steps, lr)
+    xt, tt = _as_torch(x[redo]), _as_torch(t[redo])
+    init = _inits(t.shape[2], x.shape[2], [seeds[i] for i in redo]).to(xt.device, xt.dtype)
+    seconds = _time_reference(xt, tt, blocks, init, steps, lr)
     if seconds > budget:
         log.warning(
             "%d probe fit(s) have separable training sets; following the reference Adam trajectory "
@@ -250,13 +285,32 @@ def _fit(x, t, blocks, seeds, optimizer, steps, lr, max_iter, budget) -> tuple[t
             budget,
         )
         return w, solver
-    adam = adam_reference(x[idx], t[idx], blocks, init[idx], steps, lr)
+    adam = _like(adam_reference(xt, tt, blocks, init, steps, lr), w)
     for k, i in enumerate(redo):  # separable: the answer is the reference trajectory's, follow it
         for j, b in enumerate(blocks):
             if separable[i, j]:
                 w[i, b] = adam[k, b]
                 solver[i, j] = "reference"
     return w, solver
+
+
+def _reference(x: Array, t: Array, blocks: list[slice], seeds: list[int], steps: int, lr: float) -> Array:
+    """The ``reference`` optimiser (in torch, whatever the inputs' kind): the weights, of the inputs' kind."""
+    xt, tt = _as_torch(x), _as_torch(t)
+    init = _inits(t.shape[2], x.shape[2], seeds).to(xt.device, xt.dtype)
+    return _like(adam_reference(xt, tt, blocks, init, steps, lr), x)
+
+
+def _as_torch(a: Array) -> torch.Tensor:
+    """A torch tensor of ``a`` (numpy arrays share their memory)."""
+    import torch
+
+    return a if is_torch_array(a) else torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _like(a: torch.Tensor, kind: Array) -> Array:
+    """Torch tensor ``a`` as the kind of ``kind``: itself for a tensor, a numpy array for an array."""
+    return a if is_torch_array(kind) else a.numpy()
 
 
 def _time_reference(x, t, blocks, init, steps: int, lr: float) -> float:
@@ -276,6 +330,8 @@ def adam_reference(
     The same arithmetic as ``torch.optim.Adam`` with ``CosineAnnealingLR`` and autograd on the
     soft-target cross-entropy, written out so that many fits share each batched matmul.
     """
+    import torch
+
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     n = x.shape[1]
     w = init.clone()
@@ -294,6 +350,8 @@ def adam_reference(
 
 def _softmax_minus_targets(logits: torch.Tensor, t: torch.Tensor, blocks: list[slice]) -> torch.Tensor:
     """d(soft cross-entropy)/d(logits) per scene: blockwise softmax minus the targets (in place)."""
+    import torch
+
     for b in blocks:
         logits[..., b] = torch.softmax(logits[..., b], dim=-1)
     return logits.sub_(t)
@@ -435,17 +493,17 @@ class ProbeSet:
         names, blocks, t = stack_targets(targets, len(x))
         self.mean_ = self.preprocessing.fit(x)
         device = self.settings.device
-        xt = torch.from_numpy(self.preprocessing.apply(x, self.mean_)).to(device)
-        tt = torch.from_numpy(t).to(device)
+        xt = on_device(self.preprocessing.apply(x, self.mean_)[None], device)
+        tt = on_device(t[None], device)
         self.choices_: dict[str, StrengthChoice] = {}
         if self.optimizer == "regularised":
-            fit = fit_regularised_probes(xt[None], tt[None], blocks, [self.seed], **self.settings.regularised_options())
+            fit = fit_regularised_probes(xt, tt, blocks, [self.seed], **self.settings.regularised_options())
             w, solver = fit.weights, fit.solver
             self.choices_ = dict(zip(names, fit.choices[0]))
         else:
-            w, solver = fit_probe_weights(xt[None], tt[None], blocks, [self.seed], **self.settings.solver_options())
+            w, solver = fit_probe_weights(xt, tt, blocks, [self.seed], **self.settings.solver_options())
         self.names_ = names
-        self.coef_ = {n: w[0][b].cpu().numpy() for n, b in zip(names, blocks)}
+        self.coef_ = {n: to_numpy(w[0][b]) for n, b in zip(names, blocks)}
         self.solver_ = dict(zip(names, solver[0]))
         return self
 
@@ -599,65 +657,14 @@ def _blocks(widths: list[int]) -> list[slice]:
 
 def _default_init(num_labels: int, dim: int, seed: int) -> torch.Tensor:
     """``nn.Linear``'s default weight initialisation, U(-1/sqrt(D), 1/sqrt(D)), seeded."""
+    import torch
+
     gen = torch.Generator().manual_seed(seed)
     return (torch.rand(num_labels, dim, generator=gen) * 2 - 1) / math.sqrt(dim)
 
 
-def _loss(x: torch.Tensor, w: torch.Tensor, t: torch.Tensor, blocks: list[slice]) -> torch.Tensor:
-    """Soft-target cross-entropy summed over probes, mean over scenes."""
-    logits = x @ w.T
-    total = logits.new_zeros(())
-    for b in blocks:
-        total = total - (t[:, b] * torch.log_softmax(logits[:, b], dim=1)).sum(dim=1).mean()
-    return total
+def _inits(num_labels: int, dim: int, seeds: Sequence[int]) -> torch.Tensor:
+    """``[F, L, D]``: :func:`_default_init` of each seed."""
+    import torch
 
-
-def _correct_block(logits: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Set separation on tensors: labels with a positive target are present."""
-    present = t > 0
-    return torch.where(present, logits, torch.inf).amin(1) > torch.where(present, -torch.inf, logits).amax(1)
-
-
-def _lbfgs_whitened(x: torch.Tensor, t: torch.Tensor, blocks: list[slice], max_iter: int) -> torch.Tensor:
-    """L-BFGS from zero on PCA-whitened inputs; returns weights for the original inputs.
-
-    Runs in chunks of iterations and stops early once every probe separates its training set
-    (there is no minimiser to converge to; the caller takes the reference trajectory instead).
-    """
-    x64 = x.double()
-    evals, evecs = torch.linalg.eigh(x64.T @ x64 / len(x))
-    keep = evals > evals.max() * 1e-10
-    if not keep.any():  # all-zero inputs (a residual nothing is left in): zero logits, nothing separated
-        return torch.zeros(t.shape[1], x.shape[1], dtype=x.dtype, device=x.device)
-    proj = (evecs[:, keep] / evals[keep].sqrt()).to(x.dtype)  # x @ proj has identity covariance
-    xw = x @ proj
-    w = torch.zeros(t.shape[1], xw.shape[1], dtype=x.dtype, device=x.device, requires_grad=True)
-    chunk = min(LBFGS_CHUNK, max_iter)
-    opt = torch.optim.LBFGS(
-        [w],
-        lr=1.0,
-        max_iter=chunk,
-        history_size=20,
-        tolerance_grad=1e-6,
-        tolerance_change=1e-9,
-        line_search_fn="strong_wolfe",
-    )
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad(set_to_none=True)
-        loss = _loss(xw, w, t, blocks)
-        loss.backward()
-        return loss
-
-    done = 0
-    while done < max_iter:
-        opt.step(closure)
-        ran = opt.state[w]["n_iter"] - done
-        done += ran
-        if ran < chunk:  # converged within the chunk
-            break
-        with torch.no_grad():
-            logits = xw @ w.T
-            if all(bool(_correct_block(logits[:, b], t[:, b]).all()) for b in blocks):
-                break
-    return (w.detach() @ proj.T).contiguous()
+    return torch.stack([_default_init(num_labels, dim, s) for s in seeds])

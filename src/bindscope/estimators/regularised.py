@@ -23,28 +23,50 @@ them changes no training logit and only adds penalty). For ``rho = 0`` the penal
 either: the fit takes the minimiser without them, the limit of ``rho -> 0``, again unique. The fits run in the
 eigenbasis of the training scenes' second moment (directions above :data:`RANK_TOL` of the largest eigenvalue),
 preconditioned per direction, with a batched L-BFGS that gives every fit its own history and line search, until
-each probe's gradient norm (in the penalised coordinates ``W S^½``) is at most :data:`GRAD_TOL`.
+each probe's gradient norm (in the penalised coordinates ``W S^½``) is at most :data:`GRAD_TOL`. The gradient is
+written out (per probe, each scene's softmax minus its targets, summed against its inputs; plus the penalty's),
+so no autograd is needed. The settings are solved along a path (:func:`_solve_grid`): the strengths from the
+largest down, and at each strength the shrinkages in order, each fit from where its solved neighbours point (the
+largest strength from one Newton step from zero, :func:`newton_start`): where a fit starts changes only its
+iterations.
+
+The inputs may be numpy arrays or torch tensors (on any device): the same code runs on either through the array
+API (``array_api_compat``), and the fit's arrays are of the inputs' kind. With numpy inputs torch is never
+imported. Large inputs are read a block of rows at a time (:data:`CHUNK`, :data:`KEPT`), so no float64 copy of
+all of them is made, and the fold fits run a few at a time.
 
 Each probe's ``(rho, lam)`` is chosen on its training scenes only: k-fold cross-validation (folds drawn with the
 fit's seed; each fold fit's ``S`` from its own training folds) over the shrinkages and a log grid of strengths,
 scoring the held-out folds' mean soft cross-entropy. That score is smooth and proper, so its fold scores vary
 little and rarely tie, where the set-separation accuracy of a fold of a few dozen scenes moves in steps. The
-setting with the lowest mean wins. Every setting is fitted on all training scenes first (the fold fits start
-from those fits: the same optimum, fewer iterations). The settings whose mean held-out loss is within one
+setting with the lowest mean wins. Every setting is fitted on all training scenes first; a fold fit starts from
+that fit at its strength, shifted by the fold's own offset from it at the strength above (the same optimum, fewer
+iterations), and runs on its training rows only. The settings whose mean held-out loss is within one
 standard error (over folds) of the best form the *one-standard-error band*: the training scenes cannot tell them
 apart, so a caller scores the band's fits to see whether an answer changes within it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
-import torch
+from array_api_compat import array_namespace
+from array_api_compat import device as device_of
 
 from bindscope.core.errors import BindscopeError
+
+if TYPE_CHECKING:
+    import torch
+
+    Array = np.ndarray | torch.Tensor
+else:
+    Array = Any
+#: The kind of array a fit was given and returns: a numpy array or a torch tensor.
+ArrayT = TypeVar("ArrayT", "np.ndarray", "torch.Tensor")
 
 #: The default grids: strengths (half-decades) and shrinkages cross-validated.
 DEFAULT_STRENGTHS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -58,8 +80,14 @@ RANK_TOL = 1e-10
 HISTORY = 10
 #: Most halvings of one line search.
 MAX_HALVINGS = 30
-#: Most float64 elements of one solve's stacked logits or L-BFGS history; larger solves run in parts.
-LOGIT_BUDGET = 2**25
+#: Most float64 elements of one block of logits (scenes x fits x labels); more scenes are taken a block at a time.
+CHUNK = 2**21
+#: Most float64 elements of the eigen-coordinates kept per solve; beyond it the fits read the inputs as given.
+KEPT = 2**22
+#: Most float64 elements of the inputs gathered per fit (one batched matmul for many small fits).
+STACKED = 2**20
+#: Most float64 elements of one solve's L-BFGS state (its curvature pairs); larger solves run in parts.
+STATE_BUDGET = 2**24
 #: Separates the fold draw's random stream from the scene split's (both seeded by the split seed).
 FOLD_STREAM = 52
 
@@ -128,11 +156,14 @@ class StrengthChoice:
 
 
 @dataclass
-class RegularisedFit:
-    """Stacked regularised fits: the weights at each probe's chosen setting, every setting's refit, the band."""
+class RegularisedFit(Generic[ArrayT]):
+    """Stacked regularised fits: the weights at each probe's chosen setting, every setting's refit, the band.
 
-    weights: torch.Tensor  # [F, L, D] on the raw inputs
-    path: torch.Tensor  # [F, P, G, L, D]: every (rho, lam) fitted on all training scenes
+    ``weights`` and ``path`` are of the inputs' kind (numpy arrays or torch tensors, on the inputs' device) and dtype.
+    """
+
+    weights: ArrayT  # [F, L, D] on the raw inputs
+    path: ArrayT  # [F, P, G, L, D]: every (rho, lam) fitted on all training scenes
     band: np.ndarray  # bool [F, B, P, G]: the settings within one standard error of each probe's best
     choices: list[list[StrengthChoice]]  # [F][B]
 
@@ -193,65 +224,132 @@ def fold_ids(n: int, folds: int, seed: int) -> np.ndarray:
 # -- the eigenbasis -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Basis:
-    """F fits' inputs in the eigenbasis of their training rows' second moment, at unit rms norm."""
+    """F fits' inputs in the eigenbasis of their training rows' second moment, at unit rms norm.
 
-    xe: torch.Tensor  # [F, n, r] scaled inputs (every row, held-out ones included) in eigen-coordinates
-    e: torch.Tensor  # [F, r] eigenvalues of the training rows' scaled second moment (descending)
-    v: torch.Tensor  # [F, D, r] eigenvectors
-    scale: torch.Tensor  # [F] the training rows' root-mean-square norm c
-    weight: torch.Tensor  # [F, n] each row's weight in the loss (training rows 1/n_train, others 0)
+    The eigen-coordinates ``xe`` are kept when they are small (:data:`KEPT` elements); otherwise the fits read the
+    inputs as given, a block of rows at a time, so that a large input is never copied whole in float64.
+    """
+
+    x: Array  # [F, n, D] the inputs as given (every row, held-out ones included)
+    e: Array  # [F, r] eigenvalues of the training rows' scaled second moment (descending)
+    v: Array  # [F, D, r] eigenvectors
+    scale: Array  # [F] the training rows' root-mean-square norm c
+    weight: Array  # [F, n] each row's weight in the loss (training rows 1/n_train, others 0)
+    xe: Array | None  # [F, n, r] the scaled inputs in eigen-coordinates, or None (mapped per block)
 
     @classmethod
-    def of(cls, x: torch.Tensor, weight: torch.Tensor) -> Basis:
+    def of(cls, x: Array, weight: Array) -> Basis:
         """The basis of inputs ``x`` ``[F, n, D]`` whose training rows have weights ``weight`` ``[F, n]`` (sum 1)."""
-        x, weight = x.double(), weight.double()
-        scale = (x.square().sum(-1) * weight).sum(-1).sqrt()
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        xs = x / scale[:, None, None]
-        e, v = torch.linalg.eigh(xs.transpose(1, 2) @ (xs * weight[..., None]))
-        e, v = e.flip(-1), v.flip(-1)
-        rank = int((e > e[:, :1] * RANK_TOL).sum(-1).max()) if bool(e[:, 0].gt(0).any()) else 0
-        e, v = e[:, :rank].clamp_min(0), v[:, :, :rank]
-        return cls(xs @ v, e, v, scale, weight)
+        xp = array_namespace(x, weight)
+        weight = xp.astype(weight, xp.float64)
+        second = _second_moment(x, weight)
+        scale = xp.sqrt(xp.sum(xp.linalg.diagonal(second), axis=-1))
+        scale = xp.where(scale > 0, scale, xp.ones_like(scale))
+        second /= (scale * scale)[:, None, None]
+        e, v = xp.linalg.eigh(second)
+        del second
+        e, v = xp.flip(e, axis=-1), xp.flip(v, axis=-1)
+        top = e[:, :1]
+        rank = int(xp.max(xp.sum(xp.astype(e > top * RANK_TOL, xp.int64), axis=-1))) if bool(xp.any(top > 0)) else 0
+        e, v = xp.clip(e[:, :rank], min=0.0), xp.asarray(v[:, :, :rank], copy=True)
+        f, n = weight.shape
+        kept = None if f * n * rank > KEPT else _blocked(x, v / scale[:, None, None], rank)
+        return cls(x, e, v, scale, weight, kept)
 
     def __getitem__(self, i: slice) -> Basis:
-        return Basis(self.xe[i], self.e[i], self.v[i], self.scale[i], self.weight[i])
+        kept = None if self.xe is None else self.xe[i]
+        return Basis(self.x[i], self.e[i], self.v[i], self.scale[i], self.weight[i], kept)
 
-    def penalty_weights(self, shrinkage: float) -> torch.Tensor:
+    def rows(self, f: int, rows: slice) -> Array:
+        """Rows ``rows`` of basis ``f`` in eigen-coordinates ``[m, r]`` (float64)."""
+        if self.xe is not None:
+            return self.xe[f, rows, :]
+        xp = array_namespace(self.x)
+        return (xp.astype(self.x[f, rows, :], xp.float64) @ self.v[f]) / self.scale[f]
+
+    def as_given(self, f: int, rows: slice) -> Array:
+        """Rows ``rows`` of basis ``f``'s inputs as given ``[m, D]`` (float64)."""
+        xp = array_namespace(self.x)
+        return xp.astype(self.x[f, rows, :], xp.float64)
+
+    def penalty_weights(self, shrinkage: float) -> Array:
         """``[F, r]``: the penalty's weight on each eigen-direction (``S``'s eigenvalues in this basis)."""
         return (1 - shrinkage) * self.e + shrinkage / self.v.shape[1]  # the scaled inputs' trace is 1
 
-    def coords(self, w: torch.Tensor) -> torch.Tensor:
+    def coords(self, w: Array) -> Array:
         """Weights ``[F, Q, L, D]`` on the raw inputs in eigen-coordinates ``[F, Q, L, r]`` (their part in the span)."""
-        return (w.double() * self.scale[:, None, None, None]) @ self.v[:, None]
+        xp = array_namespace(w)
+        return (xp.astype(w, xp.float64) @ self.v[:, None]) * self.scale[:, None, None, None]
 
-    def raw(self, w: torch.Tensor) -> torch.Tensor:
+    def raw(self, w: Array) -> Array:
         """Weights ``[F, Q, L, r]`` in eigen-coordinates as weights ``[F, Q, L, D]`` on the raw inputs."""
-        return (w @ self.v.transpose(1, 2)[:, None]) / self.scale[:, None, None, None]
+        return (w @ self.v.mT[:, None]) / self.scale[:, None, None, None]
 
 
-def soft_cross_entropy(logits: torch.Tensor, t: torch.Tensor, blocks: list[slice]) -> torch.Tensor:
+def _second_moment(x: Array, weight: Array) -> Array:
+    """``[F, D, D]``: the weighted second moment ``sum_i weight_fi x_fi x_fiᵀ`` (float64, a block of rows at a time)."""
+    xp = array_namespace(x)
+    f, n, d = x.shape
+    out = xp.zeros((f, d, d), dtype=xp.float64, device=device_of(x))
+    step = max(1, CHUNK // max(1, d))
+    for i in range(f):
+        for lo in range(0, n, step):
+            xc = xp.astype(x[i, lo : lo + step, :], xp.float64)
+            out[i] += xc.mT @ (xc * weight[i, lo : lo + step, None])
+    return out
+
+
+def _blocked(x: Array, proj: Array, rank: int) -> Array:
+    """``x @ proj`` ``[F, n, r]`` in float64, a block of rows at a time (no float64 copy of all of ``x``)."""
+    xp = array_namespace(x)
+    f, n, d = x.shape
+    out = xp.empty((f, n, rank), dtype=xp.float64, device=device_of(x))
+    step = max(1, CHUNK // max(1, f * d))
+    for lo in range(0, n, step):
+        out[:, lo : lo + step, :] = xp.astype(x[:, lo : lo + step, :], xp.float64) @ proj
+    return out
+
+
+def soft_cross_entropy(logits: Array, t: Array, blocks: list[slice]) -> Array:
     """Per scene and probe ``[..., B]``: ``-sum_l t_l log softmax(logits)_l`` within each block."""
-    return torch.stack([-(t[..., b] * torch.log_softmax(logits[..., b], dim=-1)).sum(-1) for b in blocks], dim=-1)
+    xp = array_namespace(logits, t)
+    out = []
+    for b in blocks:
+        z = logits[..., b]
+        top = xp.max(z, axis=-1, keepdims=True)
+        lse = top + xp.log(xp.sum(xp.exp(z - top), axis=-1, keepdims=True))
+        out.append(xp.sum(t[..., b] * (lse - z), axis=-1))
+    return xp.stack(out, axis=-1)
 
 
-def stacked_logits(xe: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Logits ``[F, n, Q, L]`` of inputs ``[F, n, r]`` under Q weight sets ``[F, Q, L, r]`` (one matmul)."""
-    f, q, labels, r = w.shape
-    return torch.bmm(xe, w.reshape(f, q * labels, r).transpose(1, 2)).view(f, -1, q, labels)
+def _loss_and_residual(z: Array, t: Array, rows: Array, blocks: list[slice], axis: int) -> Array:
+    """The soft cross-entropy of logits ``z`` (labels last) against targets ``t`` (broadcast to ``z``), weighted by
+    ``rows`` (``z``'s shape without its labels) and summed over ``axis``; ``z`` is overwritten with the gradient
+    ``rows * (softmax * sum t - t)`` per block."""
+    xp = array_namespace(z, t)
+    values = []
+    for b in blocks:
+        zb, tb = z[..., b], t[..., b]
+        top = xp.max(zb, axis=-1, keepdims=True)
+        ez = xp.exp(zb - top)
+        total = xp.sum(ez, axis=-1, keepdims=True)
+        mass = xp.sum(tb, axis=-1, keepdims=True)
+        values.append(xp.sum(rows * xp.sum(tb * (top + xp.log(total) - zb), axis=-1), axis=axis))
+        z[..., b] = (ez * (mass / total) - tb) * rows[..., None]
+    return xp.sum(xp.stack(values), axis=0)
 
 
 # -- the solver -----------------------------------------------------------------------------------------------
 def solve_penalised(
     basis: Basis,
-    t: torch.Tensor,
+    t: Array,
     blocks: list[slice],
-    strength: torch.Tensor,
-    pi: torch.Tensor,
+    strength: Array,
+    pi: Array,
     *,
     max_iter: int,
-    init: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    init: Array | None = None,
+) -> tuple[Array, Array]:
     """Minimise, for each basis f and setting q, ``sum_i weight_fi CE_i + sum_l strength_fql sum_k pi_fqk W_lk²``.
 
     Parameters
@@ -272,16 +370,46 @@ def solve_penalised(
     grad_norm
         ``[F, Q, B]``: each probe's final gradient norm in the penalised coordinates ``W_k sqrt(pi_k)``.
     """
+    xp = array_namespace(basis.e, t)
     f, q, labels = strength.shape
-    r = basis.xe.shape[2]
-    if f * q > 1 and f * q * max(basis.xe.shape[1], HISTORY * r) * labels > LOGIT_BUDGET:
+    r = basis.e.shape[1]
+    if f * q > 1 and 2 * HISTORY * f * q * labels * r > STATE_BUDGET:
         return _in_parts(basis, t, blocks, strength, pi, max_iter=max_iter, init=init)
     if r == 0:  # all-zero inputs: the optimum is zero
-        return basis.xe.new_zeros(f, q, labels, 0), basis.xe.new_zeros(f, q, len(blocks))
+        zeros = xp.zeros((f, q, labels, 0), dtype=xp.float64, device=device_of(t))
+        return zeros, xp.zeros((f, q, len(blocks)), dtype=xp.float64, device=device_of(t))
     problems = Penalised(basis, t, blocks, strength, pi)
-    u0 = basis.xe.new_zeros(f * q, labels * r) if init is None else problems.to_u(init)
-    u, norm = batched_lbfgs(problems, u0, max_iter=max_iter)
-    return problems.to_w(u).view(f, q, labels, r), norm.view(f, q, -1)
+    start = xp.zeros((f, q, labels, r), dtype=xp.float64, device=device_of(t)) if init is None else init
+    u, norm = batched_lbfgs(problems, problems.to_u(start), max_iter=max_iter)
+    return xp.reshape(problems.to_w(u), (f, q, labels, r)), xp.reshape(norm, (f, q, len(blocks)))
+
+
+def newton_start(basis: Basis, t: Array, blocks: list[slice], strength: Array, pi: Array) -> Array:
+    """``[F, Q, L, r]``: one Newton step from zero weights, in closed form.
+
+    At zero logits a block of ``L_b`` labels has the loss Hessian ``(I - 11ᵀ/L_b) / L_b`` per scene (targets that
+    sum to one), and the gradient ``-(t - 1/L_b)``, whose rows sum to zero. So in the eigenbasis, where the
+    inputs' second moment is ``diag(e)``, the step is ``W_lk = c_lk / (e_k / L_b + 2 lam_l pi_k)`` with
+    ``c = (t - 1/L_b)ᵀ diag(weight) x_e``: a penalised least-squares fit of the centred targets. Close to the
+    optimum for large strengths (whose logits stay near zero), it starts the largest strength of the grid.
+    """
+    xp = array_namespace(basis.e, t)
+    f, n, labels = t.shape
+    r = basis.e.shape[1]
+    width = xp.asarray(
+        np.concatenate([np.full(b.stop - b.start, b.stop - b.start, dtype=np.float64) for b in blocks]),
+        device=device_of(t),
+    )
+    c = xp.zeros((f, labels, r), dtype=xp.float64, device=device_of(t))
+    step = max(1, CHUNK // max(1, labels + r))
+    for i in range(f):
+        for lo in range(0, n, step):
+            rows = slice(lo, lo + step)
+            tc = xp.astype(t[i, rows, :], xp.float64)
+            centred = xp.concat([tc[:, b] - xp.mean(tc[:, b], axis=-1, keepdims=True) for b in blocks], axis=-1)
+            c[i] += (centred * basis.weight[i, rows, None]).mT @ basis.rows(i, rows)
+    curvature = basis.e[:, None, None, :] / width[:, None]  # [F, 1, L, r]
+    return c[:, None] / (curvature + 2 * strength[..., None] * pi[:, :, None, :])
 
 
 class Penalised:
@@ -289,62 +417,113 @@ class Penalised:
 
     The parameters of fit i are ``u_i`` ``[L * r]``, its weights in eigen-coordinates ``u_i * precond_i``:
     ``precond = (e + 4 strength pi)^-½`` per label row and direction, about the Hessian's diagonal^-½ (the
-    softmax's curvature is at most ½), so that every fit is about equally well conditioned.
+    softmax's curvature is at most ½), so that every fit is about equally well conditioned. The gradient is
+    written out: per block of labels, ``softmax - targets`` of each scene, summed against its inputs (one matmul
+    per basis for all its selected fits), plus the penalty's ``2 strength pi W``.
     """
 
-    def __init__(
-        self, basis: Basis, t: torch.Tensor, blocks: list[slice], strength: torch.Tensor, pi: torch.Tensor
-    ) -> None:
+    def __init__(self, basis: Basis, t: Array, blocks: list[slice], strength: Array, pi: Array) -> None:
+        xp = array_namespace(basis.e, t)
         f, q, labels = strength.shape
-        r = basis.xe.shape[2]
-        pi = pi.double()[:, :, None, :]
-        self.basis, self.t, self.blocks, self.shape = basis, t.double(), blocks, (f * q, labels, r)
-        self.of_basis = torch.arange(f, device=t.device).repeat_interleave(q)
-        self.pen = (strength.double()[..., None] * pi).reshape(self.shape)
-        self.precond = (basis.e[:, None, None, :] + 4 * strength.double()[..., None] * pi).rsqrt().reshape(self.shape)
-        self.natural = self.precond * pi.expand(f, q, labels, r).reshape(self.shape).sqrt()  # d/du -> d/d(W √pi)
-        self.select(torch.arange(f * q, device=t.device))
+        r = basis.e.shape[1]
+        self.xp, self.basis, self.t, self.blocks, self.shape = xp, basis, t, blocks, (f * q, labels, r)
+        pi = xp.astype(pi, xp.float64)[:, :, None, :]
+        strength = xp.astype(strength, xp.float64)[..., None]
+        self.of_basis = np.repeat(np.arange(f), q)
+        self.pen = xp.reshape(strength * pi, self.shape)
+        precond = 1 / xp.sqrt(basis.e[:, None, None, :] + 4 * strength * pi)  # [F, Q, L, r]
+        self.precond = xp.reshape(precond, self.shape)
+        self.natural = xp.reshape(precond * xp.sqrt(pi), self.shape)  # d/du -> d/d(W √pi)
+        self.select(xp.arange(f * q, device=device_of(t)))
 
-    def to_u(self, w: torch.Tensor) -> torch.Tensor:
+    def to_u(self, w: Array) -> Array:
         """Parameters ``[N, L * r]`` of weights ``[..., L, r]`` in eigen-coordinates."""
-        return (w.double().reshape(self.shape) / self.precond).flatten(1)
+        xp = self.xp
+        return xp.reshape(xp.reshape(xp.astype(w, xp.float64), self.shape) / self.precond, (self.shape[0], -1))
 
-    def to_w(self, u: torch.Tensor) -> torch.Tensor:
+    def to_w(self, u: Array) -> Array:
         """Weights ``[N, L, r]`` in eigen-coordinates of parameters ``[N, L * r]``."""
-        return u.view(self.shape) * self.precond
+        return self.xp.reshape(u, self.shape) * self.precond
 
-    def select(self, idx: torch.Tensor) -> None:
-        """Evaluate the fits ``idx`` from now on (their inputs gathered once)."""
-        b = self.of_basis[idx]
-        self.idx, self.xe, self.tt, self.rows = idx, self.basis.xe[b], self.t[b], self.basis.weight[b]
+    def select(self, idx: Array) -> None:
+        """Evaluate the fits ``idx`` from now on (their settings gathered once, grouped by basis; where the inputs
+        of all of them fit in :data:`STACKED` elements, gathered per fit for one batched matmul)."""
+        xp = self.xp
+        self.idx = idx
+        self.sel_precond, self.sel_pen, self.sel_natural = self.precond[idx], self.pen[idx], self.natural[idx]
+        owner = self.of_basis[_host(idx)]
+        basis, dev = self.basis, device_of(idx)
+        self.groups = [(int(b), xp.asarray(np.flatnonzero(owner == b), device=dev)) for b in np.unique(owner)]
+        self.stacked: tuple[Array, Array, Array] | None = None
+        if len(self.groups) > 1 and basis.xe is not None and owner.size * math.prod(basis.xe.shape[1:]) <= STACKED:
+            of = xp.asarray(owner, device=dev)
+            self.stacked = (basis.xe[of], xp.astype(self.t[of], xp.float64), basis.weight[of])
 
-    def value_and_grad(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def value_and_grad(self, u: Array) -> tuple[Array, Array]:
         """Objective values ``[M]`` and gradients ``[M, L * r]`` of the selected fits at parameters ``u``."""
-        u = u.detach().requires_grad_(True)
-        w = u.view(-1, *self.shape[1:]) * self.precond[self.idx]
-        logits = torch.bmm(self.xe, w.transpose(1, 2))
-        data = (soft_cross_entropy(logits, self.tt, self.blocks).sum(-1) * self.rows).sum(-1)
-        value = data + (self.pen[self.idx] * w * w).sum((-1, -2))
-        (grad,) = torch.autograd.grad(value.sum(), u)
-        return value.detach(), grad
+        xp = self.xp
+        w = xp.reshape(u, (-1, *self.shape[1:])) * self.sel_precond
+        if self.stacked is not None:
+            xe, t, rows = self.stacked
+            z = xe @ w.mT  # [M, n, L]
+            value = _loss_and_residual(z, t, rows, self.blocks, axis=1)
+            grad = z.mT @ xe
+        elif len(self.groups) == 1:
+            value, grad = self._data(self.groups[0][0], w)
+        else:
+            value = xp.zeros(w.shape[0], dtype=w.dtype, device=device_of(w))
+            grad = xp.zeros_like(w)
+            for b, pos in self.groups:
+                value[pos], grad[pos] = self._data(b, w[pos])
+        value = value + xp.sum(self.sel_pen * w * w, axis=(-1, -2))
+        grad = (grad + 2 * self.sel_pen * w) * self.sel_precond
+        return value, xp.reshape(grad, (w.shape[0], -1))
 
-    def norm(self, grad: torch.Tensor) -> torch.Tensor:
+    def _data(self, b: int, w: Array) -> tuple[Array, Array]:
+        """The data term of basis ``b``'s fits with weights ``w`` ``[q, L, r]``: values ``[q]``, gradients
+        ``[q, L, r]``, a block of rows at a time (each one matmul for the logits and one for the gradient). Without
+        kept eigen-coordinates the weights are mapped to the inputs as given instead (``W V^T / c``, and the
+        gradient back), which costs the same matmuls when ``r`` is ``D``."""
+        xp, basis = self.xp, self.basis
+        q, labels, r = w.shape
+        flat = xp.reshape(w, (q * labels, r))
+        proj = None if basis.xe is not None else basis.v[b] / basis.scale[b]  # [D, r]
+        if proj is not None:
+            flat = flat @ proj.mT  # [qL, D]
+        value = xp.zeros(q, dtype=w.dtype, device=device_of(w))
+        grad = xp.zeros(flat.shape, dtype=w.dtype, device=device_of(w))
+        n = self.t.shape[1]
+        step = max(1, CHUNK // (q * labels))
+        for lo in range(0, n, step):
+            rows = slice(lo, lo + step)
+            xc = basis.rows(b, rows) if proj is None else basis.as_given(b, rows)
+            z = xp.reshape(xc @ flat.mT, (xc.shape[0], q, labels))
+            tc = xp.astype(self.t[b, rows, None, :], xp.float64)
+            value += _loss_and_residual(z, tc, basis.weight[b, rows, None], self.blocks, axis=0)
+            grad += xp.reshape(z, (xc.shape[0], q * labels)).mT @ xc
+        if proj is not None:
+            grad = grad @ proj  # [qL, r]
+        return value, xp.reshape(grad, (q, labels, r))
+
+    def norm(self, grad: Array) -> Array:
         """Each selected fit's probe gradient norms ``[M, B]`` in the penalised coordinates."""
-        g = grad.view(-1, *self.shape[1:]) / self.natural[self.idx]
-        return torch.stack([g[:, b].square().sum((-1, -2)).sqrt() for b in self.blocks], dim=-1)
+        xp = self.xp
+        g = xp.reshape(grad, (-1, *self.shape[1:])) / self.sel_natural
+        return xp.stack([xp.sqrt(xp.sum(g[:, b] * g[:, b], axis=(-1, -2))) for b in self.blocks], axis=-1)
 
 
 def _in_parts(
     basis: Basis,
-    t: torch.Tensor,
+    t: Array,
     blocks: list[slice],
-    strength: torch.Tensor,
-    pi: torch.Tensor,
+    strength: Array,
+    pi: Array,
     *,
     max_iter: int,
-    init: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    init: Array | None,
+) -> tuple[Array, Array]:
     """:func:`solve_penalised` over the bases one at a time, or over halves of one basis's settings."""
+    xp = array_namespace(basis.e, t)
     f, q = strength.shape[:2]
     if f > 1:
         parts = [
@@ -359,23 +538,23 @@ def _in_parts(
             )
             for i in range(f)
         ]
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        return xp.concat([p[0] for p in parts]), xp.concat([p[1] for p in parts])
     halves = [
         solve_penalised(
             basis, t, blocks, strength[:, h], pi[:, h], max_iter=max_iter, init=None if init is None else init[:, h]
         )
         for h in (slice(0, q // 2), slice(q // 2, q))
     ]
-    return torch.cat([p[0] for p in halves], 1), torch.cat([p[1] for p in halves], 1)
+    return xp.concat([p[0] for p in halves], axis=1), xp.concat([p[1] for p in halves], axis=1)
 
 
 def batched_lbfgs(
-    problems: Penalised, u: torch.Tensor, *, max_iter: int, tol: float = GRAD_TOL, history: int = HISTORY
-) -> tuple[torch.Tensor, torch.Tensor]:
+    problems: Penalised, u: Array, *, max_iter: int, tol: float = GRAD_TOL, history: int = HISTORY
+) -> tuple[Array, Array]:
     """L-BFGS on N independent problems at once: each its own curvature pairs, line search and stopping rule.
 
-    Only the problems still running are evaluated: when a quarter of the evaluated ones have stopped, the
-    rest are gathered afresh (:meth:`Penalised.select`).
+    Only the problems still running are evaluated: as soon as one stops, the state of the others (parameters,
+    gradients, curvature pairs) is gathered afresh (:meth:`Penalised.select`), so no step reads a stopped one.
 
     Parameters
     ----------
@@ -389,86 +568,88 @@ def batched_lbfgs(
     The parameters ``[N, P]`` and the final gradient norms ``[N, B]`` (a problem stops when all its norms are at
     most ``tol``, or after ``max_iter`` iterations).
     """
+    xp = array_namespace(u)
     n = u.shape[0]
-    u = u.clone()
-    s_hist, y_hist, rho = u.new_zeros(history, *u.shape), u.new_zeros(history, *u.shape), u.new_zeros(history, n)
-    group = torch.arange(n, device=u.device)
-    problems.select(group)
-    value, grad = problems.value_and_grad(u)
+    active = xp.arange(n, device=device_of(u))
+    problems.select(active)
+    out = xp.asarray(u, copy=True)
+    value, grad = problems.value_and_grad(out)
     norms = problems.norm(grad)
+    out_norms = xp.asarray(norms, copy=True)
+    u = xp.asarray(out, copy=True)
+    s_hist = xp.zeros((history, *u.shape), dtype=u.dtype, device=device_of(u))
+    y_hist, rho = xp.zeros_like(s_hist), xp.zeros((history, n), dtype=u.dtype, device=device_of(u))
     for it in range(max_iter):
-        running = norms[group].amax(-1) > tol
-        if not bool(running.any()):
-            break
-        if int(running.sum()) <= 0.75 * len(group):
-            group, running = group[running], running[running]
-            problems.select(group)
-        g = grad[group]
-        direction = -_two_loop(g, s_hist[:, group], y_hist[:, group], rho[:, group], it)
-        slope = (g * direction).sum(-1)
+        running = xp.max(norms, axis=-1) > tol
+        if not bool(xp.all(running)):
+            out[active[~running]], out_norms[active[~running]] = u[~running], norms[~running]
+            active, u, value, grad, norms = active[running], u[running], value[running], grad[running], norms[running]
+            s_hist, y_hist, rho = s_hist[:, running], y_hist[:, running], rho[:, running]
+            if not active.shape[0]:
+                return out, out_norms
+            problems.select(active)
+        direction = -_two_loop(grad, s_hist, y_hist, rho, it)
+        slope = xp.vecdot(grad, direction)
         bad = slope >= 0  # not a descent direction (never for a convex objective, up to rounding): use -grad
-        direction[bad], slope[bad] = -g[bad], -(g[bad] ** 2).sum(-1)
-        direction[~running], slope[~running] = 0, 0
-        step = (1 / g.abs().sum(-1).clamp_min(1e-300)).clamp_max(1) if it == 0 else torch.ones_like(slope)
-        new_value, new_grad, step = _armijo(problems, u[group], value[group], direction, slope, step)
-        s, y = step[:, None] * direction, new_grad - g
-        sy = (s * y).sum(-1)
+        direction = xp.where(bad[:, None], -grad, direction)
+        slope = xp.where(bad, -xp.vecdot(grad, grad), slope)
+        step = xp.ones_like(slope)
+        if it == 0:
+            step = xp.minimum(1 / xp.clip(xp.sum(xp.abs(grad), axis=-1), min=1e-300), step)
+        new_value, new_grad, step = _armijo(problems, u, value, direction, slope, step)
+        s, y = step[:, None] * direction, new_grad - grad
+        sy = xp.vecdot(s, y)
         slot = it % history
-        s_hist[slot, group], y_hist[slot, group] = s, y
-        rho[slot, group] = torch.where(sy > 1e-12 * (y * y).sum(-1), 1 / sy.clamp_min(1e-300), 0.0)
-        u[group] += s
-        value[group], grad[group], norms[group] = new_value, new_grad, problems.norm(new_grad)
-    return u, norms
+        s_hist[slot], y_hist[slot] = s, y
+        rho[slot] = xp.where(sy > 1e-12 * xp.vecdot(y, y), 1 / xp.clip(sy, min=1e-300), xp.zeros_like(sy))
+        u, value, grad, norms = u + s, new_value, new_grad, problems.norm(new_grad)
+    out[active], out_norms[active] = u, norms
+    return out, out_norms
 
 
-def _two_loop(
-    grad: torch.Tensor, s_hist: torch.Tensor, y_hist: torch.Tensor, rho: torch.Tensor, it: int
-) -> torch.Tensor:
+def _two_loop(grad: Array, s_hist: Array, y_hist: Array, rho: Array, it: int) -> Array:
     """The L-BFGS product ``H grad`` per problem (pairs with ``rho == 0`` are skipped)."""
-    order = [(it - 1 - j) % len(rho) for j in range(min(it, len(rho)))]  # newest first
-    q = grad.clone()
+    xp = array_namespace(grad)
+    order = [(it - 1 - j) % rho.shape[0] for j in range(min(it, rho.shape[0]))]  # newest first
+    q = xp.asarray(grad, copy=True)
     alphas = []
     for j in order:
-        a = rho[j] * (s_hist[j] * q).sum(-1)
+        a = rho[j] * xp.vecdot(s_hist[j], q)
         q -= a[:, None] * y_hist[j]
         alphas.append(a)
-    gamma = torch.ones_like(grad[:, 0])
+    gamma = xp.ones_like(grad[:, 0])
     if order:  # scale by the newest pair: s·y / y·y
         newest = order[0]
-        yy = (y_hist[newest] ** 2).sum(-1)
-        gamma = torch.where(rho[newest] > 0, 1 / (rho[newest] * yy).clamp_min(1e-300), gamma)
+        yy = xp.vecdot(y_hist[newest], y_hist[newest])
+        gamma = xp.where(rho[newest] > 0, 1 / xp.clip(rho[newest] * yy, min=1e-300), gamma)
     r = gamma[:, None] * q
     for j, a in zip(reversed(order), reversed(alphas)):
-        b = rho[j] * (y_hist[j] * r).sum(-1)
+        b = rho[j] * xp.vecdot(y_hist[j], r)
         r += (a - b)[:, None] * s_hist[j]
     return r
 
 
 def _armijo(
-    problems: Penalised,
-    u: torch.Tensor,
-    value: torch.Tensor,
-    direction: torch.Tensor,
-    slope: torch.Tensor,
-    step: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    problems: Penalised, u: Array, value: Array, direction: Array, slope: Array, step: Array
+) -> tuple[Array, Array, Array]:
     """Backtracking per problem to sufficient decrease, up to rounding (a problem that finds none stays put)."""
-    noise = 1e-14 * value.abs().clamp_min(1.0)
+    xp = array_namespace(u)
+    noise = 1e-14 * xp.clip(xp.abs(value), min=1.0)
     for _ in range(MAX_HALVINGS):
         new_value, new_grad = problems.value_and_grad(u + step[:, None] * direction)
         ok = new_value <= value + 1e-4 * step * slope + noise
-        if bool(ok.all()):
+        if bool(xp.all(ok)):
             return new_value, new_grad, step
-        step = torch.where(ok, step, step / 2)
-    step = torch.where(ok, step, torch.zeros_like(step))
+        step = xp.where(ok, step, step / 2)
+    step = xp.where(ok, step, xp.zeros_like(step))
     new_value, new_grad = problems.value_and_grad(u + step[:, None] * direction)
     return new_value, new_grad, step
 
 
 # -- cross-validation, refits, choice -------------------------------------------------------------------------
 def fit_regularised(
-    x: torch.Tensor,
-    t: torch.Tensor,
+    x: ArrayT,
+    t: ArrayT,
     blocks: list[slice],
     seeds: Sequence[int],
     *,
@@ -476,13 +657,14 @@ def fit_regularised(
     shrinkage: Sequence[float] = DEFAULT_SHRINKAGE,
     folds: int = DEFAULT_FOLDS,
     max_iter: int = 500,
-) -> RegularisedFit:
+) -> RegularisedFit[ArrayT]:
     """Fit F sets of probes, each probe's penalty chosen by k-fold cross-validation on its own training scenes.
 
     Parameters
     ----------
     x, t
-        Training inputs ``[F, n, D]`` and stacked soft targets ``[F, n, L]`` (probe b owns columns ``blocks[b]``).
+        Training inputs ``[F, n, D]`` and stacked soft targets ``[F, n, L]`` (probe b owns columns ``blocks[b]``):
+        numpy arrays or torch tensors (any device); the fit's arrays are of the same kind, in ``x``'s dtype.
     seeds
         Per fit, the seed of its fold draw.
     strengths, shrinkage
@@ -492,89 +674,149 @@ def fit_regularised(
     max_iter
         L-BFGS iterations at most per fit.
     """
+    xp = array_namespace(x, t)
     f, n, d = x.shape
     grid, rhos = check_strengths(strengths), check_shrinkage(shrinkage)
     k = fold_count(n, folds)
-    if f > 1 and f * (k + 1) * n * len(rhos) * len(grid) * t.shape[2] > LOGIT_BUDGET:  # a seed at a time
-        parts = [
-            fit_regularised(
-                x[i : i + 1], t[i : i + 1], blocks, [s], strengths=grid, shrinkage=rhos, folds=k, max_iter=max_iter
-            )
-            for i, s in enumerate(seeds)
-        ]
-        return RegularisedFit(
-            torch.cat([p.weights for p in parts]),
-            torch.cat([p.path for p in parts]),
-            np.concatenate([p.band for p in parts]),
-            [c for p in parts for c in p.choices],
-        )
-    weight = _fold_weights(n, k, seeds).to(x.device)  # [F, k+1, n]: the folds' training rows, then all rows
     settings = (rhos, grid)
-    full = Basis.of(x, weight[:, k])
+    full = Basis.of(x, xp.full((f, n), 1.0 / n, dtype=xp.float64, device=device_of(x)))
     w_full, norm_full = _solve_grid(full, t, blocks, settings, max_iter)  # [F, Q, L, r]
-    path = full.raw(w_full)  # [F, Q, L, D]
-    folded = Basis.of(x[:, None].expand(f, k, n, d).flatten(0, 1), weight[:, :k].flatten(0, 1))
-    start = folded.coords(path.repeat_interleave(k, 0))
-    tt = t[:, None].expand(f, k, *t.shape[1:]).flatten(0, 1)
-    w_fold, norm_fold = _solve_grid(folded, tt, blocks, settings, max_iter, start)  # [F*k, Q, L, r]
-    with torch.no_grad():
-        ce = soft_cross_entropy(stacked_logits(folded.xe, w_fold), tt.double()[:, :, None, :], blocks)  # [Fk,n,Q,B]
-    held = (weight[:, :k] == 0).double().flatten(0, 1)  # [F*k, n]
-    scores = torch.einsum("inqb,in->iqb", ce, held) / held.sum(-1)[:, None, None]
-    shape = (f, k, len(rhos), len(grid), len(blocks))
-    norms = torch.cat([norm_fold.view(f, k, -1, len(blocks)), norm_full[:, None]], 1)  # [F, k+1, Q, B]
+    path: Array = full.raw(w_full)  # [F, Q, L, D]
+    del full, w_full
+    fold = np.stack([fold_ids(n, k, s) for s in seeds])  # [F, n]
+    scores = np.empty((f, k, len(rhos) * len(grid), len(blocks)))
+    norms = np.empty((f, k + 1, len(rhos) * len(grid), len(blocks)))
+    norms[:, k] = _host(xp.reshape(norm_full, norms[:, k].shape))
+    pairs = [(i, j) for i in range(f) for j in range(k)]
+    train = max(int(np.sum(fold[i] != j)) for i, j in pairs)
+    per_part = max(1, KEPT // (train * d))
+    for lo in range(0, len(pairs), per_part):
+        part = pairs[lo : lo + per_part]
+        part_scores, part_norms = _fit_folds(x, t, blocks, fold, part, path, settings, max_iter)
+        for (i, j), s, g in zip(part, part_scores, part_norms):
+            scores[i, j], norms[i, j] = s, g
+    shape: tuple[int, ...] = (f, len(rhos), len(grid))
     return _choose(
-        scores.view(shape).cpu().numpy(),
-        path.view(f, len(rhos), len(grid), *path.shape[2:]).to(x.dtype),
-        norms.amax(1).view(f, len(rhos), len(grid), -1).cpu().numpy(),
+        scores.reshape(f, k, *shape[1:], len(blocks)),
+        xp.astype(xp.reshape(path, (*shape, *path.shape[2:])), x.dtype),
+        norms.max(axis=1).reshape(*shape, len(blocks)),
         blocks,
         settings,
         n,
     )
 
 
+def _fit_folds(
+    x: Array,
+    t: Array,
+    blocks: list[slice],
+    fold: np.ndarray,
+    pairs: list[tuple[int, int]],
+    path: Array,
+    settings: tuple[tuple[float, ...], tuple[float, ...]],
+    max_iter: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fold fits ``pairs`` (seed i, fold j), each from seed i's fits on all training scenes ``path``
+    ``[F, Q, L, D]``, on their training rows only: held-out scores ``[len(pairs), Q, B]`` (mean soft
+    cross-entropy) and gradient norms ``[len(pairs), Q, B]``."""
+    xp = array_namespace(x, t)
+    dev = device_of(x)
+    train = [np.flatnonzero(fold[i] != j) for i, j in pairs]
+    width = max(len(r) for r in train)
+    rows = np.stack([np.pad(r, (0, width - len(r))) for r in train])  # padded rows repeat row 0, with weight 0
+    weight = np.stack([np.arange(width) < len(r) for r in train]) / np.array([[len(r)] for r in train])
+    gather = xp.asarray(rows, device=dev)
+    xs = xp.stack([x[i][gather[a]] for a, (i, _) in enumerate(pairs)])
+    ts = xp.stack([t[i][gather[a]] for a, (i, _) in enumerate(pairs)])
+    basis = Basis.of(xs, xp.asarray(weight, device=dev))
+    guide = xp.concat([basis[a : a + 1].coords(path[i : i + 1]) for a, (i, _) in enumerate(pairs)])
+    w, norm = _solve_grid(basis, ts, blocks, settings, max_iter, guide=guide)
+    scores = []
+    for a, (i, j) in enumerate(pairs):
+        held = xp.asarray(np.flatnonzero(fold[i] == j), device=dev)
+        raw = basis[a : a + 1].raw(w[a : a + 1])[0]  # [Q, L, D]
+        scores.append(_held_out_loss(x[i][held], t[i][held], raw, blocks))
+    return np.stack(scores), _host(norm)
+
+
+def _held_out_loss(x: Array, t: Array, w: Array, blocks: list[slice]) -> np.ndarray:
+    """``[Q, B]``: the mean soft cross-entropy of weights ``w`` ``[Q, L, D]`` on rows ``x`` ``[m, D]``."""
+    xp = array_namespace(x, w)
+    q, labels, _ = w.shape
+    flat = xp.reshape(w, (q * labels, -1)).mT
+    total = xp.zeros((q, len(blocks)), dtype=xp.float64, device=device_of(w))
+    step = max(1, CHUNK // (q * labels))
+    for lo in range(0, x.shape[0], step):
+        z = xp.reshape(xp.astype(x[lo : lo + step], xp.float64) @ flat, (-1, q, labels))
+        total += xp.sum(soft_cross_entropy(z, xp.astype(t[lo : lo + step, None, :], xp.float64), blocks), axis=0)
+    return _host(total) / x.shape[0]
+
+
+def _host(a: Array) -> np.ndarray:
+    """A numpy copy of ``a`` (a numpy array or a torch tensor on any device)."""
+    if isinstance(a, np.ndarray):
+        return a
+    return a.detach().cpu().numpy()
+
+
 def _solve_grid(
     basis: Basis,
-    t: torch.Tensor,
+    t: Array,
     blocks: list[slice],
     settings: tuple[tuple[float, ...], tuple[float, ...]],
     max_iter: int,
-    init: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    guide: Array | None = None,
+) -> tuple[Array, Array]:
     """Every ``(rho, lam)`` of the grids (rho-major) fitted on each basis: weights ``[F, Q, L, r]`` and gradient
-    norms ``[F, Q, B]``."""
+    norms ``[F, Q, B]``.
+
+    The settings are solved along a path, every basis at once: the strengths from the largest down, and at each
+    strength the shrinkages in order. Each fit starts where its solved neighbours point (where it starts changes
+    only the iterations, not the optimum): ``(rho, lam)`` from the fit at ``(rho, lam')`` (``lam'`` the strength
+    above) moved by the step from ``(rho', lam')`` to ``(rho', lam)`` (``rho'`` the shrinkage before); the first
+    shrinkage from ``(rho, lam')``; the largest strength from :func:`newton_start`. With ``guide`` (``[F, Q, L,
+    r]``: fits of nearby problems, e.g. on all training scenes, in this basis), the first shrinkage starts from the
+    guide's fit at its setting plus this basis's offset from the guide at ``lam'``, and the largest strength from
+    the guide's fits.
+    """
+    xp = array_namespace(basis.e, t)
     rhos, grid = settings
-    f, labels = basis.xe.shape[0], t.shape[2]
-    pi = torch.stack([basis.penalty_weights(rho) for rho in rhos], 1).repeat_interleave(len(grid), 1)
-    lam = torch.tensor(grid, dtype=torch.float64, device=t.device).repeat(len(rhos))
-    return solve_penalised(
-        basis, t, blocks, lam[None, :, None].expand(f, len(lam), labels), pi, max_iter=max_iter, init=init
-    )
-
-
-def _fold_weights(n: int, k: int, seeds: Sequence[int]) -> torch.Tensor:
-    """Row weights ``[F, k+1, n]``: fold j's fit weighs the rows outside fold j, the last fit every row."""
-    fold = torch.from_numpy(np.stack([fold_ids(n, k, s) for s in seeds]))
-    every = torch.ones(len(seeds), 1, n, dtype=torch.bool)
-    train = torch.cat([fold[:, None, :] != torch.arange(k)[None, :, None], every], 1)
-    return train.double() / train.sum(-1, keepdim=True)
+    f, labels, g = basis.e.shape[0], t.shape[2], len(grid)
+    fits: dict[tuple[int, int], tuple[Array, Array]] = {}
+    for j in reversed(range(g)):
+        for p, rho in enumerate(rhos):
+            strength = xp.full((f, 1, labels), grid[j], dtype=xp.float64, device=device_of(t))
+            pi = basis.penalty_weights(rho)[:, None]
+            q, above = p * g + j, p * g + j + 1
+            if j == g - 1:
+                start = newton_start(basis, t, blocks, strength, pi) if guide is None else guide[:, q : q + 1]
+            elif p > 0:
+                start = fits[p - 1, j][0] + fits[p, j + 1][0] - fits[p - 1, j + 1][0]
+            elif guide is None:
+                start = fits[p, j + 1][0]
+            else:
+                start = guide[:, q : q + 1] + fits[p, j + 1][0] - guide[:, above : above + 1]
+            fits[p, j] = solve_penalised(basis, t, blocks, strength, pi, max_iter=max_iter, init=start)
+    order = [fits[p, j] for p in range(len(rhos)) for j in range(g)]  # rho-major
+    return xp.concat([w for w, _ in order], axis=1), xp.concat([n for _, n in order], axis=1)
 
 
 def _choose(
     scores: np.ndarray,
-    path: torch.Tensor,
+    path: Array,
     norms: np.ndarray,
     blocks: list[slice],
     settings: tuple[tuple[float, ...], tuple[float, ...]],
     n: int,
-) -> RegularisedFit:
+) -> RegularisedFit[Any]:
     """Each probe's setting (lowest mean held-out loss) and band, from the fold scores ``[F, k, P, G, B]``, the
     refits ``[F, P, G, L, D]`` and the largest gradient norm of each setting's fits ``[F, P, G, B]``."""
+    xp = array_namespace(path)
     rhos, grid = settings
     f, k = scores.shape[:2]
     mean = scores.mean(1)  # [F, P, G, B]
     se = scores.std(1, ddof=1) / np.sqrt(k)
-    weights = torch.empty_like(path[:, 0, 0])
+    weights = xp.zeros_like(path[:, 0, 0])
     band = np.zeros((f, len(blocks), len(rhos), len(grid)), dtype=bool)
     choices = []
     for i in range(f):
@@ -583,7 +825,7 @@ def _choose(
             m, s = mean[i, ..., j], se[i, ..., j]
             p, g = np.unravel_index(int(m.argmin()), m.shape)
             band[i, j] = m <= m[p, g] + s[p, g]
-            weights[i, b] = path[i, p, g, b]
+            weights[i, b] = path[i, int(p), int(g), b]
             row.append(
                 StrengthChoice(
                     shrinkages=rhos,

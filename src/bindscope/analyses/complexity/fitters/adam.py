@@ -20,8 +20,8 @@ import torch
 from bindscope.analyses.complexity.families import Family, Layout, Params, init_params, predict, prepare
 from bindscope.analyses.complexity.fitters.stack import CONVERGED_BELOW, SceneIndex, StackFit, require_scenes
 from bindscope.core.errors import BindscopeError
+from bindscope.core.threads import threads_for
 from bindscope.core.validation import MAX_STEPS
-from bindscope.estimators.probes import threads_for
 
 #: How the learning rate moves over the epochs (see :class:`Schedule`).
 DECAYS = ("cosine", "constant")

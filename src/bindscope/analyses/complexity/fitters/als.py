@@ -45,8 +45,8 @@ from bindscope.analyses.complexity.fitters.als_design import DTYPE, Design, Scen
 from bindscope.analyses.complexity.fitters.als_tables import TableModels
 from bindscope.analyses.complexity.fitters.stack import CONVERGED_BELOW, SceneIndex, StackFit, require_scenes
 from bindscope.core.errors import BindscopeError
+from bindscope.core.threads import threads_for
 from bindscope.core.validation import MAX_STEPS
-from bindscope.estimators.probes import threads_for
 
 #: The projected R² gain below which a fit stops before its budget (it converges below
 #: :data:`~bindscope.analyses.complexity.fitters.stack.CONVERGED_BELOW`).
