@@ -7,11 +7,21 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from bindscope.analyses import AnalysisInputs, InterveneSettings, run_analysis
 from bindscope.analyses.intervene import at_k, intervene_analysis, intervene_summary
-from bindscope.analyses.intervene.edits import draw_targets, plan_edits
-from bindscope.analyses.intervene.score import TIE_TOL, Job, score_jobs
+from bindscope.analyses.intervene.edits import draw_targets, plan_edits, sample_plan
+from bindscope.analyses.intervene.score import (
+    MEMORY_BUDGET,
+    TIE_TOL,
+    Job,
+    _Engine,
+    block_size,
+    job_ks,
+    plan_layout,
+    score_jobs,
+)
 from bindscope.analyses.intervene.variants import BAG, UNEDITED
 from bindscope.core.errors import BindscopeError
 from bindscope.data.presets import get_preset
@@ -153,6 +163,7 @@ def test_seeds_give_spread_and_summary(clevr, tmp_path) -> None:
     s = loaded.typed
     part = at_k(s, "attribute", "pos-avg", "shared", 1.0)
     assert part.retrieval.n_seeds == 2 and part.cases > 0
+    assert s.sampled is None and part.intervals is None and "sampled" not in loaded.summary  # every edit scored
     assert s.groups == ["shared", "different", "all"] and s.table_k == 1.0
     assert (tmp_path / "r" / "plots" / "k_curve.png").stat().st_size > 1000
     cases = loaded.read_table("cases")
@@ -234,8 +245,8 @@ def loop_reference(y: np.ndarray, plan, table: np.ndarray, src, tgt, k: float):
     return np.array(retrieved), np.array(rank), np.array(bound)
 
 
-@pytest.mark.parametrize(("chunk", "noise"), [(1 << 24, 0.3), (300, 0.3), (300, 1.0)])
-def test_batched_scores_equal_a_plain_loop(clevr, chunk, noise) -> None:
+@pytest.mark.parametrize(("memory", "noise"), [(MEMORY_BUDGET, 0.3), (32 * 17**2, 0.3), (32 * 17**2, 1.0)])
+def test_batched_scores_equal_a_plain_loop(clevr, memory, noise) -> None:
     """Best match, rank and bound hit of every case as a loop over cases gives them. The obj-avg edit of this
     position-free model lands between the expected scene and its reversed order: the paper's hit and rank 1
     about half the time, the bound hit (either order) every time; with more noise some edits miss both."""
@@ -243,7 +254,7 @@ def test_batched_scores_equal_a_plain_loop(clevr, chunk, noise) -> None:
     plan = plan_edits(clevr, "color", "shape", 42, "attribute")
     bank = obj_avg_bank(clevr.object_ids(), y, clevr.space.num_objects)
     src, tgt = bank.rows(plan.side, plan.source_object), bank.rows(plan.side, plan.target_object)
-    out = score_jobs(y, [Job(plan, "obj-avg", "t", src, tgt)], {"t": bank.table}, [0.7], None, chunk_elements=chunk)
+    out = score_jobs(y, [Job(plan, "obj-avg", "t", src, tgt)], {"t": bank.table}, [0.7], None, memory=memory)
     scores = out[(0, 0.7)]
     retrieved, rank, bound = loop_reference(y, plan, bank.table, src, tgt, 0.7)
     assert (scores.retrieved == retrieved).mean() > 0.999
@@ -252,32 +263,142 @@ def test_batched_scores_equal_a_plain_loop(clevr, chunk, noise) -> None:
     assert 0 < scores.hit.mean() < 1 and bound.mean() > 0 and (bound.mean() < 1) == (noise > 0.5)
 
 
-def test_the_torch_path_equals_the_numpy_path(clevr) -> None:
-    """Off the CPU the element-wise work stays in torch on the device; on the CPU it runs in numpy."""
-    import torch
+def float32_loop(y: np.ndarray, job: Job, table: np.ndarray, k: float) -> dict[str, np.ndarray]:
+    """Per case, one at a time in float32: the edited vector's cosines against every scene, its best match (the
+    lowest row on a tie), rank and bound hit, with the expected scene's score computed directly."""
+    unit = y / np.linalg.norm(y, axis=1, keepdims=True)
+    plan, out = job.plan, {name: [] for name in ("retrieved", "rank", "bound_hit", "cos_expected", "cos_retrieved")}
+    for i in range(len(plan)):
+        x = y[plan.scene[i]] - np.float32(k) * sum(table[s[i]] - table[t[i]] for s, t in job.pairs)
+        s, norm = unit @ x, np.linalg.norm(x)
+        at = float(x @ unit[plan.expected[i]])
+        rev = float(x @ unit[plan.reversed[i]]) if plan.reversed[i] >= 0 else -np.inf
+        tol = TIE_TOL * norm
+        rivals = np.delete(s, [plan.expected[i], *([plan.reversed[i]] if plan.reversed[i] >= 0 else [])])
+        out["retrieved"].append(int(np.argmax(s)))
+        out["rank"].append(int(np.delete(s > at + tol, plan.expected[i]).sum()) + 1)
+        out["bound_hit"].append(not (rivals >= max(at, rev) - tol).any())
+        out["cos_expected"].append(at / norm)
+        out["cos_retrieved"].append(s.max() / norm)
+    return {name: np.array(values) for name, values in out.items()}
 
-    from bindscope.analyses.intervene.score import _Engine
+
+def two_pair_jobs(clevr: SceneSet, y: np.ndarray, plan) -> tuple[list[Job], dict[str, np.ndarray]]:
+    """The unedited scene, a pos-avg edit and a made-up edit of two pairs of rows (as a relation edit's)."""
+    bank = pos_avg_bank(clevr.object_ids(), y, clevr.space.num_objects)
+    src, tgt = bank.rows(plan.side, plan.source_object), bank.rows(plan.side, plan.target_object)
+    src2, tgt2 = bank.rows(1 - plan.side, plan.target_object), bank.rows(1 - plan.side, plan.source_object)
+    jobs = [Job(plan, UNEDITED, None), Job(plan, "pos-avg", "t", src, tgt), Job(plan, "two", "t", src, tgt, src2, tgt2)]
+    return jobs, {"t": bank.table}
+
+
+@pytest.mark.parametrize(
+    ("memory", "pairs", "sample"),
+    [(MEMORY_BUDGET, False, None), (32 * 100**2, True, None), (32 * 50**2, False, 60), (MEMORY_BUDGET, False, 60)],
+)
+def test_scores_are_those_of_a_float32_loop_case_by_case(clevr, memory, pairs, sample) -> None:
+    """Every case's best match, rank and bound hit exactly as a float32 loop over cases gives them (cosines to
+    float32 precision): under block pairs (every scene a base, small blocks), under base rows (a sample of the
+    cases), for one and two pairs of rows, at several k."""
+    y = planted_embeddings(clevr, "mult_within_object", dim=DIM, noise=0.6, seed=3)
+    plan = sample_plan(plan_edits(clevr, "color", "shape", 42, "attribute"), sample)
+    jobs, tables = two_pair_jobs(clevr, y, plan)
+    ks = [0.5, 1.0]
+    engine = _Engine(y, jobs, tables, ks, torch.device("cpu"), memory)
+    assert (engine.layout.bases is None) == pairs and (len(engine.starts) > 1) == (memory < MEMORY_BUDGET)
+    engine.run(None)
+    seen = []
+    for j, job in enumerate(jobs):
+        for k in job_ks(job, ks):
+            got, want = engine.scores(j, k), float32_loop(y, job, tables.get(job.table or "", y), k)
+            for name in ("retrieved", "rank", "bound_hit"):
+                np.testing.assert_array_equal(getattr(got, name), want[name], err_msg=f"{job.variant} {k} {name}")
+            for name in ("cos_expected", "cos_retrieved"):
+                np.testing.assert_allclose(getattr(got, name), want[name], atol=1e-5, err_msg=name)
+            seen.append((got.hit, got.rank > 1, got.bound_hit))
+    for outcome in zip(*seen):  # edits land and miss: the outcomes are not all alike
+        assert 0 < np.concatenate(outcome).mean() < 1
+
+
+def test_a_sample_scores_its_cases_as_the_full_run_does(clevr) -> None:
+    """A sampled plan's cases (their Gram rows alone) score exactly as the same cases of the full plan do."""
+    y = planted_embeddings(clevr, "mult_within_object", dim=DIM, noise=0.6, seed=3)
+    plan = plan_edits(clevr, "color", "shape", 42, "attribute")
+    sample = sample_plan(plan, 100)
+    rows = {(s, side): i for i, (s, side) in enumerate(zip(plan.scene, plan.side))}
+    picked = np.array([rows[(s, side)] for s, side in zip(sample.scene, sample.side)])
+    full_jobs, tables = two_pair_jobs(clevr, y, plan)
+    sample_jobs, _ = two_pair_jobs(clevr, y, sample)
+    full = score_jobs(y, full_jobs, tables, [1.0], None)
+    part = score_jobs(y, sample_jobs, tables, [1.0], None)
+    for key, scores in part.items():
+        for name in ("retrieved", "rank", "bound_hit", "cos_expected", "cos_retrieved"):
+            np.testing.assert_array_equal(getattr(scores, name), getattr(full[key], name)[picked], err_msg=name)
+
+
+def test_the_torch_path_and_the_pool_give_the_numpy_results(clevr, monkeypatch) -> None:
+    """Off the CPU the element-wise work stays in torch on the device (here forced on the CPU); on the CPU it runs
+    in numpy, on the calling thread or split over the shared pool: the same per-case results."""
+    from bindscope.analyses.intervene import score
 
     y = planted_embeddings(clevr, "mult_within_object", dim=DIM, noise=0.3, seed=1)
     plan = plan_edits(clevr, "color", "shape", 42, "attribute")
-    bank = pos_avg_bank(clevr.object_ids(), y, clevr.space.num_objects)
-    jobs = [
-        Job(plan, "unedited", None),
-        Job(plan, "pos-avg", "t", bank.rows(plan.side, plan.source_object), bank.rows(plan.side, plan.target_object)),
-    ]
+    jobs, tables = two_pair_jobs(clevr, y, plan)
     results = []
-    for pool in (True, False):
-        engine = _Engine(y, jobs, {"t": bank.table}, [0.5, 1.0], torch.device("cpu"), 200)
-        if not pool:
-            engine.pool.shutdown()
-            engine.pool = None
+    for in_numpy, workers in ((True, 1), (True, 2), (False, 1)):
+        monkeypatch.setattr(score, "thread_count", lambda work, small=0, n=workers: n)
+        engine = _Engine(y, jobs, tables, [0.5, 1.0], torch.device("cpu"), 32 * 100**2, in_numpy=in_numpy)
         engine.run(None)
         results.append({key: engine.scores(*key) for key in engine.state})
     for key, numpy_scores in results[0].items():
-        torch_scores = results[1][key]
-        assert (numpy_scores.retrieved == torch_scores.retrieved).mean() > 0.999, key
-        assert (numpy_scores.rank == torch_scores.rank).mean() > 0.999, key
-        assert (numpy_scores.bound_hit == torch_scores.bound_hit).mean() > 0.999, key
+        for other in results[1:]:
+            for name in ("retrieved", "rank", "bound_hit"):
+                np.testing.assert_array_equal(getattr(numpy_scores, name), getattr(other[key], name), err_msg=name)
+            np.testing.assert_allclose(numpy_scores.cos_retrieved, other[key].cos_retrieved, atol=1e-6)
+
+
+def test_the_layout_keeps_to_the_memory_budget() -> None:
+    """Blocks shrink with the budget; block pairs where every scene is a base, the bases' own rows where few are;
+    the projections of as many blocks as half the budget holds are kept."""
+    assert block_size(160_400) == 8192 and block_size(160_400, 32 * 1000**2) == 1000 and block_size(5) == 5
+    full = plan_layout(160_400, np.arange(160_400), 2020)
+    assert full.bases is None and full.block == 8192 and full.cached == (1 << 30) // (4 * 2020 * 8192)
+    few = plan_layout(160_400, np.arange(0, 160_400, 40), 2020, 1 << 28)
+    assert few.bases is not None and len(few.bases) == 4010 and few.rows * few.block * 4 <= (1 << 28) // 4
+
+
+def test_a_sample_is_seeded_stratified_and_sorted(clevr) -> None:
+    plan = plan_edits(clevr, "color", "shape", 42, "attribute")
+    sample = sample_plan(plan, 100)
+    assert len(sample) == 100 and sample.population == len(plan) == 768
+    assert (np.diff(sample.scene) >= 0).all() and sample_plan(plan, 100).scene.tolist() == sample.scene.tolist()
+    strata = [(plan.shared == s) & (plan.binding == b) for s in (False, True) for b in (False, True)]
+    picked = [int(((sample.shared == s) & (sample.binding == b)).sum()) for s in (False, True) for b in (False, True)]
+    assert picked == [round(100 * m.sum() / len(plan)) for m in strata] == [0, 88, 0, 12]
+    other = sample_plan(plan_edits(clevr, "color", "shape", 7, "attribute"), 100)
+    assert other.scene.tolist() != sample.scene.tolist()
+    assert sample_plan(plan, 768) is plan and sample_plan(plan, 10_000) is plan and sample_plan(plan, None) is plan
+    assert set(sample.chance) == set(plan.chance) and all(len(v) == 100 for v in sample.chance.values())
+
+
+def test_sampled_run_reports_its_sample_and_intervals(clevr, tmp_path) -> None:
+    y, singles = positional_objects(clevr)
+    inputs = AnalysisInputs(y, clevr, probes=lbfgs_probes(y, clevr), singles=singles, noun="shape")
+    settings = InterveneSettings(sample_cases=200, seeds=(42, 7), banks=("pos-avg",))
+    loaded = run_analysis("intervene", inputs, tmp_path / "r", settings)
+    s = loaded.typed
+    assert s.sampled is not None and s.sampled["attribute"].model_dump() == {"cases": 400, "of": 1536}
+    part = at_k(s, "attribute", "pos-avg", "all", 1.0)
+    assert part is not None and part.cases == 400 and part.intervals is not None
+    low, high = part.intervals["retrieval"]
+    assert low <= part.retrieval.mean <= high and part.retrieval.mean > 0.9 and high - low < 0.1
+    assert set(part.intervals) == {"retrieval", "probe", "retrieval_binding", "probe_binding"}
+    assert len(loaded.read_table("cases")) == 400 * 3  # unedited, pos-avg, bag
+    verdicts = loaded.summary["verdicts"]
+    assert "a seeded sample of 400 of 1,536 edits" in verdicts["edit different"]["scored_on"]
+    different = at_k(s, "attribute", "pos-avg", "different", 1.0)
+    assert different is not None and different.binding_cases is not None
+    assert verdicts["edit different"]["n_cases"] == round(different.binding_cases / 2)  # per seed: the sample's
 
 
 # -- bad input ---------------------------------------------------------------------------------------------
@@ -319,6 +440,8 @@ def test_error_concepts(clevr) -> None:
         ({"banks": ("obj-avg", "mean")}, "banks.1"),
         ({"seeds": (-1,)}, "seeds are non-negative"),
         ({"edit": "color"}, "edit: Input should be 'auto', 'attribute', 'noun', 'both', 'relation' or 'count'"),
+        ({"sample_cases": 0}, "sample_cases: must be at least 1, got 0"),
+        ({"sample_cases": -5}, "sample_cases: must be at least 1, got -5"),
     ],
 )
 def test_error_settings(settings, message) -> None:

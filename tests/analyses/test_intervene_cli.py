@@ -80,6 +80,26 @@ def test_terminal_report(clip_embeddings: Path, result: Path, tmp_path: Path, ru
     assert not (tmp_path / "iv" / "cases.parquet").exists()
 
 
+def test_sampled_edits(clip_embeddings: Path, result: Path, tmp_path: Path, run_cli) -> None:
+    """``--sample-cases``: a seeded sample of the edits, said in the notes and the summary, with intervals."""
+    done = with_probes(run_cli, clip_embeddings, result, tmp_path / "iv", "--banks", "pos-avg", "--sample-cases", "50")
+    assert done.returncode == 0, done.stderr
+    assert "attribute: a seeded sample of 50 of 768 edits" in done.stdout
+    summary = json.loads((tmp_path / "iv" / "summary.json").read_text())
+    assert summary["settings"]["sample_cases"] == 50 and summary["sampled"] == {"attribute": {"cases": 50, "of": 768}}
+    at_one = summary["results"]["attribute"]["pos-avg"]["all"]["1"]
+    low, high = at_one["intervals"]["retrieval"]
+    assert at_one["cases"] == 50 and low <= at_one["retrieval"]["mean"] <= high
+    assert len(pd.read_parquet(tmp_path / "iv" / "cases.parquet").query("variant == 'pos-avg'")) == 50
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_error_bad_sample_cases(clip_embeddings: Path, tmp_path: Path, run_cli, value: str) -> None:
+    done = run_cli("intervene", clip_embeddings / "clip", "--sample-cases", value, "--out", tmp_path / "iv")
+    assert_one_line_error(done, f"sample_cases: must be at least 1, got {value}")
+    assert not (tmp_path / "iv").exists()
+
+
 def test_table_from_result_folders(result: Path, tmp_path: Path, run_cli) -> None:
     done = run_cli("intervene", "--table", result, "--out", tmp_path / "tab")
     assert done.returncode == 0, done.stderr

@@ -143,9 +143,11 @@ def test_count_over_is_strict_or_not_and_leaves_out_own_scenes() -> None:
     threshold = np.array([1.0, 0.25], np.float32)
     rows, counts = count_over(scores, rowmax, threshold, True, [])
     assert rows.tolist() == [1] and counts.tolist() == [1]
-    own = (np.array([0]), np.array([1, -1]))
+    own = np.array([1, -1])  # per row the column never counted (-1: none in this block)
     rows, counts = count_over(scores, rowmax, threshold, False, [own])
     assert rows.tolist() == [0, 1] and counts.tolist() == [2, 1]
+    rows, counts = count_over(scores, rowmax, threshold, False, [own, np.array([3, 4])])  # 4: outside the block
+    assert rows.tolist() == [0, 1] and counts.tolist() == [1, 1]
 
 
 # -- which edits need binding ---------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ class InterveneAnalysis(Analysis):
         return intervene_summary(result, settings)
 
     def measure(self, result: InterveneResult, settings: InterveneSettings) -> dict[str, Measured]:
-        return measure_edits(result.table, settings, result.absent, result.split, result.edits[0])
+        edit = result.edits[0]
+        return measure_edits(result.table, settings, result.absent, result.split, edit, result.sampled.get(edit))
 
     def headline(self, summary: InterveneSummary) -> Rows:
         return headline_rows(summary)

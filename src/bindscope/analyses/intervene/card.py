@@ -14,7 +14,9 @@ ties counted wrong, where a bag scores 0 by construction:
 
 Each is a rate per target seed, with the binding edits per seed as its cases, its chance (random scores), the
 ``+rand`` control's rate where the control was given, and the bag's analytic score 0 as a bound of the bag floor
-(the registry also runs the same edits on the bag).
+(the registry also runs the same edits on the bag). With ``--sample-cases`` the cases are the sampled edits (so
+the interval is the sample's) and what each column is scored on names the sample: "a seeded sample of 5,000 of
+304,000 edits".
 """
 
 from __future__ import annotations
@@ -92,17 +94,25 @@ def measured_rate(rows: pd.DataFrame | None, rand: pd.DataFrame | None, scored_o
 
 
 def measure_edits(
-    table: pd.DataFrame, settings: InterveneSettings, absent: dict[str, str], split: bool, edit: str | None = None
+    table: pd.DataFrame,
+    settings: InterveneSettings,
+    absent: dict[str, str],
+    split: bool,
+    edit: str | None = None,
+    sampled: tuple[int, int] | None = None,
 ) -> dict[str, Measured]:
     """Each column's bound rate per seed, of ``edit`` (default: the first edit the settings ask for on an
     attribution space; a run passes the first it made), the first available bank and the table's k, with the
     ``+rand`` control's where it was run (``edit shared`` is not measured where no scene shares the edited value,
-    as no relation edit does)."""
+    as no relation edit does); ``sampled``: the edits scored and planned where they are a sample (said in what
+    each column is scored on; its interval is over the sampled edits)."""
     bank = card_bank(settings, absent)
     if bank is None:
         return {}
     edit, k = edit or settings.edits()[0], table_k(settings.k)
     where = f"{edit} edits needing binding, {bank} bank, k = {k:g}, ties wrong"
+    if sampled is not None:
+        where += f"; a seeded sample of {sampled[0]:,} of {sampled[1]:,} edits"
     retrieval, probe = BOUND["retrieval"], BOUND["probe"]
     different = "different" if split else ALL
 

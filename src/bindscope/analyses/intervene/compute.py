@@ -22,6 +22,7 @@ from bindscope.analyses.intervene.edits import (
     check_two_object_scenes,
     plan_edits,
     plan_relation_edits,
+    sample_plan,
 )
 from bindscope.analyses.intervene.outcomes import ALL, EXTRA_COLUMNS, case_table, metric_rows, skipped_cases
 from bindscope.analyses.intervene.probing import fit_probes, probe_hits_for
@@ -37,6 +38,7 @@ from bindscope.space.concepts import SceneSet
 from bindscope.space.families import family_of
 
 Skipped = dict[str, dict[str, dict[str, int]]]  # edit -> variant -> reason -> cases over all seeds
+Sampled = dict[str, tuple[int, int]]  # edit -> (cases scored, cases planned), over all seeds
 #: The ``control`` of the ``+rand`` control's rows in the tidy table.
 RAND = "rand"
 
@@ -45,7 +47,8 @@ RAND = "rand"
 class InterveneResult(Result):
     """What ``intervene`` computes: the tidy table, the per-case table (``tables``), the concepts edited and kept,
     why any bank asked for is absent, the cases skipped, whether the shared/different split exists, the probes
-    fitted here (None when frozen probes were given) with their settings and scenes, and the edit kinds made."""
+    fitted here (None when frozen probes were given) with their settings and scenes, the edit kinds made, and per
+    edit kind sampled (``--sample-cases``) the cases scored and planned over all seeds."""
 
     concepts: dict[str, str] = field(kw_only=True)
     absent: dict[str, str] = field(kw_only=True)
@@ -55,6 +58,7 @@ class InterveneResult(Result):
     fitted: ProbeRun | None = field(kw_only=True, default=None)
     probe_settings: ProbeSettings | None = field(kw_only=True, default=None)
     edits: tuple[str, ...] = field(kw_only=True, default=("attribute",))
+    sampled: Sampled = field(kw_only=True, default_factory=dict)
 
 
 def full_rows(scenes: SceneSet) -> np.ndarray:
@@ -85,8 +89,8 @@ def edit_plan(scenes: SceneSet, edit: str, concepts: dict[str, str], seed: int) 
 def plan_jobs(
     scenes: SceneSet, y: np.ndarray, concepts: dict[str, str], banks: dict, settings: InterveneSettings
 ) -> tuple[list[Job], dict[str, np.ndarray]]:
-    """The jobs of every plan (edit kind x seed) and the direction tables they index (the banks' tables are
-    added by the caller)."""
+    """The jobs of every plan (edit kind x seed; a seeded sample of its cases with ``sample_cases``) and the
+    direction tables they index (the banks' tables are added by the caller)."""
     jobs: list[Job] = []
     tables: dict[str, np.ndarray] = {}
     for edit in settings.edits(family_of(scenes.space)):
@@ -97,6 +101,7 @@ def plan_jobs(
             plan = edit_plan(scenes, edit, concepts, seed)
             if not len(plan):
                 raise BindscopeError(f"no {edit} edit can be made on these scenes: {plan.skipped or 'no scenes'}")
+            plan = sample_plan(plan, settings.sample_cases)
             more_jobs, more_tables = make_jobs(plan, banks, bag, bag_present)
             jobs += more_jobs
             tables.update(more_tables)
@@ -166,4 +171,18 @@ def edit_scenes(
         fitted=fitted,
         probe_settings=probe_settings,
         edits=settings.edits(family_of(scenes.space)),
+        sampled=sampled_cases(jobs),
     )
+
+
+def sampled_cases(jobs: list[Job]) -> Sampled:
+    """Per edit kind of which some plan is a sample: the cases scored and planned, over all its plans (seeds)."""
+    plans = list({id(job.plan): job.plan for job in jobs}.values())
+    edits = dict.fromkeys(p.edit for p in plans if p.population is not None)
+    return {
+        edit: (
+            sum(len(p) for p in plans if p.edit == edit),
+            sum(len(p) if p.population is None else p.population for p in plans if p.edit == edit),
+        )
+        for edit in edits
+    }

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class EditPlan:
     (:func:`needs_binding`); ``chance`` each metric's chance per case (:mod:`.chance`). A relation edit (side
     ``both``) changes the second object too: ``second`` holds its source and target objects and values
     (``[4, m]``: source object, target object, source value, target value; None for one-object edits).
+    ``population``: the cases planned, where these are a sample of them (:func:`sample_plan`; None: every case).
     """
 
     edit: str
@@ -71,9 +72,58 @@ class EditPlan:
     chance: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     second: np.ndarray | None = None
+    population: int | None = None
 
     def __len__(self) -> int:
         return int(len(self.scene))
+
+    def subset(self, cases: np.ndarray) -> EditPlan:
+        """The plan of the cases ``cases`` (sorted positions: the order by scene is kept); skips stay as counted."""
+        per_case = {
+            name: getattr(self, name)[cases]
+            for name in (
+                "scene",
+                "side",
+                "source_object",
+                "target_object",
+                "source_value",
+                "target_value",
+                "expected",
+                "shared",
+                "reversed",
+                "binding",
+            )
+        }
+        chance = {metric: values[cases] for metric, values in self.chance.items()}
+        second = None if self.second is None else self.second[:, cases]
+        return replace(self, **per_case, chance=chance, second=second)
+
+
+def sample_plan(plan: EditPlan, cases: int | None) -> EditPlan:
+    """A seeded uniform sample of ``cases`` of the plan's cases (the plan itself where ``cases`` is None or not
+    below its size), stratified by what its rates are split by: the shared / different value and whether the edit
+    needs binding. Each stratum gives its share of ``cases`` (the largest remainders rounded up), drawn without
+    replacement with the plan's target seed; ``population`` records the cases planned.
+
+    Examples
+    --------
+    >>> from bindscope.analyses.intervene.edits import plan_edits, sample_plan
+    >>> from bindscope.data.presets import get_preset
+    >>> plan = plan_edits(get_preset("clevr").build_scenes(), "color", "shape", 42, "attribute")
+    >>> sample = sample_plan(plan, 100)
+    >>> len(sample), sample.population, len(plan)
+    (100, 768, 768)
+    """
+    if cases is None or cases >= len(plan):
+        return plan
+    strata = 2 * plan.shared.astype(np.int64) + plan.binding.astype(np.int64)
+    sizes = np.bincount(strata, minlength=4)
+    share = cases * sizes / len(plan)
+    quota = np.floor(share).astype(np.int64)
+    quota[np.argsort(quota - share, kind="stable")[: cases - int(quota.sum())]] += 1
+    rng = np.random.default_rng(plan.seed)
+    picked = [rng.choice(np.flatnonzero(strata == h), int(quota[h]), replace=False) for h in range(4) if quota[h]]
+    return replace(plan.subset(np.sort(np.concatenate(picked))), population=len(plan))
 
 
 def check_two_object_scenes(scenes: SceneSet) -> None:

@@ -66,9 +66,18 @@ def skip_lines(summary: InterveneSummary) -> list[str]:
     return lines
 
 
+def sample_lines(summary: InterveneSummary) -> list[str]:
+    """Per edit kind scored on a sample: the edits sampled out of those planned, and where the intervals are."""
+    return [
+        f"{edit}: a seeded sample of {s.cases:,} of {s.of:,} edits (over all seeds), stratified by shared value and "
+        "binding; each rate's 95% interval is in summary.json (intervals) and on the card"
+        for edit, s in (summary.sampled or {}).items()
+    ]
+
+
 def note_lines(summary: InterveneSummary) -> list[str]:
-    """What was edited (and at which k), absent banks, the single bank's form, skipped cases, and a missing
-    shared/different split."""
+    """What was edited (and at which k), absent banks, the single bank's form, skipped cases, sampled edits, and a
+    missing shared/different split."""
     c = summary.concepts
     lines = [
         f"edited: {', '.join(summary.edits)} (attribute = {c.attribute}, noun = {c.noun}); k = "
@@ -82,6 +91,7 @@ def note_lines(summary: InterveneSummary) -> list[str]:
             f"captions {singles.get('captions') or '-'}"
         )
     lines += skip_lines(summary)
+    lines += sample_lines(summary)
     lines += [
         f"table at k = {summary.table_k:g}; paper: the research code's hits (retrieval: the best match, a tie going "
         "to the lowest row; probe: the concept probes read the expected values)",

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from bindscope.core.errors import BindscopeError
-from bindscope.core.validation import MAX_ITEMS, Device, Seed, Seeds, Settings
+from bindscope.core.validation import MAX_ITEMS, MAX_SCENE_COUNT, Device, Seed, Seeds, Settings
 from bindscope.estimators.object_banks import BANKS, BankName
 from bindscope.estimators.probes import Optimizer
 
@@ -22,7 +22,8 @@ class InterveneSettings(Settings):
     ``edit``: what to edit (``auto``: the dataset's relation or count, else the attribute). ``attribute`` /
     ``noun``: the concepts edited and kept (default: the dataset's noun, and the other concept of a 2-concept
     space, the place and count aside). ``k``: edit strengths (the paper: 1). ``seeds``: seeds of the target draw
-    (the paper: 42). ``probe_seed``: the split seed of probes fitted here when none are given.
+    (the paper: 42). ``probe_seed``: the split seed of probes fitted here when none are given. ``sample_cases``: score
+    a seeded, stratified sample of this many edits per plan (edit kind x target seed) instead of every edit.
     """
 
     edit: Literal["auto", "attribute", "noun", "both", "relation", "count"] = Field(
@@ -49,6 +50,13 @@ class InterveneSettings(Settings):
         "fast",
         description="The solver of probes fitted here: fast (default: the paper's trajectory, on which the "
         "interventions agree case for case with the research code), regularised, reference or lbfgs.",
+    )
+    sample_cases: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_SCENE_COUNT,
+        description="Score a seeded sample of this many edits per edit kind and target seed, stratified by shared "
+        "value and binding (default: every edit; for very large sets, where rates then carry their 95% interval).",
     )
     cases: bool = Field(True, description="Write every edit's outcome to cases.parquet (on by default).")
     device: Device = Field("cpu", description="Torch device: cpu, cuda, cuda:1 ...")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 from pydantic import Field, PrivateAttr, ValidationInfo, model_validator
 from typing_extensions import Self
 
@@ -15,6 +16,7 @@ from bindscope.analyses.intervene.variants import UNEDITED
 from bindscope.analyses.results import Summary
 from bindscope.core.tidy import NO_CONTROL, spread
 from bindscope.core.validation import Schema
+from bindscope.estimators.intervals import rate
 from bindscope.estimators.metrics import Spread, is_absent
 
 
@@ -37,7 +39,8 @@ class AtK(Schema):
     """One variant's numbers in one group at one strength k: the paper's retrieval and probe accuracy (spread
     over the target seeds) and the cases scored (over all seeds); their bound forms (on the edits that need
     binding, ties counted wrong; absent where no edit needs binding or, for the probe, no object probe was
-    given) and the cases those scored (over all seeds)."""
+    given) and the cases those scored (over all seeds). ``intervals``: where the edits are a sample
+    (``--sample-cases``), each rate's 95% Wilson interval ``[low, high]`` over the cases of one seed."""
 
     retrieval: Spread
     probe: Spread
@@ -45,6 +48,14 @@ class AtK(Schema):
     retrieval_binding: Spread | None = Field(None, exclude_if=is_absent)
     probe_binding: Spread | None = Field(None, exclude_if=is_absent)
     binding_cases: int | None = Field(None, exclude_if=is_absent)
+    intervals: dict[str, tuple[float, float]] | None = Field(None, exclude_if=is_absent)
+
+
+class SampledCases(Schema):
+    """The edits of one kind scored (a seeded sample, ``--sample-cases``) and planned, over all target seeds."""
+
+    cases: int
+    of: int
 
 
 class ProbesRecord(Schema):
@@ -61,7 +72,8 @@ Results = dict[str, dict[str, dict[str, dict[str, AtK]]]]
 class InterveneSummary(Summary):
     """The numbers of ``bindscope intervene``: the concepts, edits, strengths and groups; each bank's
     availability; retrieval and probe accuracy per edit, variant, group and k; the cases skipped per edit,
-    variant and reason; where the probes came from."""
+    variant and reason; where the probes came from; per edit kind scored on a sample, the edits sampled and
+    planned (``sampled``; absent when every edit was scored)."""
 
     concepts: Concepts
     edits: list[str]
@@ -72,6 +84,7 @@ class InterveneSummary(Summary):
     results: Results
     skipped: dict[str, dict[str, dict[str, int]]]
     probes: ProbesRecord
+    sampled: dict[str, SampledCases] | None = Field(None, exclude_if=is_absent)
     #: The single bank's record in the result header (``inputs.singles``) when read with the header as
     #: validation context (``{"header": summary}``); None otherwise.
     _singles: dict[str, Any] | None = PrivateAttr(None)
@@ -95,9 +108,16 @@ def table_k(ks: tuple[float, ...] | list[float]) -> float:
     return min(ks, key=lambda k: (abs(k - TABLE_K), k))
 
 
+def sample_interval(rows: pd.DataFrame) -> tuple[float, float] | None:
+    """The 95% Wilson interval of one metric's rate (its rows per seed: the mean over seeds, the cases of one seed)."""
+    found = rate(float(rows["value"].mean()), int(round(float(rows["n_cases"].mean()))))
+    return None if found is None else (found.low, found.high)
+
+
 def results_summary(result: InterveneResult) -> Results:
     """The paper's retrieval and probe accuracy and their bound forms (spread over seeds), and the cases, per
-    edit, variant, group and k (of the embeddings, not of their ``+rand`` control)."""
+    edit, variant, group and k (of the embeddings, not of their ``+rand`` control); on an edit kind scored on a
+    sample, each rate's 95% interval."""
     out: dict[str, Any] = {}
     table = result.table[result.table["control"] == NO_CONTROL]
     for (edit, variant, group, k), rows in table.groupby(["edit", "variant", "group", "k"], sort=False):
@@ -109,6 +129,9 @@ def results_summary(result: InterveneResult) -> Results:
                 numbers[m] = spread(rows[rows.metric == m]["value"])
         if (rows.metric == BOUND["retrieval"]).any():
             numbers["binding_cases"] = int(rows[rows.metric == BOUND["retrieval"]]["n_cases"].sum())
+        if edit in result.sampled:
+            found = {m: sample_interval(rows[rows.metric == m]) for m in (*METRICS, *BOUND.values()) if m in numbers}
+            numbers["intervals"] = {m: bounds for m, bounds in found.items() if bounds is not None}
         node[f"{k:g}"] = numbers
     return out
 
@@ -129,6 +152,7 @@ def intervene_summary(result: InterveneResult, settings: InterveneSettings) -> I
         results=results_summary(result),
         skipped=result.skipped,
         probes=ProbesRecord(fitted_here=fitted, folder=f"probes/seed{settings.probe_seed}" if fitted else None),
+        sampled={e: SampledCases(cases=n, of=of) for e, (n, of) in result.sampled.items()} or None,
     )
 
 
