@@ -32,19 +32,34 @@ loop
 The loop's swap cosines and top-1 retrieved caption / image are compared with ours on the sampled
 scenes, and its chosen ridge strength with ours on the timed splits.
 
+Half-truths (part ``half-truths``)
+----------------------------------
+ours
+    :func:`bindscope.analyses.crossmodal.halftruth.half_truth_pairs` (the pairs, found block by block) and
+    :func:`~bindscope.analyses.crossmodal.halftruth.half_truth_rates` (the rates, each block's cosines one matrix
+    product per first object; memory linear in the scenes).
+dense
+    the algorithm before issue 57: the pairs from the images x objects x slots x concepts comparison, each
+    pair's cosines one by one (``row_cosines``). Where it is far too slow (or its cube too large) it is timed on
+    a seeded sample of the images and scaled linearly to all of them (its cost is linear in the images); the case
+    says so. Checks: the same pairs (on the sampled images), and the same pooled rates where it ran in full.
+
 Data: planted object-additive image embeddings with per-position object vectors (``T_s[o] = v[o] +
 0.5 w_s[o]``, plus noise), width 512; the captions are the images under a fixed random rotation
 plus a little noise, so raw cross-modal cosines are near chance and a linear bridge recovers the
-binding. On the ``clevr`` space (576 scenes) and the ``text`` space (20 x 20: 160,000 2-object
-scenes, as the ``text`` preset).
+binding; the single-object captions are a random vector per object. Sizes
+(``--sizes``): ``clevr`` (576 scenes), ``10k`` (a 10 x 10 space: every ordered pair of its 100 objects,
+10,000 scenes) and ``text`` (20 x 20: 160,000 2-object scenes, as the ``text`` preset; its analysis
+estimates retrieval from ``--text-queries`` seeded queries per scoring, 2,048 by default, as
+``--retrieval-queries`` does).
 
 Run it from the repository root::
 
-    .venv/bin/python benchmarks/bench_crossmodal.py [--sizes clevr,text] [--sample N] [--noise X]
-        [--max-scenes N] [--retrieval-queries N]
+    .venv/bin/python benchmarks/bench_crossmodal.py [--sizes clevr,10k,text] [--parts analysis,half-truths]
+        [--sample N] [--noise X] [--max-scenes N] [--retrieval-queries N] [--text-queries N]
 
 The figures go to ``benchmarks/results/bench_crossmodal.csv`` (or ``--csv PATH``): per size, ours against
-the loop's total.
+the loop's total, and ours against the dense half-truth algorithm.
 
 ``--max-scenes`` scores a seeded subsample of the scenes (a quick try of the ``text`` path).
 ``--retrieval-queries N`` times ours with retrieval estimated from N seeded queries per scoring
@@ -66,8 +81,11 @@ from record import Measurement, add_csv_argument, write_results
 from bindscope.analyses import AnalysisInputs
 from bindscope.analyses.crossmodal import CrossmodalSettings
 from bindscope.analyses.crossmodal.compute import crossmodal_analysis
+from bindscope.analyses.crossmodal.halftruth import half_truth_pairs, half_truth_rates
+from bindscope.analyses.crossmodal.swaps import mean_and_count, pairwise_accuracy, row_cosines
 from bindscope.data.presets import get_preset
-from bindscope.space.concepts import SceneSet
+from bindscope.estimators.scene_index import find_scenes, scene_lookup
+from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import ObjectSplit, object_splits
 
 try:
@@ -112,9 +130,24 @@ def planted(scenes: SceneSet, noise: float, seed: int = 0) -> tuple[np.ndarray, 
     return image.astype(np.float32), text.astype(np.float32)
 
 
+SIZES = ("clevr", "10k", "text")
+PARTS = ("analysis", "half-truths")
+#: The custom size: a 10 x 10 space, every ordered pair of its 100 objects.
+CUSTOM = {"attribute": [f"a{i}" for i in range(10)], "noun": [f"n{i}" for i in range(10)]}
+
+
+def all_scenes(size: str) -> tuple[SceneSet, str, str]:
+    """The scenes of a size (a preset's, or :data:`CUSTOM`'s ordered pairs) and its attribute and noun."""
+    if size == "10k":
+        return SceneSet.enumerate(ConceptSpace.from_dict(CUSTOM), 2), "attribute", "noun"
+    preset = get_preset(size)
+    scenes = preset.build_scenes()
+    return scenes, next(c for c in scenes.space.concepts if c != preset.noun), preset.noun
+
+
 def scenes_for(size: str, max_scenes: int | None) -> SceneSet:
-    """The preset's full scenes, or a seeded subsample of ``max_scenes`` of them."""
-    scenes = get_preset(size).build_scenes()
+    """The size's full scenes, or a seeded subsample of ``max_scenes`` of them."""
+    scenes = all_scenes(size)[0]
     rows = scenes.full()
     if max_scenes is not None and max_scenes < len(rows):
         rows = np.sort(np.random.default_rng(0).choice(rows, max_scenes, replace=False))
@@ -396,11 +429,133 @@ def ours_line(result: Any) -> str:
     return "  ours: " + "; ".join(parts)
 
 
+# -- half-truths: the dense algorithm ---------------------------------------------------------------
+def eligible_images(scenes: SceneSet) -> np.ndarray:
+    """The rows of the scenes of two different objects: the images half-truths score."""
+    ids = scenes.object_ids()
+    return np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
+
+
+def dense_pairs(
+    scenes: SceneSet, attribute: str, noun: str, rows: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The pairs of images ``rows`` before issue 57: every image against every object of the space, through the
+    images x objects x slots x concepts comparison; the longer captions looked up by key."""
+    space = scenes.space
+    a, n = space.concept_index(attribute), space.concept_index(noun)
+    ids = scenes.object_ids().astype(np.int64)
+    values = scenes.scenes[rows].astype(np.int64)
+    objects = space.all_objects().astype(np.int64)
+    two = np.flatnonzero(scenes.num_objects() == 2)
+    lookup = scene_lookup(scenes.subset(two))
+    a1, o1, a2, o2 = (values[:, s, c][:, None] for s, c in ((0, a), (0, n), (1, a), (1, n)))
+    x, y = objects[None, :, a], objects[None, :, n]
+    in_image = (objects[None, :, None] == values[:, None, :, :]).all(axis=3).any(axis=2)
+    masks = {
+        "wrong_attribute": (y == o2) & (x != a2),
+        "wrong_noun": (x == a2) & (y != o2),
+        "wrong_object": (x != a1) & (x != a2) & (y != o1) & (y != o2),
+    }
+    out = {}
+    for kind, mask in masks.items():
+        r, obj = np.nonzero(mask & ~in_image)
+        found = find_scenes(lookup, ids[rows[r], 0] * space.num_objects + obj)
+        keep = found >= 0
+        out[kind] = (rows[r[keep]], two[found[keep]])
+    return out
+
+
+def dense_rates(
+    image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, roles: tuple[str, str], rows: np.ndarray
+) -> dict[str, tuple[float, int]]:
+    """The pooled rates of images ``rows`` before issue 57: their dense pairs, each pair's cosines one by one."""
+    ids = scenes.object_ids().astype(np.int64)
+    out = {}
+    for kind, (img, longer) in dense_pairs(scenes, *roles, rows).items():
+        short = row_cosines(image, singles, img, ids[img, 0])
+        out[kind] = mean_and_count(pairwise_accuracy(row_cosines(image, text, img, longer), short))
+    return out
+
+
+def timed(run: Any, repeats: int = 1) -> tuple[float, Any]:
+    """Seconds of the fastest of ``repeats`` runs, and the last result."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = run()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def sampled(rows: np.ndarray, share: float) -> np.ndarray:
+    """A seeded sample of ``share`` of ``rows`` (all of them for a share of 1)."""
+    if share >= 1:
+        return rows
+    return np.sort(np.random.default_rng(0).choice(rows, max(1, int(len(rows) * share)), replace=False))
+
+
+def bench_half_truths(size: str, noise: float, cube_limit: int, pair_limit: int) -> list[Measurement]:
+    """Ours against the dense algorithm on one size: the pairs, then the rates."""
+    scenes, attribute, noun = all_scenes(size)
+    scenes = scenes.subset(scenes.full())
+    image, text = planted(scenes, noise)
+    singles = np.random.default_rng(5).normal(size=(scenes.space.num_objects, DIM)).astype(np.float32)
+    images = eligible_images(scenes)
+    u = scenes.space.num_objects
+    print(f"\nhalf-truths, {size}: {len(images):,} images x {u:,} objects, width {DIM}")
+
+    repeats = 1 if len(images) * u > cube_limit else 3  # best of 3 where a run is short
+    t_ours, pairs = timed(lambda: half_truth_pairs(scenes, attribute, noun), repeats)
+    rows = sampled(images, min(1.0, cube_limit / (len(images) * u)))
+    t_dense, dense = timed(lambda: dense_pairs(scenes, attribute, noun, rows), repeats)
+    t_dense *= len(images) / len(rows)
+    mine = {k: (np.isin(img, rows), img, longer) for k, (img, longer) in pairs.items()}
+    same = all(
+        np.array_equal(img[keep], dense[k][0]) and np.array_equal(longer[keep], dense[k][1])
+        for k, (keep, img, longer) in mine.items()
+    )
+    total = sum(len(img) for img, _ in pairs.values())
+    note = "" if len(rows) == len(images) else f", timed on {len(rows):,} of the {len(images):,} images and scaled"
+    print(f"  pairs: ours {t_ours:8.2f} s, dense {t_dense:8.2f} s{note}; {total:,} pairs; same pairs: {same}")
+    out = [
+        Measurement(
+            f"half-truth pairs, {size}: {len(images):,} images x {u:,} objects ({total:,} pairs)",
+            f"crossmodal.halftruth.half_truth_pairs (blocks, memory linear in the scenes), best of {repeats}",
+            f"the dense images x objects x slots x concepts comparison (before issue 57){note}, best of {repeats}",
+            "s",
+            t_ours,
+            t_dense,
+            checks=f"the same pairs, in the same order, on {'the sampled' if note else 'every'} image: {same}",
+        )
+    ]
+    t_ours, rates = timed(lambda: half_truth_rates(image, text, singles, scenes, attribute, noun), repeats)
+    rows = sampled(images, min(1.0, pair_limit / max(total, 1)))
+    t_dense, dense_rate = timed(lambda: dense_rates(image, text, singles, scenes, (attribute, noun), rows), repeats)
+    t_dense *= len(images) / len(rows)
+    whole = len(rows) == len(images)
+    agree = all(rates[k]["pooled"] == dense_rate[k] for k in dense_rate) if whole else None
+    note = "" if whole else f", timed on {len(rows):,} of the {len(images):,} images and scaled"
+    print(f"  rates: ours {t_ours:8.2f} s, dense {t_dense:8.2f} s{note}; same pooled rates: {agree}")
+    out.append(
+        Measurement(
+            f"half-truth rates, {size}: {len(images):,} images x {u:,} objects ({total:,} pairs) x {DIM}",
+            f"crossmodal.halftruth.half_truth_rates (blocks; one matrix product per first object), best of {repeats}",
+            f"the dense pairs, each pair's cosines one by one (row_cosines; before issue 57){note}, best of {repeats}",
+            "s",
+            t_ours,
+            t_dense,
+            checks="the same pooled rates and pair counts: "
+            + (str(agree) if whole else "not compared (the dense algorithm ran on a sample)"),
+        )
+    )
+    return out
+
+
 # -- the benchmark ------------------------------------------------------------------------------
 def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries: int | None) -> Measurement:
     """Time ours and the loop on one scene set, print the table and the agreement; the measurement."""
     scenes = scenes_for(size, max_scenes)
-    noun = get_preset(size).noun
+    noun = all_scenes(size)[2]
     image, text = planted(scenes, noise)
     settings = ours_settings(queries)
     splits = len(settings.fractions) * len(settings.seeds)
@@ -451,7 +606,8 @@ def bench(size: str, sample: int, noise: float, max_scenes: int | None, queries:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="clevr,text")
+    parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated, of {', '.join(SIZES)}")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--sample", type=int, default=200, help="scenes (per split) timed in the loop")
     parser.add_argument("--noise", type=float, default=0.6, help="image noise, relative to an object vector")
     parser.add_argument("--max-scenes", type=int, default=None, help="score a seeded subsample of the scenes")
@@ -461,13 +617,27 @@ def main() -> None:
         default=None,
         help="retrieval from this many queries per scoring (ours and loop)",
     )
+    parser.add_argument(
+        "--text-queries", type=int, default=2048, help="retrieval queries per scoring at the text size (2,048)"
+    )
+    parser.add_argument(
+        "--cube-limit", type=int, default=20_000_000, help="images x objects the dense pairs run on at most"
+    )
+    parser.add_argument("--pair-limit", type=int, default=200_000, help="pairs the dense rates score at most")
     add_csv_argument(parser, __file__)
     args = parser.parse_args()
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if not sizes or set(sizes) - set(SIZES) or not parts or set(parts) - set(PARTS):
+        parser.error(f"--sizes: of {', '.join(SIZES)}; --parts: of {', '.join(PARTS)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    measured = [
-        bench(size.strip(), args.sample, args.noise, args.max_scenes, args.retrieval_queries)
-        for size in args.sizes.split(",")
-    ]
+    measured = []
+    for size in sizes:
+        if "analysis" in parts:
+            queries = args.retrieval_queries or (args.text_queries if size == "text" else None)
+            measured.append(bench(size, args.sample, args.noise, args.max_scenes, queries))
+        if "half-truths" in parts:
+            measured += bench_half_truths(size, args.noise, args.cube_limit, args.pair_limit)
     print(f"\nwrote {write_results(__file__, measured, args.csv)}")
 
 

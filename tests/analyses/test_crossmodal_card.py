@@ -100,3 +100,10 @@ def test_the_half_truth_figure_shows_n(tmp_path) -> None:
     assert (bars > 0).all() and bars[1, 1] < bars[0, 1]  # the interval of 9 of 10 reaches further down
     assert plot.half_truth_plot(table, tmp_path / "h.png").is_file()
     assert "n)" in plot.CAPTIONS["half_truths"] and get_analysis("crossmodal").captions == plot.CAPTIONS
+
+
+def test_a_rate_of_none_or_all_gets_bars_that_are_never_negative() -> None:
+    """A rate of 0 or 1 meets its Wilson bound only up to rounding (40 queries: 7e-18): no negative bar, which
+    matplotlib refuses."""
+    bars = plot.interval_bars(np.array([0.0, 1.0, 0.5]), np.array([40, 40, 40]))
+    assert (bars >= 0).all() and bars[1, 0] > 0 and bars[0, 1] > 0

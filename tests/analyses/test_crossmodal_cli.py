@@ -180,3 +180,24 @@ def test_error_device_without_cuda(clip_embeddings: Path, tmp_path: Path, run_cl
     emb = clip_embeddings / "emb"
     done = run_cli("crossmodal", emb / "image", emb / "text", "--device", "cuda:7", "--out", tmp_path / "c")
     assert_one_line_error(done, "use --device cpu")
+
+
+def test_sampled_retrieval_reports_its_interval(clip_embeddings: Path, tmp_path: Path, run_cli) -> None:
+    """--retrieval-queries: the retrieval rows' n is the sample and the terminal says so, with its 95% interval."""
+    emb = clip_embeddings / "emb"
+    done = run_cli(
+        "crossmodal", emb / "image", emb / "text", "--bridge", "none", "--retrieval-queries", "40", "--no-cases",
+        "--out", tmp_path / "q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "q" / "summary.json").read_text())
+    assert summary["raw_cases"]["image_to_text_strict@1"] == 40 and summary["raw_cases"]["swap_attribute"] > 40
+    assert "retrieval: estimated from 40 seeded queries of the 576 scenes per scoring" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if "image_to_text_strict@1" in line)
+    assert " 40 " in row and "–" in row  # the sample's n and its Wilson interval
+
+
+def test_error_no_retrieval_queries(clip_embeddings: Path, tmp_path: Path, run_cli) -> None:
+    emb = clip_embeddings / "emb"
+    done = run_cli("crossmodal", emb / "image", emb / "text", "--retrieval-queries", "0", "--out", tmp_path / "c")
+    assert_one_line_error(done, "retrieval")

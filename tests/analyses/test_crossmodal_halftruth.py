@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bindscope.analyses import AnalysisInputs
 from bindscope.analyses.crossmodal import CrossmodalAnalysis, CrossmodalSettings
 from bindscope.analyses.crossmodal.compute import crossmodal_analysis
-from bindscope.analyses.crossmodal.halftruth import half_truth_pairs, half_truth_rates, per_scene_mean
-from bindscope.data.presets import get_preset
+from bindscope.analyses.crossmodal.halftruth import (
+    KINDS,
+    half_truth_pairs,
+    half_truth_rates,
+    pair_blocks,
+    per_scene_mean,
+)
+from bindscope.data.presets import get_preset, preset_from_dict
 from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.families import relation_scenes, with_families
+from bindscope.space.planted import planted_embeddings
+from crossmodal_reference import dense_half_truth_pairs, dense_half_truth_rates
+from family_spaces import COUNTS, RELATION
 
 
 def words(scenes, seed: int = 0, dim: int = 64):
@@ -146,3 +157,71 @@ def test_the_summary_and_terminal_show_both_rates_only_where_they_differ() -> No
     assert summary.half_truths_differ == [] and summary.half_truths_per_scene["wrong_noun"].mean == 0.0
     assert not any(r[0].endswith("per scene") for r in analysis.headline(summary))
     assert any("per scene (the mean of each image's rate) are equal" in line for line in analysis.notes(summary))
+
+
+def spaces() -> dict[str, tuple[SceneSet, str, str]]:
+    """Scene sets of every shape half-truths meet: clevr whole and subsampled, a third concept, the small relation
+    and count spaces of the family tests and a relation and a count space of 12 objects."""
+    clevr = get_preset("clevr").build_scenes()
+    base = ConceptSpace.from_dict({"color": ["red", "green", "blue", "yellow"], "shape": ["cube", "ball", "cone"]})
+    three = ConceptSpace.from_dict({"color": ["r", "g", "b"], "size": ["s", "l"], "shape": ["c", "s", "t"]})
+    relations = ["left of", "above"]
+    return {
+        "clevr": (clevr, "color", "shape"),
+        "clevr subsample": (
+            clevr.subset(np.sort(np.random.default_rng(0).choice(len(clevr), 300, replace=False))),
+            "color",
+            "shape",
+        ),
+        "three concepts": (SceneSet.enumerate(three, 2), "color", "shape"),
+        "relation": (preset_from_dict(RELATION).build_scenes(), "attribute", "noun"),
+        "count": (preset_from_dict(COUNTS).build_scenes(), "color", "shape"),
+        "relation-12": (
+            relation_scenes(with_families(base, relations, None), relations, allow_identical=False),
+            "color",
+            "shape",
+        ),
+        "count-12": (SceneSet.enumerate(with_families(base, None, [1, 2]), 2, allow_identical=False), "color", "shape"),
+    }
+
+
+@pytest.mark.parametrize("name", list(spaces()))
+def test_pairs_are_the_dense_algorithms_in_its_order(name: str) -> None:
+    """The same pairs, in the same order, as the images x objects x slots x concepts comparison
+    (tests/helpers/crossmodal_reference.py), in one block and in blocks of seven images."""
+    scenes, attribute, noun = spaces()[name]
+    expected = dense_half_truth_pairs(scenes, attribute, noun)
+    assert all(len(expected[kind][0]) for kind in KINDS)
+    small = 24 * scenes.space.num_objects * 7
+    blocks = list(pair_blocks(scenes, attribute, noun, budget=small))
+    assert len(blocks) > 1 and all(len(b.rows) <= 7 for b in blocks)
+    for found in (
+        half_truth_pairs(scenes, attribute, noun),
+        {k: tuple(map(np.concatenate, zip(*(b.pairs(k) for b in blocks)))) for k in KINDS},
+    ):
+        for kind in KINDS:
+            assert np.array_equal(found[kind][0], expected[kind][0]) and np.array_equal(
+                found[kind][1], expected[kind][1]
+            )
+
+
+@pytest.mark.parametrize("name", ["clevr", "relation", "count-12"])
+def test_rates_are_the_dense_algorithms(name: str) -> None:
+    """Scored block by block with one matrix product per first object: the pooled rates and pair counts of scoring
+    every pair of the dense algorithm one by one."""
+    scenes, attribute, noun = spaces()[name]
+    image = planted_embeddings(scenes, "object_additive", dim=16, seed=0)
+    text = image + 0.5 * planted_embeddings(scenes, "bag_of_concepts", dim=16, seed=1)
+    singles = np.random.default_rng(2).normal(size=(scenes.space.num_objects, 16)).astype(np.float32)
+    expected = dense_half_truth_rates(image, text, singles, scenes, attribute, noun)
+    rates = half_truth_rates(image, text, singles, scenes, attribute, noun)
+    assert {kind: rates[kind]["pooled"] for kind in KINDS} == expected
+    assert 0 < min(v for v, _ in expected.values()) < max(v for v, _ in expected.values()) < 1
+
+
+def test_a_block_of_pairs_stays_within_its_budget() -> None:
+    scenes = get_preset("clevr").build_scenes()
+    budget = 24 * scenes.space.num_objects * 50
+    for block in pair_blocks(scenes, "color", "shape", budget=budget):
+        held = block.longer.nbytes + sum(mask.nbytes for mask in block.masks.values())
+        assert len(block.rows) <= 50 and held <= budget

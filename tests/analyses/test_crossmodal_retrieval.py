@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from bindscope.analyses.crossmodal import retrieval as retrieval_module
+from bindscope.analyses.crossmodal import scan as scan_module
 from bindscope.analyses.crossmodal.retrieval import (
     HitKeys,
     bag_keys,
@@ -14,13 +16,16 @@ from bindscope.analyses.crossmodal.retrieval import (
     retrieval,
     retrieve,
     same_objects,
-    tie_counts,
-    tie_credit,
-    top_scores,
 )
+from bindscope.analyses.crossmodal.scan import key_block
 from bindscope.analyses.crossmodal.swaps import TIE_TOLERANCE, pairwise_accuracy, swap_accuracy, swap_cases, swap_scores
-from bindscope.data.presets import get_preset
+from bindscope.analyses.crossmodal.ties import CANDIDATES, tie_counts, tie_credit
+from bindscope.data.presets import get_preset, preset_from_dict
+from bindscope.space.concepts import ConceptSpace, SceneSet
+from bindscope.space.families import relation_scenes, with_families
 from bindscope.space.planted import planted_embeddings
+from crossmodal_reference import dense_rank, dense_retrieve
+from family_spaces import COUNTS, RELATION
 
 
 def test_bags_and_other_orders() -> None:
@@ -76,7 +81,7 @@ def credits(scores: list[list[float]], hit: list[list[int]], k: int) -> list[flo
     s = torch.tensor(scores, dtype=torch.float64)
     cols = torch.tensor(hit)
     hit_scores = s.gather(1, cols.clamp(min=0)).masked_fill(cols < 0, float("-inf"))
-    return tie_credit(*tie_counts(s, hit_scores, top_scores(s)[0]), k).tolist()
+    return tie_credit(*tie_counts(s, hit_scores), k).tolist()
 
 
 def test_tie_credit_shares_the_places_among_tied_keys() -> None:
@@ -180,3 +185,152 @@ def test_a_scene_naming_one_object_twice_is_one_strict_hit() -> None:
     image, caption = rng.normal(size=(2, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32)
     found = retrieve(image, np.stack([caption, caption]), pair)["image_to_text"]
     assert found.credit["strict@1"].tolist() == [0.5, 0.5]
+
+
+def test_ties_running_past_the_candidates_are_counted_over_every_key() -> None:
+    """Eight keys tie with the hit (more than the candidates a query keeps) and one beats them: counted over
+    every key, top-5 holds four places among the eight tied keys."""
+    keys = angled([0.0, *[0.3] * 8, 1.0])
+    hits = HitKeys.of(np.array([[2, -1]]), np.array([0]), np.arange(len(keys)))
+    credit = rank(np.array([[1.0, 0.0]], dtype=np.float32), keys, hits, budget=32 * 4).credit
+    assert CANDIDATES < 8 and credit["strict@1"][0] == 0.0 and credit["strict@5"][0] == pytest.approx(4 / 8)
+
+
+def clevr_scenes() -> SceneSet:
+    scenes = get_preset("clevr").build_scenes()
+    return scenes.subset(scenes.full())
+
+
+def family_scenes() -> dict[str, SceneSet]:
+    """The small relation and count spaces of the family tests, and a relation and a count space of 12 objects."""
+    base = ConceptSpace.from_dict({"color": ["red", "green", "blue", "yellow"], "shape": ["cube", "ball", "cone"]})
+    relations = ["left of", "above"]
+    return {
+        "relation": preset_from_dict(RELATION).build_scenes(),
+        "count": preset_from_dict(COUNTS).build_scenes(),
+        "relation-12": relation_scenes(with_families(base, relations, None), relations, allow_identical=False),
+        "count-12": SceneSet.enumerate(with_families(base, None, [1, 2]), 2, allow_identical=False),
+    }
+
+
+def planted_pairs(scenes: SceneSet, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images and captions: captions a noisy copy; captions one bag-of-concepts vector per bag (exact ties); or
+    images those bag vectors and captions a hair from them (ties within the tolerance, not exact)."""
+    image = planted_embeddings(scenes, "object_additive", dim=24, seed=0)
+    rng = np.random.default_rng(1)
+    if kind == "noisy":
+        return image, image + 0.3 * rng.normal(size=image.shape).astype(np.float32)
+    bag = planted_embeddings(scenes, "bag_of_concepts", dim=24, seed=2)
+    if kind == "bag":
+        return bag + 0.05 * image, bag
+    return bag, bag + 1e-7 * rng.normal(size=bag.shape).astype(np.float32)
+
+
+def same_credits(a: dict[str, dict[str, np.ndarray]], b: dict[str, retrieval_module.Ranked]) -> bool:
+    return all(np.array_equal(a[d][m], b[d].credit[m]) for d in a for m in a[d])
+
+
+@pytest.mark.parametrize("kind", ["noisy", "bag", "hair"])
+def test_blocked_retrieval_gives_the_dense_rule_bit_for_bit(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the rule on whole score rows (tests/helpers/crossmodal_reference.py): the same credits, every bit,
+    in one block, in blocks of 64 keys and chunks of 100 queries (the two-way product's transposes merged across
+    chunks), and for a sample of queries."""
+    scenes = clevr_scenes()
+    image, text = planted_pairs(scenes, kind)
+    expected = dense_retrieve(image, text, scenes)
+    asked = np.arange(0, len(scenes), 5)
+    sampled = dense_retrieve(image, text, scenes, asked)
+    assert same_credits(expected, retrieve(image, text, scenes))
+    monkeypatch.setattr(scan_module, "CHUNK", 100)
+    monkeypatch.setattr(retrieval_module, "CHUNK", 100)
+    budget = 64 * 128 * 4
+    assert key_block(100, budget) == 64  # nine blocks of keys per chunk of queries
+    assert same_credits(expected, retrieve(image, text, scenes, budget=budget))
+    assert same_credits(sampled, retrieve(image, text, scenes, queries=asked, budget=budget))
+
+
+@pytest.mark.parametrize("space", ["relation", "count", "relation-12", "count-12"])
+def test_blocked_retrieval_gives_the_dense_rule_on_relation_and_count_spaces(space: str) -> None:
+    scenes = family_scenes()[space]
+    for kind in ("noisy", "bag"):
+        image, text = planted_pairs(scenes, kind)
+        assert same_credits(dense_retrieve(image, text, scenes), retrieve(image, text, scenes, budget=64 * 4 * 352))
+
+
+def test_the_top_key_is_one_of_highest_cosine_the_lowest_on_a_tie() -> None:
+    scenes = clevr_scenes()
+    image, text = planted_pairs(scenes, "bag")  # a bag's captions are one vector: their cosines tie exactly
+    found = retrieve(image, text, scenes, budget=64 * 4 * 576)
+    scores = (torch.nn.functional.normalize(torch.from_numpy(image), dim=1)
+              @ torch.nn.functional.normalize(torch.from_numpy(text), dim=1).T).numpy()  # fmt: skip
+    best = scores.max(axis=1)
+    assert np.allclose(scores[np.arange(len(scenes)), found["image_to_text"].top], best, rtol=0, atol=1e-6)
+    tied = np.flatnonzero((scores == best[:, None]).sum(axis=1) > 1)
+    assert len(tied) > 100
+    first = np.argmax(scores[tied] >= best[tied, None], axis=1)
+    assert (found["image_to_text"].top[tied] == first).all()
+
+
+def test_a_block_of_cosines_stays_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries x keys are never held whole: every product block fits the budget (here a tenth of the whole)."""
+    scenes = clevr_scenes()
+    image, text = planted_pairs(scenes, "noisy")
+    budget = 576 * 576 * 4 // 10
+    sizes: list[int] = []
+    products = scan_module.products
+
+    def recorded(queries: torch.Tensor, keys: torch.Tensor, block: int):
+        for start, n, scores in products(queries, keys, block):
+            sizes.append(scores.numel() * scores.element_size())
+            yield start, n, scores
+
+    monkeypatch.setattr(scan_module, "products", recorded)
+    expected = retrieve(image, text, scenes)
+    blocked = retrieve(image, text, scenes, budget=budget)
+    assert len(sizes) > 2 and max(sizes[1:]) <= budget < 576 * 576 * 4
+    assert all(
+        np.array_equal(expected[d].credit[m], blocked[d].credit[m]) for d in expected for m in expected[d].credit
+    )
+
+
+def test_small_retrieval_runs_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread count comes from bindscope.core.threads: a product of a few million multiply-adds runs on one."""
+    scenes = clevr_scenes()
+    image, text = planted_pairs(scenes, "noisy")
+    threads: list[int] = []
+    products = scan_module.products
+
+    def recorded(queries: torch.Tensor, keys: torch.Tensor, block: int):
+        threads.append(torch.get_num_threads())
+        yield from products(queries, keys, block)
+
+    monkeypatch.setattr(scan_module, "products", recorded)
+    before = torch.get_num_threads()
+    retrieve(image, text, scenes)
+    assert threads == [1] and torch.get_num_threads() == before
+
+
+def near_tie_keys(n: int = 150, dim: int = 2048) -> tuple[np.ndarray, np.ndarray, HitKeys]:
+    """Per query its correct key and another key whose float64 cosine gap to it is within 5% of the tolerance
+    (float32 products misjudge about a third of them); the first ``n`` keys are the correct ones."""
+    rng = np.random.default_rng(0)
+    queries = rng.normal(size=(n, dim)).astype(np.float32)
+    correct = (queries + rng.normal(size=(n, dim))).astype(np.float32)
+    step = rng.normal(size=(n, dim)).astype(np.float32)
+
+    def cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+    slope = (cos(queries, correct + 1e-3 * step) - cos(queries, correct)) / 1e-3
+    other = correct - (TIE_TOLERANCE * rng.uniform(0.95, 1.05, n) / slope)[:, None] * step
+    hits = HitKeys.of(np.stack([np.arange(n), np.full(n, -1)], axis=1), np.arange(n), np.arange(2 * n))
+    return queries, np.concatenate([correct, other.astype(np.float32)]), hits
+
+
+def test_near_ties_in_blocks_are_judged_on_float64_cosines_as_the_dense_rule_does() -> None:
+    queries, keys, hits = near_tie_keys()
+    expected = dense_rank(queries, keys, hits)
+    ranked = rank(queries, keys, hits, budget=64 * 4 * 160)  # blocks of 64 keys
+    assert 0.2 < np.mean(expected["strict@1"] == 0.5) < 0.8  # ties and wins both
+    assert all(np.array_equal(expected[m], ranked.credit[m]) for m in expected)

@@ -11,47 +11,105 @@ how often the correct full caption beats the correct short one (a good model pre
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 
 from bindscope.analyses.crossmodal.swaps import mean_and_count, pairwise_accuracy, row_cosines
 from bindscope.core.errors import BindscopeError
-from bindscope.estimators.scene_index import find_scenes, scene_lookup
+from bindscope.core.threads import threads_for
+from bindscope.estimators.scene_index import scene_lookup
 from bindscope.space.concepts import SceneSet
 
 KINDS = ("wrong_attribute", "wrong_noun", "wrong_object")
 #: The table's variant of each half-truth rate: pooled over pairs (cases: pairs), per scene (cases: images).
 HALF_VARIANTS = {"pooled": "half_truth", "per_scene": "half_truth_per_scene"}
+#: Bytes one block of images may take while its pairs are found and scored (about 24 per image and object).
+BLOCK_BYTES = 8 * 2**20
 
 
-def half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per kind, (image rows, rows of the wrong longer caption) over every eligible pair."""
+@dataclass(frozen=True)
+class Captions:
+    """The 2-object scenes ordered by their objects: those whose first object is ``g`` are ``second[starts[g] :
+    starts[g + 1]]`` (their second objects, ascending) at rows ``row`` of the same slice."""
+
+    starts: np.ndarray
+    second: np.ndarray
+    row: np.ndarray
+
+    @classmethod
+    def of(cls, scenes: SceneSet) -> Captions:
+        """From the scenes (refused when two hold the same two objects: :func:`scene_lookup`)."""
+        u = scenes.space.num_objects
+        two = np.flatnonzero(scenes.num_objects() == 2)
+        keys, order = scene_lookup(scenes.subset(two))
+        return cls(np.searchsorted(keys // u, np.arange(u + 1)), keys % u, two[order])
+
+    def table(self, first: np.ndarray, objects: int) -> np.ndarray:
+        """Per first object of ``first``, the row of the scene naming it then each object ``[len(first), U]``
+        (-1 where the dataset has none)."""
+        count = self.starts[first + 1] - self.starts[first]
+        owner = np.repeat(np.arange(len(first)), count)
+        at = self.starts[first][owner] + np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
+        out = np.full((len(first), objects), -1, dtype=np.int64)
+        out[owner, self.second[at]] = self.row[at]
+        return out
+
+
+@dataclass(frozen=True)
+class PairBlock:
+    """Consecutive eligible images ``rows`` (scenes of two different objects), the row of the scene naming each
+    one's first object then each object (``longer``, ``[R, U]``, -1 where absent) and, per kind, where that scene
+    is one of its wrong longer captions (``masks``)."""
+
+    rows: np.ndarray
+    longer: np.ndarray
+    masks: dict[str, np.ndarray]
+
+    def pairs(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(image rows, rows of the wrong longer caption) of ``kind``, image by image, objects ascending."""
+        r, obj = np.nonzero(self.masks[kind])
+        return self.rows[r], self.longer[r, obj]
+
+
+def pair_blocks(scenes: SceneSet, attribute: str, noun: str, budget: int = BLOCK_BYTES) -> Iterator[PairBlock]:
+    """The eligible images in blocks of at most ``budget`` bytes of work (memory linear in the scenes): per image
+    (a1 o1, a2 o2), the added objects (x, y) not in it, by kind, whose longer caption is in the dataset."""
     space = scenes.space
     a, n = space.concept_index(attribute), space.concept_index(noun)
     ids = scenes.object_ids().astype(np.int64)
     rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
-    values = scenes.scenes[rows].astype(np.int64)  # [R, 2, C]
-    objects = space.all_objects().astype(np.int64)  # [U, C]
-    lookup = scene_lookup(scenes.subset(np.flatnonzero(scenes.num_objects() == 2)))
-    two = np.flatnonzero(scenes.num_objects() == 2)
-    u = space.num_objects
-    out = {}
-    for kind in KINDS:
-        a2, o2 = values[:, 1, a][:, None], values[:, 1, n][:, None]
-        a1, o1 = values[:, 0, a][:, None], values[:, 0, n][:, None]
-        x, y = objects[None, :, a], objects[None, :, n]
-        in_image = (objects[None, :, None] == values[:, None, :, :]).all(axis=3).any(axis=2)
-        if kind == "wrong_attribute":
-            mask = (y == o2) & (x != a2)
-        elif kind == "wrong_noun":
-            mask = (x == a2) & (y != o2)
-        else:
-            mask = (x != a1) & (x != a2) & (y != o1) & (y != o2)
-        mask &= ~in_image
-        r, obj = np.nonzero(mask)
-        found = find_scenes(lookup, ids[rows[r], 0] * u + obj)
-        keep = found >= 0
-        out[kind] = (rows[r[keep]], two[found[keep]])
-    return out
+    objects = space.all_objects().astype(np.int64)
+    x, y, own = objects[:, a], objects[:, n], np.arange(space.num_objects)
+    captions = Captions.of(scenes)
+    size = max(1, budget // (24 * space.num_objects))
+    for start in range(0, len(rows), size):
+        part = rows[start : start + size]
+        v = scenes.scenes[part].astype(np.int64)
+        a1, o1, a2, o2 = (col[:, None] for col in (v[:, 0, a], v[:, 0, n], v[:, 1, a], v[:, 1, n]))
+        longer = captions.table(ids[part, 0], space.num_objects)
+        present = (longer >= 0) & (own != ids[part, :1]) & (own != ids[part, 1:2])
+        masks = {
+            "wrong_attribute": present & (y == o2) & (x != a2),
+            "wrong_noun": present & (x == a2) & (y != o2),
+            "wrong_object": present & (x != a1) & (x != a2) & (y != o1) & (y != o2),
+        }
+        yield PairBlock(part, longer, masks)
+
+
+def half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per kind, (image rows, rows of the wrong longer caption) over every eligible pair (:func:`pair_blocks`)."""
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {kind: [] for kind in KINDS}
+    for block in pair_blocks(scenes, attribute, noun):
+        for kind in KINDS:
+            found[kind].append(block.pairs(kind))
+    empty = np.zeros(0, dtype=np.int64)
+    return {
+        kind: (np.concatenate([p[0] for p in parts] or [empty]), np.concatenate([p[1] for p in parts] or [empty]))
+        for kind, parts in found.items()
+    }
 
 
 def per_scene_mean(scene: np.ndarray, values: np.ndarray) -> tuple[float, int]:
@@ -63,26 +121,58 @@ def per_scene_mean(scene: np.ndarray, values: np.ndarray) -> tuple[float, int]:
     return float(np.mean(sums / np.bincount(inverse.ravel(), minlength=len(ids)))), int(len(ids))
 
 
+def longer_cosines(image: np.ndarray, text: np.ndarray, block: PairBlock, first: np.ndarray) -> np.ndarray:
+    """``cos(image[i], text[j])`` (float64) of each image of ``block`` and each of its longer captions ``[R, U]``
+    (NaN where absent): one matrix product per first object, whose images share their longer captions."""
+    out = np.full(block.longer.shape, np.nan)
+    groups, where = np.unique(first, return_inverse=True)
+    x = image[block.rows].astype(np.float64)
+    x_norm = np.linalg.norm(x, axis=1)
+    with threads_for(block.longer.size * x.shape[1] // max(len(groups), 1)):
+        for g in range(len(groups)):
+            mine = np.flatnonzero(where == g)
+            cols = np.flatnonzero(block.longer[mine[0]] >= 0)
+            y = text[block.longer[mine[0], cols]].astype(np.float64)
+            dots = (torch.from_numpy(x[mine]) @ torch.from_numpy(y).T).numpy()
+            out[np.ix_(mine, cols)] = dots / np.maximum(x_norm[mine, None] * np.linalg.norm(y, axis=1), 1e-300)
+    return out
+
+
 def half_truth_rates(
     image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, attribute: str, noun: str
 ) -> dict[str, dict[str, tuple[float, int]]]:
     """Per kind, the half-truth rate (ties half), ``pooled`` over every pair (and their number) and
     ``per_scene``, the mean over images of each image's rate (and the number of images); and how often
     the full correct caption beats the short one (``full_beats_short``: one pair per image, the two equal).
+    Scored block by block (:func:`pair_blocks`): memory linear in the scenes.
 
     ``singles``: the single-object caption bank, one row per object id.
     """
     ids = scenes.object_ids().astype(np.int64)
+    won_sum, pairs = dict.fromkeys(KINDS, 0.0), dict.fromkeys(KINDS, 0)
+    per_image: dict[str, list[np.ndarray]] = {kind: [] for kind in KINDS}
+    for block in pair_blocks(scenes, attribute, noun):
+        short = row_cosines(image, singles, block.rows, ids[block.rows, 0])
+        longer = longer_cosines(image, text, block, ids[block.rows, 0])
+        for kind in KINDS:
+            r, obj = np.nonzero(block.masks[kind])
+            won = pairwise_accuracy(longer[r, obj], short[r])  # halves and ones: their sum is exact
+            won_sum[kind] += float(won.sum())
+            pairs[kind] += len(won)
+            count = np.bincount(r, minlength=len(block.rows))
+            per_image[kind].append(np.bincount(r, weights=won, minlength=len(block.rows))[count > 0] / count[count > 0])
     out = {}
-    for kind, (img, longer) in half_truth_pairs(scenes, attribute, noun).items():
-        short = row_cosines(image, singles, img, ids[img, 0])
-        wins = pairwise_accuracy(row_cosines(image, text, img, longer), short)
-        out[kind] = {"pooled": mean_and_count(wins), "per_scene": per_scene_mean(img, wins)}
+    for kind in KINDS:
+        rates = np.concatenate(per_image[kind])
+        out[kind] = {
+            "pooled": (won_sum[kind] / pairs[kind] if pairs[kind] else float("nan"), pairs[kind]),
+            "per_scene": (float(np.mean(rates)) if len(rates) else float("nan"), len(rates)),
+        }
     rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
     full = row_cosines(image, text, rows, rows)
     short = row_cosines(image, singles, rows, ids[rows, 0])
-    wins = pairwise_accuracy(full, short)
-    out["full_beats_short"] = {"pooled": mean_and_count(wins), "per_scene": per_scene_mean(rows, wins)}
+    won = pairwise_accuracy(full, short)
+    out["full_beats_short"] = {"pooled": mean_and_count(won), "per_scene": per_scene_mean(rows, won)}
     return out
 
 

@@ -40,13 +40,13 @@ def value_of(table: pd.DataFrame, variant: str, metric: str, group: str = "all")
 
 def interval_bars(values: np.ndarray, cases: np.ndarray) -> np.ndarray:
     """Error bars ``[2, k]`` (below, above) in percent of the 95% Wilson interval of each rate of ``cases``
-    (0 where the cases are unknown)."""
+    (0 where the cases are unknown; never below 0: a rate of 0 or 1 meets its bound up to rounding)."""
     out = np.zeros((2, len(values)))
     for i, (v, n) in enumerate(zip(values, cases)):
         r = rate(float(v), None if pd.isna(n) else int(n))
         if r is not None:
             out[:, i] = 100 * (r.value - r.low), 100 * (r.high - r.value)
-    return out
+    return np.maximum(out, 0.0)
 
 
 def cases_of(table: pd.DataFrame, variant: str, metric: str, group: str = "all") -> float:

@@ -116,7 +116,7 @@ def notes_lines(summary: CrossmodalSummary) -> list[str]:
     c = summary.concepts
     scope = "a seeded subsample of " if summary.subsampled else ""
     lines = [f"attribute = {c.attribute}, noun = {c.noun}; {scope}{summary.scenes:,} 2-object scenes"]
-    lines += family_lines(summary)
+    lines += sampled_retrieval_lines(summary) + family_lines(summary)
     for swap, reasons in summary.skipped.items():
         if reasons:
             lines.append(f"{swap} swap skipped: " + ", ".join(f"{r} {n:,}" for r, n in reasons.items()))
@@ -127,6 +127,19 @@ def notes_lines(summary: CrossmodalSummary) -> list[str]:
         )
     lines.append(half_truth_line(summary))
     return lines + contrast_lines(summary)
+
+
+def sampled_retrieval_lines(summary: CrossmodalSummary) -> list[str]:
+    """Where retrieval was estimated from a sample of queries (``--retrieval-queries``): how many asked, and that
+    its rows' n and 95% interval are the sample's."""
+    asked = summary.raw_cases.get("image_to_text_strict@1")
+    if asked is None or asked >= summary.scenes:
+        return []
+    return [
+        f"retrieval: estimated from {asked:,} seeded queries of the {summary.scenes:,} scenes per scoring, each ranked "
+        "against every caption (image); its n and 95% CI are the sample's "
+        f"(standard error at most {100 * 0.5 / asked**0.5:.1f} points)"
+    ]
 
 
 #: What each family swap exchanges, in words.

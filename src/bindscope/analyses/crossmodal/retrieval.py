@@ -2,8 +2,9 @@
 
 A retrieved caption (or image) is a *strict* hit when it is the scene's own or names the same objects
 in the other mention order, and a *concept-level* hit when it holds the same multiset of values of
-every concept: what a bag of concepts gets right. Scores are cosines, computed in chunks of queries.
-Ties follow the swap tests' rule: a hit tied with other keys counts the chance that a random order of
+every concept: what a bag of concepts gets right. Scores are cosines: float32 products in blocks of bounded
+memory keep each query's best keys (:mod:`~bindscope.analyses.crossmodal.scan`), and the tie rule reads them
+(:mod:`~bindscope.analyses.crossmodal.ties`): a hit tied with other keys counts the chance that a random order of
 the tied keys puts it in the top k (a tie with one swap caption at top-1: half).
 """
 
@@ -16,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bindscope.analyses.crossmodal.swaps import TIE_TOLERANCE, beats
+from bindscope.analyses.crossmodal.scan import BLOCK_BYTES, CHUNK, Candidates, blocks, scan, scan_both
+from bindscope.analyses.crossmodal.ties import KINDS, RULE, TOP, Exact, judge, tie_credits
+from bindscope.core.threads import threads_for
 from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.captions import reverse_order
 from bindscope.space.concepts import SceneSet
-
-TOP = (1, 5)
 
 
 def bag_keys(scenes: SceneSet) -> np.ndarray:
@@ -63,67 +64,12 @@ def retrieval_chance(scenes: SceneSet) -> dict[str, float]:
     }
 
 
-def unit_rows(x: np.ndarray, device: str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Rows scaled to unit norm in ``dtype`` (zero rows stay zero), on ``device``."""
-    t = torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dtype)
-    return torch.nn.functional.normalize(t, dim=1)
-
-
-#: Queries per matrix product: memory stays at ``CHUNK x keys`` scores (1.3 GB for 160,000 keys).
-CHUNK = 2048
-#: A bound on how far a float32 cosine of unit rows lies from the float64 one: a query with another key
-#: this close (plus the tie tolerance) to its best hit is scored again in float64, so that the tie rule
-#: sees the cosines the swap tests see.
-FLOAT32_SLACK = 1e-4
+DIRECTIONS = ("image_to_text", "text_to_image")
 
 
 def chunks(queries: int) -> int:
-    """How many chunks :func:`retrieve` scores for ``queries`` scenes (both directions)."""
+    """How many progress ticks :func:`retrieve` gives for ``queries`` scenes: one per chunk of queries and direction."""
     return 2 * math.ceil(queries / CHUNK)
-
-
-def tie_counts(
-    scores: torch.Tensor, hit_scores: torch.Tensor, top: torch.Tensor, widen: float = 0.0
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per query row, around its best hit (the largest of ``hit_scores``, -inf where no hit): the keys
-    that beat it, the keys tied with it (itself included) and the hits among those, by the swap tests'
-    rule (:func:`~bindscope.analyses.crossmodal.swaps.beats`) with the tolerance widened by ``widen``.
-
-    Counted among ``top``, the top ``max(TOP) + 1`` scores of each row, best first (``max(TOP)`` keys
-    above need no more count: no hit makes the top k); a row whose tied keys run past them is counted
-    over all its keys.
-    """
-    best = hit_scores.amax(dim=1, keepdim=True)
-    tolerance = TIE_TOLERANCE + widen
-    above = beats(top, best, tolerance).count_nonzero(dim=1)
-    tied = (~beats(best, top, tolerance)).count_nonzero(dim=1) - above
-    deeper = torch.nonzero(~beats(best[:, 0], top[:, -1], tolerance) & (above < max(TOP))).ravel()
-    if len(deeper):
-        rows, level = scores[deeper], best[deeper]
-        above[deeper] = beats(rows, level, tolerance).count_nonzero(dim=1)
-        tied[deeper] = (~beats(level, rows, tolerance)).count_nonzero(dim=1) - above[deeper]
-    return above, tied, (~beats(best, hit_scores, tolerance)).count_nonzero(dim=1)
-
-
-def top_scores(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``max(TOP) + 1`` highest scores of each row, best first, and their keys."""
-    found = scores.topk(min(max(TOP) + 1, scores.shape[1]), dim=1)
-    return found.values, found.indices
-
-
-def tie_credit(above: torch.Tensor, tied: torch.Tensor, hits: torch.Tensor, k: int) -> torch.Tensor:
-    """Per query row, the chance that a top-``k`` list with ties broken uniformly at random holds a hit
-    (:func:`tie_counts`: the keys above the best hit go first; it and the keys tied with it share the
-    places left). Top-1: 1 when the best hit beats every other key; ``m / t`` when ``m`` hits tie with
-    ``t - m`` other keys (0.5 for the correct caption tied with one swap, as the swap tests count it);
-    0 when a key beats it.
-    """
-    places = (k - above).clamp(min=0)
-    miss = torch.ones(len(above), dtype=torch.float64, device=above.device)
-    for i in range(k):  # the chance that the first ``places`` of the tied keys are all misses
-        draw = (tied - hits - i).clamp(min=0).double() / (tied - i).clamp(min=1)
-        miss = torch.where(places > i, miss * draw, miss)
-    return torch.where(places > 0, 1.0 - miss, torch.zeros_like(miss))
 
 
 @dataclass(frozen=True)
@@ -146,23 +92,54 @@ class HitKeys:
         members[key_bags[order], np.arange(len(order)) - start[key_bags[order]]] = order
         return cls(strict, query_bags, members)
 
-    def hit_scores(self, kind: str, scores: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
-        """The scores of the hits of queries ``rows`` (score rows ``[q, N]``), -inf where padded."""
-        keys = self.strict[rows] if kind == "strict" else self.members[self.query_bags[rows]]
-        cols = torch.from_numpy(keys).to(scores.device)
-        return scores.gather(1, cols.clamp(min=0)).masked_fill(cols < 0, float("-inf"))
-
-
-KINDS = ("strict", "concept")
+    def columns(self, device: str | torch.device = "cpu") -> torch.Tensor:
+        """Every query's hit keys ``[Q, 2 + M]``: the strict ones, then its bag's
+        (:data:`~bindscope.analyses.crossmodal.ties.SPANS`); -1 where padded."""
+        cols = np.concatenate([self.strict, self.members[self.query_bags]], axis=1).astype(np.int64)
+        return torch.from_numpy(cols).to(device)
 
 
 @dataclass(frozen=True)
 class Ranked:
-    """Per query: ``top``, a key of highest float32 cosine (one of them on a tie); ``credit``, per
-    ``strict@k`` / ``concept@k``, the chance of a hit in the top ``k`` with ties broken at random."""
+    """Per query: ``top``, a key of highest float32 cosine (the lowest such key among its best on a tie);
+    ``credit``, per ``strict@k`` / ``concept@k``, the chance of a hit in the top ``k`` with ties broken at random."""
 
     top: np.ndarray
     credit: dict[str, np.ndarray]
+
+
+def raw_rows(x: np.ndarray, device: str) -> torch.Tensor:
+    """``x`` as a tensor on ``device`` (no copy on the CPU)."""
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
+def unit32(raw: torch.Tensor) -> torch.Tensor:
+    """Raw rows scaled to unit norm in float32 (zero rows stay zero)."""
+    return torch.nn.functional.normalize(raw.to(torch.float32), dim=1)
+
+
+#: A direction's candidates, raw queries and raw keys.
+Side = tuple[Candidates, torch.Tensor, torch.Tensor]
+
+
+def credits(sides: list[Side], cols: torch.Tensor, budget: int) -> list[Ranked]:
+    """Per side (the hit keys ``cols`` of every side's queries), the top key and the top-k credits of each query;
+    the sides judged together (:func:`~bindscope.analyses.crossmodal.ties.judge`), :data:`CHUNK` queries at a
+    time."""
+    size = len(sides[0][2])
+    tops = tuple(k for k in TOP if k <= size)
+    credit = [{f"{kind}@{k}": np.empty(len(cols)) for kind in KINDS for k in tops} for _ in sides]
+    for rows in blocks(len(cols), CHUNK):
+        found = Candidates.stacked([side.rows(rows) for side, _, _ in sides], size)
+        mine = torch.cat([torch.where(cols[rows] >= 0, cols[rows] + i * size, -1) for i in range(len(sides))])
+        queries = torch.cat([queries[rows] for _, queries, _ in sides])
+        counts = judge(found, mine, Exact(queries, tuple(keys for _, _, keys in sides), budget))
+        value = torch.stack(list(tie_credits(*counts, tops).values())).cpu().numpy()  # [k, kind, side x query]
+        for i, part in enumerate(np.split(value, len(sides), axis=-1)):
+            for a, k in enumerate(tops):
+                for j, kind in enumerate(KINDS):
+                    credit[i][f"{kind}@{k}"][rows] = part[a, j]
+    return [Ranked(side.top().cpu().numpy(), c) for (side, _, _), c in zip(sides, credit)]
 
 
 def rank(
@@ -171,38 +148,16 @@ def rank(
     hits: HitKeys,
     tick: Callable[[], object] | None = None,
     device: str = "cpu",
+    budget: int = BLOCK_BYTES,
 ) -> Ranked:
-    """Rank every key for each query by cosine, one float32 matrix product per chunk of queries
-    (``tick()`` after each); a query with a key other than a hit within the tolerance plus
-    :data:`FLOAT32_SLACK` of its best hit is counted again on float64 cosines."""
-    q32, k32 = unit_rows(queries, device), unit_rows(keys, device)
-    k64: torch.Tensor | None = None
-    tops = [k for k in TOP if k <= len(keys)]
-    top = np.empty(len(queries), dtype=np.int64)
-    credit = {f"{kind}@{k}": np.empty(len(queries)) for kind in KINDS for k in tops}
-    for s in range(0, len(queries), CHUNK):
-        rows = np.arange(s, min(s + CHUNK, len(queries)))
-        scores = q32[rows] @ k32.T
-        values, index = top_scores(scores)
-        top[rows] = index[:, 0].cpu().numpy()
-        counts = {
-            kind: tie_counts(scores, hits.hit_scores(kind, scores, rows), values, FLOAT32_SLACK) for kind in KINDS
-        }
-        near = torch.stack([tied > hit for _, tied, hit in counts.values()]).any(dim=0).cpu().numpy()
-        if near.any():
-            k64 = unit_rows(keys, device, torch.float64) if k64 is None else k64
-            exact = unit_rows(queries[rows[near]], device, torch.float64) @ k64.T
-            where, exact_top = torch.from_numpy(near).to(scores.device), top_scores(exact)[0]
-            for kind, count in counts.items():
-                again = tie_counts(exact, hits.hit_scores(kind, exact, rows[near]), exact_top)
-                for whole, part in zip(count, again):
-                    whole[where] = part
-        for kind, (above, tied, hit) in counts.items():
-            for k in tops:
-                credit[f"{kind}@{k}"][rows] = tie_credit(above, tied, hit, k).cpu().numpy()
-        if tick is not None:
-            tick()
-    return Ranked(top, credit)
+    """Rank every key for each query by cosine: float32 products in blocks of at most ``budget`` bytes
+    (:func:`~bindscope.analyses.crossmodal.scan.scan`, ``tick()`` after each chunk of queries), then the tie
+    rule (:func:`judge`)."""
+    q, k = raw_rows(queries, device), raw_rows(keys, device)
+    cols = hits.columns(device)
+    with threads_for(len(queries) * len(keys) * queries.shape[1]):
+        found = scan(unit32(q), unit32(k), cols, RULE, tick, budget)
+        return credits([(found, q, k)], cols, budget)[0]
 
 
 def retrieve(
@@ -212,17 +167,27 @@ def retrieve(
     tick: Callable[[], object] | None = None,
     device: str = "cpu",
     queries: np.ndarray | None = None,
+    budget: int = BLOCK_BYTES,
 ) -> dict[str, Ranked]:
     """Every caption ranked for each image and every image for each caption (rows: ``scenes``); only
-    the rows ``queries`` ask when given."""
+    the rows ``queries`` ask when given. When every scene asks, one product per block serves both directions
+    (:func:`~bindscope.analyses.crossmodal.scan.scan_both`)."""
     rows = np.arange(len(scenes)) if queries is None else np.asarray(queries, dtype=np.int64)
     bags = bag_keys(scenes)
     other = same_objects(scenes)[rows]
     hits = HitKeys.of(np.stack([rows, np.where(other == rows, -1, other)], axis=1), bags[rows], bags)
-    return {
-        "image_to_text": rank(image[rows], text, hits, tick, device),
-        "text_to_image": rank(text[rows], image, hits, tick, device),
-    }
+    x, y = raw_rows(image, device), raw_rows(text, device)
+    cols = hits.columns(device)
+    with threads_for(2 * len(rows) * len(y) * x.shape[1]):
+        if queries is None:
+            to_text, to_image = scan_both(unit32(x), unit32(y), cols, RULE, tick, budget)
+            sides = [(to_text, x, y), (to_image, y, x)]
+        else:
+            asked = torch.from_numpy(rows).to(x.device)
+            q, p = x.index_select(0, asked), y.index_select(0, asked)
+            to_text = scan(unit32(q), unit32(y), cols, RULE, tick, budget)
+            sides = [(to_text, q, y), (scan(unit32(p), unit32(x), cols, RULE, tick, budget), p, x)]
+        return dict(zip(DIRECTIONS, credits(sides, cols, budget)))
 
 
 def retrieval(image: np.ndarray, text: np.ndarray, scenes: SceneSet) -> dict[str, dict[str, float]]:
