@@ -334,3 +334,27 @@ def test_probes_fitted_by_complexity_record_the_split_they_were_fitted_on(scenes
     run = probe_variant(y, mixed, settings)  # complexity fits its probes on every scene
     meta = {"split": split_record(settings, 2), "dataset_hash": "h"}
     assert np.array_equal(recorded_training_scenes(meta, mixed), run.train_scenes[2])
+
+
+def test_reading_every_probe_at_once_is_reading_each(scenes: SceneSet, monkeypatch: pytest.MonkeyPatch) -> None:
+    """probe_reads (every probe in one product, chunks of rows) reads what decision_function and set separation
+    read probe by probe, and keeps the object logits of the rows asked for, across chunk boundaries."""
+    from bindscope.analyses.complexity import reads
+    from bindscope.estimators.probes import set_separation_correct
+
+    y = planted_embeddings(scenes, "additive_concepts_objects", dim=16, noise=0.3, seed=0)
+    targets = soft_targets(scenes)
+    probes = ProbeSet("lbfgs").fit(y, targets)
+    rows = np.random.default_rng(0).permutation(len(scenes))[:200]
+    x = y[rows] + np.random.default_rng(1).normal(0, 0.2, (len(rows), y.shape[1])).astype(np.float32)
+    keep = np.arange(len(rows)) % 3 == 0
+    monkeypatch.setattr(reads, "READ_CHUNK", 64)  # 4 chunks, the last one short
+    got = reads.probe_reads(probes, x, rows, targets, keep)
+    logits = probes.decision_function(x)
+    for name, t in targets.items():
+        want = set_separation_correct(logits[name], t[rows])
+        assert np.array_equal(got.correct[name], want) and 0 < want.mean() < 1, name
+    assert np.allclose(got.logits, logits["object"][keep], rtol=1e-5, atol=1e-5)
+    assert got.at(np.array([3, 0]))["object"].tolist() == got.correct["object"][[3, 0]].tolist()
+    none = reads.probe_reads(probes, x, rows, {"object": targets["object"]})
+    assert list(none.correct) == ["object"] and none.logits.shape == (0, SPACE.num_objects)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data.datasets import build_dataset
@@ -135,12 +136,33 @@ def test_the_shipped_custom_space_has_an_ordinal_size(tmp_path: Path) -> None:
         (("--quad", "red,cube,blue"), "quad: name attribute i, noun j, attribute k, noun l: 4 value names"),
         (("--labels", "a,b"), "2 labels for 1 embedding folders; give one per folder"),
         (("--labelled", "1,8"), "a rank axis needs at least 2 labelled objects"),
+        (("--device", "gpu7"), "unknown device 'gpu7'; use cpu, cuda or cuda:N"),
     ],
 )
 def test_bad_options(planted_folders: Path, tmp_path: Path, run_cli, args: tuple[str, ...], message: str) -> None:
     done = run_cli("geometry", planted_folders / "emb" / "half", *args, "--out", tmp_path / "g")
     assert_one_line_error(done, message)
     assert not (tmp_path / "g").exists()
+
+
+def test_the_device_option(planted_folders: Path, tmp_path: Path, run_cli) -> None:
+    """``--device cpu`` runs where the default runs and computes the same numbers; a CUDA device on a machine
+    without one is refused before any work."""
+    from bindscope.analyses import GeometrySettings
+    from bindscope.pipeline.combine.geometry import run_geometry
+
+    half = planted_folders / "emb" / "half"
+    short = ("--fractions", "0.5", "--seeds", "0", "--labelled", "2", "--no-mds")
+    done = run_cli("geometry", half, *short, "--device", "cpu", "--out", tmp_path / "cpu", "-q")
+    assert done.returncode == 0, done.stderr
+    settings = GeometrySettings(fractions=(0.5,), seeds=(0,), labelled=(2,), mds=False)
+    run_geometry([half], tmp_path / "default", settings)
+    got, want = (pd.read_parquet(tmp_path / name / "results.parquet") for name in ("cpu", "default"))
+    pd.testing.assert_frame_equal(got, want)
+    if not torch.cuda.is_available():
+        done = run_cli("geometry", half, *short, "--device", "cuda:7", "--out", tmp_path / "cuda")
+        assert_one_line_error(done, "no CUDA device is available on this machine; use --device cpu")
+        assert not (tmp_path / "cuda").exists()
 
 
 @pytest.mark.parametrize(

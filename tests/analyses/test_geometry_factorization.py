@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from bindscope.analyses.geometry.factorization import (
     concept_shares,
@@ -68,6 +69,35 @@ def test_whitening_makes_the_covariance_the_identity(space: ConceptSpace) -> Non
     x = np.random.default_rng(0).normal(size=(500, 8)) @ np.diag([10, 5, 2, 1, 1, 1, 0.5, 0.1])
     w = whitening(x, ridge=0.0)
     assert np.allclose(np.cov(x @ w, rowvar=False), np.eye(8), atol=1e-6)
+
+
+@pytest.mark.parametrize(("dim", "objects_seen"), [(DIM, 20), (8, 25)])
+def test_whitened_scores_are_those_of_the_whitened_vectors_fitted_again(dim: int, objects_seen: int) -> None:
+    """The whitened measures read from the raw fit and one Cholesky factor (split_scores, whitened_fit_scores) are
+    those of today's algorithm, written out here: whiten every vector (``whitening``, an eigendecomposition of the
+    seen objects' covariance), fit the factorization again, score it; with fewer and more objects than dimensions."""
+    from bindscope.analyses.geometry.factorization import split_scores, whitened_fit_scores
+    from bindscope.estimators.additive import r2_score
+
+    space = ConceptSpace.from_dict({"color": [f"c{i}" for i in range(6)], "shape": [f"s{i}" for i in range(5)]})
+    x = orthogonal_objects(space, noise=0.3)[0][:, :dim] + 2.0
+    order = np.random.default_rng(3).permutation(space.num_objects)
+    train, test = np.sort(order[:objects_seen]), np.sort(order[objects_seen:])
+    for ridge in (0.1, 1.0):
+        white = x @ whitening(x[train], ridge)
+        old = factorization_scores(white, space, train, test)
+        new, scored = split_scores(torch.as_tensor(x), space, train, test, ridge)
+        assert scored == old["determined"] > 0
+        assert new["whitened"] == pytest.approx({k: old[k] for k in ("r2_train", "r2_test")}, abs=1e-9)
+        assert new["raw"] == pytest.approx(
+            {k: v for k, v in factorization_scores(x, space, train, test).items() if k.startswith("r2")}, abs=1e-12
+        )
+        every = np.arange(space.num_objects)
+        white = x @ whitening(x, ridge)
+        refit = factorize(white, space)
+        r2, shares = whitened_fit_scores(x, factorize(x, space), space, every, ridge)
+        assert r2 == pytest.approx(r2_score(white, refit.predict(space.all_objects())), abs=1e-9)
+        assert shares == pytest.approx(concept_shares(white, refit, space), abs=1e-9)
 
 
 def test_held_out_sweep_separates_factorised_from_random(space: ConceptSpace) -> None:

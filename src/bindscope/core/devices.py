@@ -6,7 +6,10 @@ from bindscope.core.errors import BindscopeError
 
 
 def check_device(device: str) -> None:
-    """A torch device string that exists here, or a clear error."""
+    """A torch device string that exists here, or a clear error (``cpu``, the default everywhere, is checked
+    without importing torch: a command that computes on numpy arrays never imports it)."""
+    if device == "cpu":
+        return
     import torch
 
     try:

@@ -16,6 +16,7 @@ from bindscope.analyses.complexity.families import Family, Layout, Params
 from bindscope.analyses.complexity.fitters.adam import Selector
 from bindscope.analyses.complexity.fitters.stack import SceneIndex, StackFit, predict_stack
 from bindscope.analyses.complexity.plan import Plan
+from bindscope.analyses.complexity.reads import OBJECT, Reads, probe_reads
 from bindscope.analyses.complexity.swaps import Swaps, swap_chance, told_apart, unseen_pairs
 from bindscope.core.tidy import result_row
 from bindscope.estimators.additive import r2_score
@@ -50,9 +51,14 @@ class Truth:
     centre: np.ndarray | None = None
     swaps: Swaps | None = None
 
-    def of(self, pred: np.ndarray, idx: np.ndarray) -> dict[str, float]:
-        """:func:`score` of predictions ``pred`` for the scenes ``idx``."""
-        return score(pred, self.y[idx], {n: v[idx] for n, v in self.targets.items()}, self.probes, self.centre)
+    def read(self, pred: np.ndarray, scenes: np.ndarray, keep: np.ndarray | None = None) -> Reads:
+        """The probes' read of predictions ``pred`` of the ``scenes`` (:func:`.reads.probe_reads`; the object
+        logits of the rows ``keep`` marks)."""
+        return probe_reads(self.probes, pred, scenes, self.targets, keep)
+
+    def of(self, pred: np.ndarray, idx: np.ndarray, correct: dict[str, np.ndarray]) -> dict[str, float]:
+        """:func:`score` of predictions ``pred`` for the scenes ``idx``, read right where ``correct`` (per probe)."""
+        return metrics(correct, pred, self.y[idx], self.centre)
 
     def binding(self, plan: Plan) -> tuple[np.ndarray, np.ndarray]:
         """The pairs a model of ``plan`` is scored on: each scored test_only scene that needs binding with each of
@@ -63,11 +69,11 @@ class Truth:
         pos = unseen_pairs(self.swaps, self.swaps.scored(plan.groups[UNSEEN]), present, plan.test_objects)
         return pos, np.union1d(self.swaps.scene[pos], self.swaps.swap[pos])
 
-    def told_apart(self, pos: np.ndarray, lookup: np.ndarray, embeddings: np.ndarray) -> dict[str, float]:
-        """The share of the scenes of the pairs ``pos`` told apart from their swaps by ``embeddings`` (of the scenes
-        ``lookup``), and the same with each scene's and its swap's embeddings exchanged."""
+    def told_apart(self, pos: np.ndarray, lookup: np.ndarray, logits: np.ndarray) -> dict[str, float]:
+        """The share of the scenes of the pairs ``pos`` told apart from their swaps by embeddings of the scenes
+        ``lookup`` (the object probe's ``logits`` on them), and the same with each scene's and its swap's
+        embeddings exchanged."""
         assert self.swaps is not None  # only called with pairs from :meth:`binding`
-        logits = self.probes.decision_function(embeddings, ["object"])["object"]
         present = self.targets["object"] > 0
         return {
             SWAP: float(told_apart(self.swaps, pos, lookup, logits, present).mean()),
@@ -89,7 +95,11 @@ def score(
     """Accuracies of ``pred`` under the frozen probes, and R^2 (SST around ``centre``, by default
     the scored scenes' own mean) and MSE against ``y``."""
     logits = probes.decision_function(pred)
-    correct = {n: set_separation_correct(logits[n], t) for n, t in targets.items()}
+    return metrics({n: set_separation_correct(logits[n], t) for n, t in targets.items()}, pred, y, centre)
+
+
+def metrics(correct: dict[str, np.ndarray], pred: np.ndarray, y: np.ndarray, centre: np.ndarray | None) -> dict:
+    """Accuracies of predictions read right where ``correct`` (per probe), and their R^2 and MSE against ``y``."""
     out = accuracy_metrics({n: c.mean() for n, c in correct.items()})
     out["r2"] = r2_score(y, pred, centre)
     out["mse"] = float(np.mean((np.asarray(y, np.float64) - pred) ** 2))
@@ -148,6 +158,8 @@ def reference_rows(plans: list[Plan], truth: Truth, values: np.ndarray) -> list[
     """Per model and group: the probes on the true embeddings ("embeddings"), chance, group sizes and
     the share of scenes whose concept values were all fitted (``covered_share``)."""
     rows: list[dict] = []
+    scored = np.unique(np.concatenate([np.zeros(0, np.int64), *(i for p in plans for i in p.groups.values())]))
+    on_truth = truth.read(truth.y[scored], scored)  # every scene once, however many groups score it
     for plan in plans:
         for group, idx in plan.groups.items():
             sizes: dict[str, float] = {"group_scenes": plan.group_sizes[group], "scored_scenes": len(idx)}
@@ -156,11 +168,10 @@ def reference_rows(plans: list[Plan], truth: Truth, values: np.ndarray) -> list[
             rows += metric_rows("scenes", plan, group, "", sizes, len(idx))
             if not len(idx):  # e.g. no test_only scene at this fraction: nothing to score
                 continue
+            read = on_truth.at(np.searchsorted(scored, idx))
+            accuracy = accuracy_metrics({n: c.mean() for n, c in read.items()})
+            rows += metric_rows("embeddings", plan, group, "", accuracy, len(idx))
             t = {n: v[idx] for n, v in truth.targets.items()}
-            on_truth = score(truth.y[idx], truth.y[idx], t, truth.probes)
-            rows += metric_rows(
-                "embeddings", plan, group, "", {k: v for k, v in on_truth.items() if k not in ("r2", "mse")}, len(idx)
-            )
             chance = accuracy_metrics({n: chance_accuracy(v) for n, v in t.items()})
             rows += metric_rows("chance", plan, group, "", chance)
         rows += binding_reference_rows(plan, truth)
@@ -177,7 +188,8 @@ def binding_reference_rows(plan: Plan, truth: Truth) -> list[dict]:
     if not scenes:
         return rows
     assert truth.swaps is not None  # pairs to score come from swaps
-    rows += metric_rows("embeddings", plan, UNSEEN, "", truth.told_apart(pos, lookup, truth.y[lookup]), scenes)
+    logits = truth.read(truth.y[lookup], lookup, np.ones(len(lookup), dtype=bool)).logits
+    rows += metric_rows("embeddings", plan, UNSEEN, "", truth.told_apart(pos, lookup, logits), scenes)
     chance = swap_chance(truth.swaps, pos, truth.targets["object"] > 0)
     return rows + list(metric_rows("chance", plan, UNSEEN, "", {SWAP: chance}))
 
@@ -221,30 +233,54 @@ def family_rows(
     """A stack's rows: per model its selected and final checkpoints scored per group, the selected one's
     test_only scenes that need binding (told apart from their swaps) and next block (with
     ``description_length``), and its fit (epochs, convergence)."""
+    models = [plans[i] for i in members]
+    binding = [truth.binding(p) for p in models]
+    wanted = scored_scenes(models, binding)
     rows: list[dict] = []
-    binding = [truth.binding(plans[i]) for i in members]
-    wanted = [
-        np.unique(np.concatenate([*plans[i].groups.values(), plans[i].block, binding[j][1]]))
-        for j, i in enumerate(members)
-    ]
     for checkpoint, params in (("selected", fit.selected), ("final", fit.final)):
         preds = predict_stack(family, params, layout, data, wanted)
-        for j, i in enumerate(members):
-            plan, lookup = plans[i], wanted[j]
-            for group, idx in plan.groups.items():
-                if len(idx):
-                    pred = preds[j][np.searchsorted(lookup, idx)]
-                    rows += metric_rows(family.label, plan, group, checkpoint, truth.of(pred, idx), len(idx))
-            pos, needed = binding[j]
-            if checkpoint == "selected" and len(pos):
-                told = truth.told_apart(pos, needed, preds[j][np.searchsorted(lookup, needed)])
-                rows += metric_rows(family.label, plan, UNSEEN, checkpoint, told, truth.scenes_of(pos))
-            if description_length and checkpoint == "selected" and len(plan.block):
-                err = preds[j][np.searchsorted(lookup, plan.block)] - truth.y[plan.block]
-                mse = float(np.mean(err.astype(np.float64) ** 2))
-                rows += _block_rows(family.label, plan, mse, truth.y.shape[1], checkpoint)
-    for j, i in enumerate(members):
-        rows += metric_rows(family.label, plans[i], "train_only", "", _fit_metrics(fit, j))
+        rows += prediction_rows(family.label, models, binding, wanted, preds, checkpoint, truth, description_length)
+    for j, plan in enumerate(models):
+        rows += metric_rows(family.label, plan, "train_only", "", _fit_metrics(fit, j))
+    return rows
+
+
+def scored_scenes(models: list[Plan], binding: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+    """Per model, the sorted scenes its predictions are scored on: its groups, next block and binding scenes
+    (``binding``: its :meth:`Truth.binding`)."""
+    return [np.unique(np.concatenate([*p.groups.values(), p.block, b[1]])) for p, b in zip(models, binding)]
+
+
+def prediction_rows(
+    label: str,
+    models: list[Plan],
+    binding: list[tuple[np.ndarray, np.ndarray]],
+    wanted: list[np.ndarray],
+    preds: list[np.ndarray],
+    checkpoint: str,
+    truth: Truth,
+    description_length: bool,
+) -> list[dict]:
+    """The rows of one checkpoint of a stack's models (``preds[j]``: model j's predictions of the scenes
+    ``wanted[j]``, :func:`scored_scenes`; ``binding[j]``: its :meth:`Truth.binding`): per group, the probes'
+    accuracies, R² and MSE; at the selected checkpoint the test_only scenes that need binding told apart from
+    their swaps, and the next block's code (with ``description_length``). Each model's scenes are read by
+    every probe at once (:meth:`Truth.read`)."""
+    rows: list[dict] = []
+    for plan, (pos, needed), lookup, pred in zip(models, binding, wanted, preds):
+        told = checkpoint == "selected" and len(pos) > 0
+        read = truth.read(pred, lookup, np.isin(lookup, needed) if told else None)  # groups and swaps at once
+        for group, idx in plan.groups.items():
+            if len(idx):
+                at = np.searchsorted(lookup, idx)
+                rows += metric_rows(label, plan, group, checkpoint, truth.of(pred[at], idx, read.at(at)), len(idx))
+        if told:
+            apart = truth.told_apart(pos, needed, read.logits)
+            rows += metric_rows(label, plan, UNSEEN, checkpoint, apart, truth.scenes_of(pos))
+        if description_length and checkpoint == "selected" and len(plan.block):
+            err = pred[np.searchsorted(lookup, plan.block)] - truth.y[plan.block]
+            mse = float(np.mean(err.astype(np.float64) ** 2))
+            rows += _block_rows(label, plan, mse, truth.y.shape[1], checkpoint)
     return rows
 
 
@@ -323,10 +359,8 @@ def test_accuracy_selector(
 
     def select(params: Params, models: np.ndarray) -> np.ndarray:
         preds = predict_stack(family, params, layout, data, [test[m] for m in models])
-        acc = [
-            set_separation_correct(probes.decision_function(pred, ["object"])["object"], targets[test[m]]).mean()
-            for pred, m in zip(preds, models)
-        ]
+        reads = [probe_reads(probes, pred, test[m], {OBJECT: targets}) for pred, m in zip(preds, models)]
+        acc = [r.correct[OBJECT].mean() for r in reads]
         return 1.0 - np.asarray(acc, dtype=np.float64)
 
     return select

@@ -53,6 +53,7 @@ def sweep_settings(settings: GeometrySettings, fractions: tuple[float, ...]) -> 
         settings.whitening_ridge,
         settings.head_c,
         settings.rank_tolerance,
+        settings.device,
     )
 
 

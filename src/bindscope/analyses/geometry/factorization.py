@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from bindscope.estimators.additive import design_columns, fit_additive, r2_score
+from bindscope.analyses.geometry.whiten import r2_of, squared_sums, whitened_sums
+from bindscope.core.threads import threads_for
+from bindscope.estimators.additive import design_columns, fit_additive
 from bindscope.space.concepts import ConceptSpace, SceneSet
 
 
@@ -58,11 +61,24 @@ def determined(space: ConceptSpace, train: np.ndarray, test: np.ndarray) -> np.n
     the same for every least-squares solution. Others use a value no training object holds, or combine
     values the training objects never link (cube only with red, ball only with blue: red-ball is then not
     determined); their prediction would move with the embeddings' origin."""
-    design = np.concatenate([np.ones((space.num_objects, 1)), one_hot(space)], axis=1)
+    design = design_matrix(space)
     seen = design[np.asarray(train)]
     rows = design[np.asarray(test)]
     projected = rows @ (np.linalg.pinv(seen) @ seen)
     return np.linalg.norm(rows - projected, axis=1) < 1e-8 * np.sqrt(design.shape[1])
+
+
+def design_matrix(space: ConceptSpace) -> np.ndarray:
+    """Every object's design row ``[U, 1 + sum of sizes]``: the intercept, then its values one-hot (the columns
+    of the ``concept_additive`` design, in its order)."""
+    return np.concatenate([np.ones((space.num_objects, 1)), one_hot(space)], axis=1)
+
+
+def solution_operator(space: ConceptSpace, rows: np.ndarray) -> np.ndarray:
+    """``H`` ``[1 + sum of sizes, n]``: the factorization's coefficients on the objects ``rows`` are ``H @ y[rows]``
+    for any vectors ``y`` (the minimum-norm least-squares solution of :func:`factorize`, solved for the identity)."""
+    columns, width = design_columns(object_scenes(space).subset(np.asarray(rows)), "concept_additive")
+    return fit_additive(columns, width, np.eye(len(rows))).coef
 
 
 def one_hot(space: ConceptSpace) -> np.ndarray:
@@ -78,17 +94,35 @@ def factorization_scores(
     determines (:func:`determined`; SST around the training mean, so a constant predictor scores about 0);
     NaN where it determines none. Both are unchanged by a shift or a rotation of the embeddings.
     ``determined`` counts the test objects scored, ``undetermined`` those left out."""
-    y = np.asarray(vectors, dtype=np.float64)
-    objects = space.all_objects()
-    fit = factorize(y, space, train)
-    centre = y[train].mean(axis=0)
-    scored = np.asarray(test)[determined(space, train, test)]
-    return {
-        "r2_train": r2_score(y[train], fit.predict(objects[train])),
-        "r2_test": r2_score(y[scored], fit.predict(objects[scored]), centre) if len(scored) else float("nan"),
-        "determined": float(len(scored)),
-        "undetermined": float(len(test) - len(scored)),
+    y = torch.as_tensor(np.asarray(vectors, dtype=np.float64))
+    scores, scored = split_scores(y, space, np.asarray(train), np.asarray(test), None)
+    return {**scores["raw"], "determined": float(scored), "undetermined": float(len(test) - scored)}
+
+
+def split_scores(
+    y: torch.Tensor, space: ConceptSpace, train: np.ndarray, test: np.ndarray, ridge: float | None
+) -> tuple[dict[str, dict[str, float]], int]:
+    """:func:`factorization_scores` of one split, raw and (with a ``ridge``) whitened with the ``train`` objects'
+    covariance (:func:`bindscope.analyses.geometry.whiten.whitened_sums`: the fit on whitened vectors is the raw fit
+    whitened), and how many ``test`` objects are scored. ``y``: the object vectors ``[U, D]`` (float64) on the
+    device every product runs on."""
+    scored = test[determined(space, train, test)]
+    design = torch.as_tensor(design_matrix(space), dtype=y.dtype, device=y.device)
+    operator = torch.as_tensor(solution_operator(space, train), dtype=y.dtype, device=y.device)
+    fit_rows, held_rows = (torch.as_tensor(r, device=y.device) for r in (train, scored))
+    with threads_for(2 * len(y) * design.shape[1] * y.shape[1]):
+        seen, held = y[fit_rows], y[held_rows]
+        coef = operator @ seen
+        centre = seen.mean(dim=0)
+        blocks = [seen - design[fit_rows] @ coef, seen - centre, held - design[held_rows] @ coef, held - centre]
+        sums = {"raw": squared_sums(blocks)}
+    if ridge is not None:
+        sums["whitened"] = whitened_sums(seen, blocks, ridge)
+    out = {
+        variant: {"r2_train": r2_of(s[0], s[1]), "r2_test": r2_of(s[2], s[3]) if len(scored) else float("nan")}
+        for variant, s in sums.items()
     }
+    return out, len(scored)
 
 
 def concept_shares(
@@ -105,6 +139,22 @@ def concept_shares(
         name: float((table[objects[:, c]] ** 2).sum()) / sst if sst > 0 else float("nan")
         for c, (name, table) in enumerate(zip(space.concepts, fit.components))
     }
+
+
+def whitened_fit_scores(
+    vectors: np.ndarray, fit: Factorization, space: ConceptSpace, rows: np.ndarray, ridge: float, device: str = "cpu"
+) -> tuple[float, dict[str, float]]:
+    """R² and :func:`concept_shares` of ``fit`` (the factorization of ``vectors`` on the objects ``rows``) after
+    whitening with those objects' covariance: the fit of the whitened vectors is ``fit`` whitened, so only squared
+    norms are whitened (:func:`bindscope.analyses.geometry.whiten.whitened_sums`, on ``device``)."""
+    y = np.asarray(vectors, dtype=np.float64)[rows]
+    objects = space.all_objects()[rows]
+    parts = [y - fit.predict(objects), y - y.mean(axis=0)]
+    parts += [table[objects[:, c]] for c, table in enumerate(fit.components)]
+    seen = torch.as_tensor(y, device=device)
+    sums = whitened_sums(seen, [torch.as_tensor(p, device=device) for p in parts], ridge)
+    shares = {name: sums[2 + c] / sums[1] if sums[1] > 0 else float("nan") for c, name in enumerate(space.concepts)}
+    return r2_of(sums[0], sums[1]), shares
 
 
 def residual_norms(

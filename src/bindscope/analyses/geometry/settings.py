@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 
 from bindscope.analyses.geometry.structure import RANK_TOLERANCE
-from bindscope.core.validation import MAX_ITEMS, MAX_SCENE_COUNT, Seeds, Settings, short_repr
+from bindscope.core.validation import MAX_ITEMS, MAX_SCENE_COUNT, Device, Seeds, Settings, short_repr
 from bindscope.space.splits import DEFAULT_SEEDS, check_fractions
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -54,6 +54,11 @@ class GeometrySettings(Settings):
         "red,cube,blue,sphere (default: the first two values of each).",
     )
     mds: bool = Field(True, description="Draw the MDS picture (on by default).")
+    device: Device = Field(
+        "cpu",
+        description="Torch device of the factorization fits and the whitening: cpu, cuda, cuda:1 ... (the heads, "
+        "rank axes and MDS run on the CPU).",
+    )
 
     @field_validator("quad")
     @classmethod

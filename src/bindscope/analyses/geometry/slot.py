@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bindscope.analyses.geometry.factorization import concept_shares, factorize, residual_norms, whitening
+from bindscope.analyses.geometry.factorization import concept_shares, factorize, residual_norms, whitened_fit_scores
 from bindscope.analyses.geometry.structure import (
     component_cosine_values,
     effective_rank,
@@ -38,6 +38,7 @@ class SweepSettings:
     whitening_ridge: float
     head_c: float
     rank_tolerance: float
+    device: str = "cpu"
 
 
 @dataclass
@@ -50,15 +51,17 @@ class SlotGeometry:
     cosines: pd.DataFrame | None = None
 
 
-def factorization_rows(x: np.ndarray, space: ConceptSpace, present: np.ndarray, ridge: float) -> tuple[list, Any]:
+def factorization_rows(
+    x: np.ndarray, space: ConceptSpace, present: np.ndarray, ridge: float, device: str = "cpu"
+) -> tuple[list, Any]:
     """R² of the factorization on every present object, raw and whitened, and each concept's share."""
     fit = factorize(x, space, present)
-    white = x @ whitening(x[present], ridge)
+    raw = r2_score(x[present], fit.predict(space.all_objects()[present])), concept_shares(x, fit, space, present)
     out = []
-    for variant, y in (("factorization", x), ("factorization_whitened", white)):
-        f = fit if variant == "factorization" else factorize(y, space, present)
-        shares = concept_shares(y, f, space, present)
-        r2 = r2_score(y[present], f.predict(space.all_objects()[present]))
+    for variant, (r2, shares) in (
+        ("factorization", raw),
+        ("factorization_whitened", whitened_fit_scores(x, fit, space, present, ridge, device)),
+    ):
         out.append(result_row("geometry", variant, "all", "r2", 0, r2, objects=len(present)))
         out += [result_row("geometry", variant, c, "share", 0, v, objects=len(present)) for c, v in shares.items()]
     return out, fit
@@ -112,7 +115,7 @@ def slot_geometry(
     """Every measure of §8 on one slot's object vectors ``x`` ``[U, D]`` (rows of absent objects unused)."""
     x = np.asarray(x, dtype=np.float64)
     out = SlotGeometry()
-    rows, fit = factorization_rows(x, space, present, settings.whitening_ridge)
+    rows, fit = factorization_rows(x, space, present, settings.whitening_ridge, settings.device)
     cos = component_cosine_values(fit.components)
     out.rows += rows + structure_rows(fit.components, cos, space, x.shape[1], settings.rank_tolerance)
     out.objects = objects_table(x, fit, space, present)
@@ -130,6 +133,7 @@ def slot_geometry(
         settings.seeds,
         ridge=settings.whitening_ridge,
         c=settings.head_c,
+        device=settings.device,
     )
     if tick:
         tick()

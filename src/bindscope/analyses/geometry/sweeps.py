@@ -2,7 +2,8 @@
 
 Objects are split at each fraction and seed (covering order, §2: every value is seen from the
 lowest fractions on); the factorization and the heads are fitted on the seen objects and scored on
-the unseen ones, raw and, for the factorization, after whitening with the seen objects' covariance. An
+the unseen ones, raw and, for the factorization, after whitening with the seen objects' covariance (one Cholesky
+factor per split, :mod:`.whiten`: the whitened fit is the raw fit whitened, so it is not fitted again). An
 unseen object with a value no seen object holds is not determined by the factorization: it is left out
 of the held-out R² and counted (metric ``undetermined``), so the R² never moves with the origin.
 Rank axes are found from a few labelled objects of one half of the objects and scored on the other.
@@ -13,11 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
-from bindscope.analyses.geometry.factorization import factorization_scores, object_scenes, whitening
+from bindscope.analyses.geometry.factorization import object_scenes, split_scores
 from bindscope.analyses.geometry.heads import head_accuracy
 from bindscope.analyses.geometry.rank_axes import extremes_axis, labelled_sample, least_squares_axis, rankability
 from bindscope.core.errors import BindscopeError
+from bindscope.core.threads import shared_pool
 from bindscope.core.tidy import result_row
 from bindscope.space.concepts import ConceptSpace
 from bindscope.space.splits import fraction_count, object_splits
@@ -51,31 +54,37 @@ def held_out_rows(
     *,
     ridge: float = 0.1,
     c: float = 10.0,
+    device: str = "cpu",
 ) -> list[dict[str, Any]]:
     """Per seed and fraction: factorization R² (variants ``raw`` / ``whitened``, metrics ``r2_train`` /
     ``r2_test``) and head accuracy on the unseen objects (variant ``heads``, group = concept or ``object``;
-    ``n_cases``: the unseen objects). Only ``present`` objects (ids) take part."""
+    ``n_cases``: the unseen objects). Only ``present`` objects (ids) take part. The factorization's products
+    run on ``device``; the heads (scikit-learn, on the CPU) on the shared thread pool meanwhile."""
     scenes = object_scenes(space)
-    out: list[dict[str, Any]] = []
+    y = torch.as_tensor(np.asarray(vectors, dtype=np.float64), device=device)
+    cases = []
     for seed in seeds:
         for split in object_splits(scenes, list(fractions), seed, order="covering"):
             train = np.intersect1d(split.train_only, present)
             test = np.intersect1d(split.test_only, present)
-            if len(train) < 2 or not len(test):
-                continue
-            extra = {"fraction": split.fraction, "objects": len(test)}
-            w = whitening(vectors[train], ridge)
-            for variant, x in (("raw", vectors), ("whitened", vectors @ w)):
-                scores = factorization_scores(x, space, train, test)
-                scored = {**extra, "objects": int(scores.pop("determined"))}
-                undetermined = scores.pop("undetermined")
-                for metric, value in scores.items():
-                    if metric == "r2_train" or scored["objects"]:  # no number where no unseen object is determined
-                        out.append(result_row("geometry", variant, "all", metric, seed, value, **scored))
-                if variant == "raw":
-                    out.append(result_row("geometry", variant, "all", "undetermined", seed, undetermined, **extra))
-            for group, value in head_accuracy(vectors, space, train, test, c).items():
-                out.append(result_row("geometry", "heads", group, "accuracy", seed, value, **extra, n_cases=len(test)))
+            if len(train) >= 2 and len(test):
+                cases.append((seed, split.fraction, train, test))
+    # the heads (scikit-learn, most of the time) on the shared pool, beside the factorization here
+    heads = [shared_pool().submit(head_accuracy, vectors, space, train, test, c) for _, _, train, test in cases]
+    out: list[dict[str, Any]] = []
+    for (seed, fraction, train, test), head in zip(cases, heads):
+        extra = {"fraction": fraction, "objects": len(test)}
+        scores, determined = split_scores(y, space, train, test, ridge)
+        scored = {**extra, "objects": determined}
+        for variant in ("raw", "whitened"):
+            for metric, value in scores[variant].items():
+                if metric == "r2_train" or determined:  # no number where no unseen object is determined
+                    out.append(result_row("geometry", variant, "all", metric, seed, value, **scored))
+            if variant == "raw":
+                undetermined = float(len(test) - determined)
+                out.append(result_row("geometry", variant, "all", "undetermined", seed, undetermined, **extra))
+        for group, value in head.result().items():
+            out.append(result_row("geometry", "heads", group, "accuracy", seed, value, **extra, n_cases=len(test)))
     return out
 
 
