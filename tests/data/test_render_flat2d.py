@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 
@@ -11,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from bindscope.core.errors import BindscopeError
 from bindscope.data.render import flat2d
-from bindscope.data.render.base import PALETTE, SceneBatch
+from bindscope.data.render.base import PALETTE, PLACES, SceneBatch
 
 NAMES = np.array(list(PALETTE), dtype=object)
 RGB = np.array(list(PALETTE.values()), dtype=np.float32) / 255
@@ -285,3 +286,143 @@ def test_identify_refuses_non_images():
         flat2d.identify(np.zeros((2, 32, 32, 3), dtype=np.float32), 2)
     with pytest.raises(BindscopeError, match="num_slots must be"):
         flat2d.identify(np.zeros((2, 32, 32, 3), dtype=np.uint8), 0)
+
+
+# --------------------------------------------------------------------------- the same pictures, drawn faster
+
+# sha256 of the images of each case below as flat2d drew them before its stamps became row spans (issue 57):
+# drawing may get faster, never different.
+BEFORE_ISSUE_57 = {
+    "clevr2d 96x48": "4f7f6693a3081aed00c9620db5b0e98cf95fa025bffd30841377341e0d5f8a0b",
+    "clevr2d 96x48 jitter 0.5": "2423a4f7d7366287bee41f78b88c084468d128bd73031e94636a9f5d74a2c0b1",
+    "mixed 80x40": "eb77782453fd9da61f68ddbb6986131d4cebdea2b4138d7b0e88993090144ee1",
+    "mixed 80x40 jitter 1": "15cca060501bca36feeea8c44163dd64e105698529c554e3b717686c13b067cf",
+    "places 64x64 jitter 0.6": "a7cddc42fe40d502f8ebdde87bc2ce2a5fc062521a9afff621b32ff6548332c4",
+    "counts 96x64 jitter 0.6": "a6de4c4cc8efb1d2128fe7e255c77558e839db29b142cb6acc6c4f6aa2f3b5cf",
+}
+
+
+def _cases() -> dict[str, tuple[SceneBatch, dict]]:
+    clevr, _, _ = clevr2d_scenes()
+    rng = np.random.default_rng(57)
+    n = 60
+    mixed = make_batch(
+        rng.integers(-1, 6, (n, 3)),
+        rng.integers(0, 12, (n, 3)),
+        np.tile([0, 1, 2], (n, 1)),
+        3,
+        keys=rng.permutation(10_000)[:n],
+        scales=rng.uniform(0.3, 1.5, (n, 3)),
+    )
+    pairs = [("left of", "right of"), ("right of", "left of"), ("above", "below"), ("below", "above")]
+    sides = np.array([[PLACES.index(a), PLACES.index(b)] for a, b in pairs])
+    colors, shapes = rng.integers(0, 12, (n, 2)), rng.integers(0, 6, (n, 2))
+    placed = SceneBatch(
+        colors=RGB[colors],
+        shapes=shapes,
+        slots=np.tile([0, 1], (n, 1)),
+        num_slots=2,
+        keys=np.arange(n),
+        places=sides[rng.integers(0, 4, n)],
+    )
+    colors, shapes = rng.integers(0, 12, (n, 2)), rng.integers(0, 6, (n, 2))
+    counted = SceneBatch(
+        colors=RGB[colors],
+        shapes=shapes,
+        slots=np.tile([0, 1], (n, 1)),
+        num_slots=2,
+        keys=np.arange(n),
+        counts=rng.integers(1, 5, (n, 2)),
+    )
+    return {
+        "clevr2d 96x48": (clevr, {"width": 96, "height": 48}),
+        "clevr2d 96x48 jitter 0.5": (clevr, {"width": 96, "height": 48, "jitter": 0.5, "seed": 0}),
+        "mixed 80x40": (mixed, {"width": 80, "height": 40}),
+        "mixed 80x40 jitter 1": (mixed, {"width": 80, "height": 40, "jitter": 1.0, "seed": 4}),
+        "places 64x64 jitter 0.6": (placed, {"width": 64, "height": 64, "jitter": 0.6, "seed": 1}),
+        "counts 96x64 jitter 0.6": (counted, {"width": 96, "height": 64, "jitter": 0.6, "seed": 2}),
+    }
+
+
+@pytest.mark.parametrize("case", list(BEFORE_ISSUE_57))
+def test_images_are_those_drawn_before(case):
+    batch, settings = _cases()[case]
+    assert hashlib.sha256(flat2d.render(batch, **settings).tobytes()).hexdigest() == BEFORE_ISSUE_57[case]
+
+
+def _keys(n: int, seed: int) -> np.ndarray:
+    """Random stamp keys (shape, radius, turn, sub-pixel x, y), a third of them on exact turns and offsets."""
+    rng = np.random.default_rng(seed)
+    exact = rng.random((n, 3)) < 0.3
+    turn = np.where(exact[:, 0], rng.choice([0.0, 90.0, -90.0, 45.0, 180.0, 20.0, -20.0], n), rng.uniform(-20, 20, n))
+    fx = np.where(exact[:, 1], rng.choice([0.0, 0.25, 0.5], n), rng.random(n))
+    fy = np.where(exact[:, 2], rng.choice([0.0, 0.25, 0.5], n), rng.random(n))
+    radius = np.exp(rng.uniform(np.log(0.6), np.log(40.0), n))
+    return np.stack([rng.integers(0, len(flat2d.SHAPES), n), radius, turn, fx, fy], axis=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_row_spans_are_the_full_inside_test(seed):
+    keys = _keys(600, seed)
+    half = int(np.ceil(keys[:, 1].max())) + 1
+    want = flat2d._inside(keys, half)
+    lo, hi = flat2d._spans(keys, half)
+    column = np.arange(2 * half + 1)
+    got = (lo[:, :, None] <= column) & (column < hi[:, :, None])
+    convex = keys[:, 0] != flat2d.SHAPES.index("star")
+    assert (got[convex] == want[convex]).all()
+    assert not got[~convex].any(), "stars have no spans: the full test draws them"
+    assert (flat2d._span_boxes(lo, hi)[convex] == flat2d._mask_boxes(want)[convex]).all()
+    rows, cols = want.any(axis=2), want.any(axis=1)
+    top, left = rows.argmax(axis=1), cols.argmax(axis=1)
+    boxes = np.stack([top, left, rows.sum(axis=1) + top, cols.sum(axis=1) + left], axis=1) * rows.any(axis=1)[:, None]
+    assert (flat2d._mask_boxes(want)[convex] == boxes[convex]).all()  # convex: no gaps between first and last
+
+
+def test_wrong_guesses_are_settled_exactly():
+    rng = np.random.default_rng(3)
+    side = 41
+    turns = np.sort(rng.integers(0, side + 1, (500, 1)), axis=1)  # the first column where each entry's test fails
+
+    def keep(col, at):
+        return col < turns[at, 0]
+
+    for guess in (np.full(500, np.nan), rng.uniform(-100, 100, 500), turns[:, 0] - 0.5):
+        assert (flat2d._settle(keep, guess, 0, side, side) == turns[:, 0]).all()
+
+
+def test_a_busy_thread_pool_does_not_hold_drawing_up():
+    import threading
+
+    from bindscope.core.threads import shared_pool
+
+    pool = shared_pool()
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def busy():
+        started.release()
+        release.wait(30)
+
+    blockers = [pool.submit(busy) for _ in range(pool._max_workers)]
+    try:
+        for _ in blockers:
+            assert started.acquire(timeout=30)
+        batch, settings = _cases()["mixed 80x40 jitter 1"]
+        images = flat2d.render(batch, **settings)  # the canvas is filled here: no pool thread is free
+        assert hashlib.sha256(images.tobytes()).hexdigest() == BEFORE_ISSUE_57["mixed 80x40 jitter 1"]
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result()
+
+
+@pytest.mark.parametrize("seed", [0, 9, 2**32 - 1, 2**40])
+def test_jitter_draws_are_each_scenes_own_generator(seed):
+    rng = np.random.default_rng(1)
+    keys = np.concatenate([np.arange(40), rng.integers(0, 2**32, 40), [2**33]])  # the last one: numpy's own path
+    batch = make_batch(np.zeros((81, 2)), np.zeros((81, 2)), np.tile([0, 1], (81, 1)), 2, keys=keys)
+    want = np.stack([batch.jitter_rng(seed, row).uniform(-1.0, 1.0, size=(2, 3, 4)) for row in range(81)])
+    np.testing.assert_array_equal(batch.jitter_draws(seed, (2, 3, 4)), want)
+    np.testing.assert_array_equal(
+        make_batch([[0]], [[0]], [[0]], 1, keys=[5]).jitter_draws(seed, (4,)), want[5:6, 0, 0]
+    )

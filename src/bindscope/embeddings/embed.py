@@ -11,13 +11,15 @@ the same embeddings a no-op.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
 import shutil
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from bindscope.core.io import check_output_dir, load_image, load_npy, read_json,
 from bindscope.core.locks import writes
 from bindscope.core.places import check_state_folder
 from bindscope.core.progress import progress_bar
+from bindscope.core.threads import shared_pool, threads_for
 from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.cache import ACTIVE, CacheChoice, cache_folders, resolve_cache
@@ -52,6 +55,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = {"image": 32, "text": 256}
 DEFAULT_CHUNK_ROWS = 2048
 STATE_FILE = "state.json"
+#: Most image batches prepared ahead of the model at once (a pool thread each): what they hold stays bounded.
+MAX_AHEAD = 4
 
 
 def check_embed_sizes(batch_size: int | None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
@@ -365,31 +370,56 @@ def run_chunks(
 ) -> None:
     """Embed the rows of each ``(start, stop)`` chunk and ``save(start, rows)`` it.
 
-    With ``overlap`` the next batch is loaded and preprocessed in a background thread while the
-    model runs on the current one (worth it when the model runs on a GPU; on a CPU the forward
-    pass already uses every core and a second thread only competes with it).
+    The model runs on this thread, batch after batch in row order, while the next batches are loaded and
+    preprocessed on the process's shared thread pool (:func:`~bindscope.core.threads.shared_pool`). Images always
+    are: as many batches ahead as the pool has threads (at most :data:`MAX_AHEAD`), a batch per thread, its image
+    processor on one torch thread (:func:`~bindscope.core.threads.threads_for`: small images' tensors gain nothing
+    from more, and the forward pass keeps the process's torch threads), so decoding overlaps the forward pass on
+    a CPU as on a GPU. Texts are prepared one batch ahead with ``overlap`` (worth it when the model runs on a
+    GPU), else in turn with the forward pass. The rows are the same either way.
     """
     batches = [(c0, c1, b, min(b + batch_size, c1)) for c0, c1 in chunks for b in range(c0, c1, batch_size)]
-    if not batches:
-        return
+    ahead = min(_pool_size(), MAX_AHEAD) if modality == "image" else int(overlap)
 
     def prepare(batch: tuple[int, int, int, int]) -> Any:
         part = items[batch[2] : batch[3]]
-        return encoder.prepare(modality, [load_image(p) for p in part] if modality == "image" else part)
+        if modality != "image":
+            return encoder.prepare(modality, part)
+        images = [load_image(p) for p in part]
+        with threads_for(sum(3 * image.width * image.height for image in images)):
+            return encoder.prepare(modality, images)
 
+    def queue(count: int) -> None:
+        for batch in itertools.islice(todo, count):
+            pending.append((shared_pool().submit(prepare, batch) if ahead else _run_now(prepare, batch), batch))
+
+    todo = iter(batches)
+    pending: deque[tuple[Future, tuple[int, int, int, int]]] = deque()
     parts: list[np.ndarray] = []
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bindscope-prepare") as pool:
-        submit = pool.submit if overlap else _run_now
-        pending = submit(prepare, batches[0])
-        for i, (c0, c1, b0, b1) in enumerate(batches):
-            inputs = pending.result()
-            if i + 1 < len(batches):
-                pending = submit(prepare, batches[i + 1])
+    try:
+        for c0, c1, b0, b1 in batches:
+            queue(0 if pending else 1)
+            inputs = _prepared(*pending.popleft(), prepare)
+            queue(ahead - len(pending))
             parts.append(_checked(encoder.forward(modality, inputs), b0, b1))
             if b1 == c1:
                 save(c0, np.concatenate(parts))
                 parts = []
             advance(b1 - b0)
+    finally:
+        for task, _ in pending:  # after a failure: what no thread has started is dropped
+            task.cancel()
+
+
+def _pool_size() -> int:
+    """The threads of :func:`~bindscope.core.threads.shared_pool` (one per CPU core this process may use)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _prepared(task: Future, batch: tuple[int, int, int, int], prepare: Callable[[Any], Any]) -> Any:
+    """The inputs of a queued batch: its result, or, when no pool thread has started it (a pool busy with other
+    work, which may be waiting on this thread), prepared here."""
+    return prepare(batch) if task.cancel() else task.result()
 
 
 @dataclass(frozen=True)

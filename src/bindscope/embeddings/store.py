@@ -125,7 +125,7 @@ def check_embedding_array(array: Any, num_rows: int, what: str = "embedding arra
     if arr.shape[1] == 0:
         raise BindscopeError(f"{what} has zero columns; embeddings need dim >= 1")
     with np.errstate(over="ignore"):  # overflow becomes inf, reported just below
-        out = arr.astype(np.float32)
+        out = arr.astype(np.float32, copy=False)  # float32 already: the array itself, not a second copy
     finite = np.isfinite(out)
     if not finite.all():
         bad_rows = np.flatnonzero(~finite.all(axis=1))
@@ -149,7 +149,7 @@ def check_embedding_values(array: np.ndarray, what: str, fix: str) -> None:
     arr = np.asarray(array)
     if len(arr) == 0:
         return
-    chunk = max(1, (1 << 22) // max(1, arr.shape[1]))  # rows per pass: a few MiB of float64 at a time
+    chunk = max(1, (1 << 19) // max(1, arr.shape[1]))  # rows per pass: 4 MiB of float64 at a time
     first, constant, squares = arr[0], len(arr) > 1, 0.0
     for start in range(0, len(arr), chunk):
         block = np.asarray(arr[start : start + chunk], dtype=np.float64)

@@ -12,6 +12,7 @@ copies inside its cell. ``read_back(images, num_slots, *, places, copies) -> Rea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -110,6 +111,75 @@ class SceneBatch:
     def jitter_rng(self, seed: int, row: int) -> np.random.Generator:
         """The generator of one scene's jitter: the same for a scene whatever batch it is in."""
         return np.random.default_rng([int(seed), int(self.keys[row])])
+
+    def jitter_draws(self, seed: int, shape: tuple[int, ...]) -> np.ndarray:
+        """Uniform draws in [-1, 1), float64 [B, *shape]: row b holds ``jitter_rng(seed, b).uniform(-1, 1, shape)``.
+
+        Seeding a generator per scene is most of the cost of jitter, and numpy seeds one at a time: here the
+        seed states (numpy's :class:`~numpy.random.SeedSequence` of ``[seed, key]``) are worked out for every
+        scene at once (:func:`seed_states`), and each scene's PCG64 only draws. Seeds or keys outside
+        ``[0, 2**32)`` take numpy's own path.
+        """
+        keys = np.asarray(self.keys, dtype=np.int64)
+        count = int(np.prod(shape, dtype=np.int64))
+        if not (0 <= int(seed) < 1 << 32 and ((keys >= 0) & (keys < 1 << 32)).all()):
+            return np.stack([self.jitter_rng(seed, row).uniform(-1.0, 1.0, size=shape) for row in range(len(self))])
+        states = seed_states(np.stack([np.full(keys.shape, int(seed)), keys], axis=1).astype(np.uint32))
+        seeded = [cast(Any, _Seeded(state)) for state in states]  # numpy's stubs name SeedSequence only
+        raw = np.array([np.random.PCG64(s).random_raw(count) for s in seeded], dtype=np.uint64)
+        raw = raw.reshape(len(self), *shape)
+        return -1.0 + 2.0 * ((raw >> np.uint64(11)) * (1.0 / 9007199254740992.0))  # Generator.uniform's double
+
+
+#: numpy's SeedSequence constants (numpy/random/bit_generator.pyx): pool of 4 words, hash and mix multipliers.
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R, _POOL = 0xCA01F9DD, 0x4973F715, 4
+
+
+def seed_states(entropy: np.ndarray) -> np.ndarray:
+    """PCG64 seed states, uint64 [N, 4]: row n is ``SeedSequence(entropy[n]).generate_state(4, np.uint64)``.
+
+    ``entropy`` is uint32 [N, W], W <= 4: each row the words of numpy's entropy list (an int below 2**32 is
+    one word), so that ``[seed, key]`` gives ``default_rng([seed, key])``'s state. numpy's algorithm (Melissa
+    O'Neill's seed_seq) on every row at once, in wrapping uint32 arithmetic.
+    """
+    n, words = entropy.shape
+    if words > _POOL:
+        raise ValueError(f"seed_states takes at most {_POOL} entropy words, got {words}")
+    u32 = np.uint32
+    const = [u32(_INIT_A)]
+
+    def hashmix(value: np.ndarray) -> np.ndarray:
+        value = value ^ const[0]
+        const[0] = u32(const[0] * u32(_MULT_A))
+        value = value * const[0]
+        return value ^ (value >> u32(16))
+
+    with np.errstate(over="ignore"):
+        pool: list[np.ndarray] = [hashmix(entropy[:, i] if i < words else np.zeros(n, dtype=u32)) for i in range(_POOL)]
+        for src in range(_POOL):
+            for dst in range(_POOL):
+                if src != dst:
+                    mixed: np.ndarray = u32(_MIX_L) * pool[dst] - u32(_MIX_R) * hashmix(pool[src])
+                    pool[dst] = mixed ^ (mixed >> u32(16))
+        state, const[0] = [], u32(_INIT_B)
+        for i in range(2 * _POOL):  # 8 uint32 words, read as 4 little-endian uint64
+            value = pool[i % _POOL] ^ const[0]
+            const[0] = u32(const[0] * u32(_MULT_B))
+            value = value * const[0]
+            state.append(value ^ (value >> u32(16)))
+    low, high = np.stack(state[0::2], axis=1).astype(np.uint64), np.stack(state[1::2], axis=1).astype(np.uint64)
+    return low | (high << np.uint64(32))
+
+
+class _Seeded(np.random.bit_generator.ISeedSequence):
+    """A seed sequence whose state is already known (from :func:`seed_states`)."""
+
+    def __init__(self, state: np.ndarray) -> None:
+        self.state = state
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        return self.state
 
 
 @dataclass(frozen=True)

@@ -24,20 +24,26 @@ the radius by ``1 +- 0.15 * jitter``, turns the shape by up to ``20 * jitter`` d
 it by up to ``jitter`` times half the free space left in its column, along each axis.
 
 Drawing is exact (no anti-aliasing): a pixel belongs to an object when its centre passes the
-shape's analytic inside-test; it holds the object's color rounded to 8 bits, and every other
-pixel holds :data:`CANVAS`, so :func:`identify` segments by equality. Each distinct (shape,
-radius, turn, sub-pixel offset) is tested once on a small stamp grid (without jitter: once per
-shape and slot) and all objects are written into the batch with one scatter. Materials are
-ignored.
+shape's analytic inside-test (:func:`_inside`, in float32); it holds the object's color rounded to
+8 bits, and every other pixel holds :data:`CANVAS`, so :func:`identify` segments by equality. Each
+distinct (shape, radius, turn, sub-pixel offset) makes one stamp (without jitter: one per shape and
+slot). A convex shape's stamp is found row by row: the test passes on one run of each row, whose
+ends are found exactly (:func:`_spans`), at a cost per row rather than per pixel; the star, not
+convex, is tested pixel by pixel. Each object is written through its stamp into a view of the
+canvas, which a pool thread fills meanwhile. The same seed gives the same pixels as before these
+shortcuts. Materials are ignored.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.threads import shared_pool
 from bindscope.data.render import silhouette
 from bindscope.data.render.base import (
     COPY_OFFSETS,
@@ -90,7 +96,7 @@ _FORMS: dict[str, tuple] = {
 DRAWN_PLACES: tuple[str, ...] = ("left of", "right of", "above", "below")
 _PLACE_CODES = np.array([PLACES.index(p) for p in DRAWN_PLACES])  # left, right, top, bottom
 
-_STAMP_PIXELS = 1 << 18  # inside-tests per chunk: temporaries stay in cache
+_STAMP_PIXELS = 1 << 18  # stamp pixels per chunk (masks, inside-tests): temporaries stay in cache
 
 
 def slot_centers(num_slots: int, width: int, height: int) -> np.ndarray:
@@ -172,15 +178,17 @@ def render(batch: SceneBatch, *, width: int = 224, height: int = 224, jitter: fl
     blank = np.empty((height, width, 3), dtype=np.uint8)
     blank[...] = CANVAS
     canvas = np.empty((len(batch), height, width, 3), dtype=np.uint8)
-    canvas[...] = blank  # whole-image copies: far faster than broadcasting a 3-vector
-    if rows.size == 0:
-        return canvas
-    if batch.places is None and batch.counts is None:
-        cx, cy, radius, turn = _placements(batch, rows, cols, width, height, jitter, seed)
-    else:
-        rows, cols, cx, cy, radius, turn = _cell_placements(batch, rows, cols, width, height, jitter, seed)
-    rgb = np.rint(batch.colors[rows, cols].astype(np.float64) * 255).astype(np.uint8)
-    _paint(canvas, rows, batch.shapes[rows, cols], cx, cy, radius, turn, rgb)
+    filled = _fill_soon(canvas, blank)
+    try:
+        if rows.size:
+            if batch.places is None and batch.counts is None:
+                cx, cy, radius, turn = _placements(batch, rows, cols, width, height, jitter, seed)
+            else:
+                rows, cols, cx, cy, radius, turn = _cell_placements(batch, rows, cols, width, height, jitter, seed)
+            rgb = np.rint(batch.colors[rows, cols].astype(np.float64) * 255).astype(np.uint8)
+            _paint(canvas, filled, rows, batch.shapes[rows, cols], cx, cy, radius, turn, rgb, dedupe=jitter == 0)
+    finally:
+        filled()
     return canvas
 
 
@@ -404,20 +412,17 @@ def _cell_placements(
 
 def _copy_draws(batch: SceneBatch, seed: int) -> np.ndarray:
     """Uniform [-1, 1] draws [B, K, MAX_COPIES, 4] per scene: dx, dy, size, turn of each copy."""
-    k = batch.shapes.shape[1]
-    return np.stack(
-        [batch.jitter_rng(seed, row).uniform(-1.0, 1.0, size=(k, MAX_COPIES, 4)) for row in range(len(batch))]
-    )
+    return batch.jitter_draws(seed, (batch.shapes.shape[1], MAX_COPIES, 4))
 
 
 def _jitter_draws(batch: SceneBatch, seed: int) -> np.ndarray:
     """Uniform [-1, 1] draws [B, K, 4] per scene, each from that scene's own generator."""
-    k = batch.shapes.shape[1]
-    return np.stack([batch.jitter_rng(seed, row).uniform(-1.0, 1.0, size=(k, 4)) for row in range(len(batch))])
+    return batch.jitter_draws(seed, (batch.shapes.shape[1], 4))
 
 
 def _paint(
     canvas: np.ndarray,
+    filled: Callable[[], None],
     rows: np.ndarray,
     shapes: np.ndarray,
     cx: np.ndarray,
@@ -425,39 +430,210 @@ def _paint(
     radius: np.ndarray,
     turn: np.ndarray,
     rgb: np.ndarray,
+    *,
+    dedupe: bool = True,
 ) -> None:
-    """Write every object's pixels into ``canvas`` in place.
+    """Write every object's pixels into ``canvas``, object by object, once ``filled()`` returns (the blank images).
 
-    A stamp depends only on (shape, radius, turn, sub-pixel offset of the centre), so identical
-    stamps (every object of a shape and slot without jitter) are computed once.
+    A stamp (an object's inside pixels on a square grid around its centre) depends only on (shape, radius, turn,
+    sub-pixel offset of the centre), so with ``dedupe`` identical stamps (every object of a shape and slot without
+    jitter) are computed once. Each object is written through its stamp, cut to the stamp's bounding box, into a
+    view of its window of the canvas: no per-pixel index arrays.
     """
     _, height, width, _ = canvas.shape
     half = int(np.ceil(radius.max())) + 1
-    origin_x, origin_y = np.floor(cx).astype(np.int64) - half, np.floor(cy).astype(np.int64) - half
-    keys = np.stack([shapes, radius, turn, cx - np.floor(cx), cy - np.floor(cy)], axis=1)
-    unique, which = np.unique(keys, axis=0, return_inverse=True)
-    stamp, offset = _stamp_pixels(unique, half, width)
-    per_stamp = np.bincount(stamp, minlength=len(unique))
-    counts = per_stamp[which.ravel()]
-    shift = (np.cumsum(per_stamp) - per_stamp)[which.ravel()] - (np.cumsum(counts) - counts)
-    pixel = np.arange(counts.sum()) + np.repeat(shift, counts)
-    flat = np.repeat((rows * height + origin_y) * width + origin_x, counts) + offset[pixel]
-    texel = np.dtype((np.void, 3))  # one RGB pixel as one element: a single gather/scatter
-    canvas.reshape(-1, 3).view(texel)[flat, 0] = np.repeat(np.ascontiguousarray(rgb).view(texel)[:, 0], counts)
-
-
-def _stamp_pixels(keys: np.ndarray, half: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inside pixels of each stamp ((2*half+1)^2 grid) as (stamp index, row * width + column), by stamp."""
     side = 2 * half + 1
-    area = side * side
-    grid = (np.arange(side)[:, None] * width + np.arange(side)[None, :]).ravel()  # stamp pixel -> canvas offset
-    per_chunk = max(1, _STAMP_PIXELS // area)
-    hits = [
-        np.flatnonzero(_inside(keys[lo : lo + per_chunk], half)) + lo * area for lo in range(0, len(keys), per_chunk)
-    ]
-    hit = np.concatenate(hits)
-    stamp = hit // area
-    return stamp, grid[hit - stamp * area]
+    origin = np.stack([np.floor(cy), np.floor(cx)], axis=1).astype(np.int64) - half  # stamp's top row, left column
+    keys = np.stack([shapes, radius, turn, cx - np.floor(cx), cy - np.floor(cy)], axis=1)
+    if dedupe:
+        unique, which = np.unique(keys, axis=0, return_inverse=True)
+        which = which.ravel()
+    else:  # with jitter every object's stamp is its own
+        unique, which = keys, np.arange(len(keys))
+    lo, hi = _spans(unique, half)
+    boxes = _span_boxes(lo, hi)
+    star = unique[:, 0] == SHAPES.index("star")
+    texel = np.dtype((np.void, 3))  # one RGB pixel as one element
+    pixels = canvas.reshape(len(canvas), height, width * 3).view(texel)
+    values = np.ascontiguousarray(rgb).view(texel)[:, 0]
+    column = np.arange(side, dtype=lo.dtype)
+    per_chunk = max(1, _STAMP_PIXELS // (side * side))
+    filled()
+    for first in range(0, rows.size, per_chunk):
+        part = slice(first, first + per_chunk)
+        stamp = which[part]
+        masks = np.empty((stamp.size, side, side), dtype=bool)  # filled in place: no large temporaries
+        np.less_equal(lo[stamp][:, :, None], column, out=masks)
+        masks &= column < hi[stamp][:, :, None]
+        box = boxes[stamp]
+        if star[stamp].any():  # not convex: the full inside-test, once per distinct stamp
+            drawn = np.flatnonzero(star[stamp])
+            needed, local = np.unique(stamp[drawn], return_inverse=True)
+            masks[drawn] = _inside(unique[needed], half)[local.ravel()]
+            box[drawn] = _mask_boxes(masks[drawn])
+        start = np.maximum(origin[part] + box[:, :2], 0)  # on the canvas, cut to it
+        stop = np.maximum(np.minimum(origin[part] + box[:, 2:], (height, width)), start)
+        window = np.concatenate([start, stop], axis=1)
+        cut = window - np.tile(origin[part], 2)
+        for mask, row, (y0, x0, y1, x1), (r0, c0, r1, c1), value in zip(
+            masks, rows[part].tolist(), window.tolist(), cut.tolist(), values[part]
+        ):
+            pixels[row, y0:y1, x0:x1][mask[r0:r1, c0:c1]] = value
+
+
+def _fill_soon(canvas: np.ndarray, blank: np.ndarray) -> Callable[[], None]:
+    """Start copying ``blank`` into every image of ``canvas`` on the shared thread pool, and return a function that
+    returns once it is done.
+
+    Whole-image copies release the GIL, so the copy runs beside the layout work (jitter, stamps) on a second core.
+    When no pool thread has taken it by the time it is needed (a busy pool), the caller copies it itself: it never
+    waits on a pool that may be waiting on it.
+    """
+    task = shared_pool().submit(_fill, canvas, blank)
+
+    @functools.cache
+    def done() -> None:
+        if task.cancel():
+            _fill(canvas, blank)
+        else:
+            task.result()
+
+    return done
+
+
+def _fill(canvas: np.ndarray, blank: np.ndarray) -> None:
+    """Copy ``blank`` into every image of ``canvas`` (whole-image copies: far faster than broadcasting a 3-vector)."""
+    canvas[...] = blank
+
+
+def _span_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """int [U, 4]: each stamp's bounding box (first row, first column, end row, end column) from its row spans;
+    all 0 for a stamp without pixels."""
+    side = lo.shape[1]
+    full = np.greater(hi, lo)
+    top, bottom = full.argmax(axis=1), side - full[:, ::-1].argmax(axis=1)
+    left, right = np.where(full, lo, side).min(axis=1), np.where(full, hi, 0).max(axis=1)
+    return np.stack([top, left, bottom, right], axis=1).astype(np.int64) * full.any(axis=1)[:, None]
+
+
+def _mask_boxes(masks: np.ndarray) -> np.ndarray:
+    """int [U, 4]: each stamp's bounding box from its mask, as :func:`_span_boxes` gives it."""
+    rows, cols = np.any(masks, axis=2), np.any(masks, axis=1)
+    side = masks.shape[1]
+    left, right = cols.argmax(axis=1), side - cols[:, ::-1].argmax(axis=1)
+    lo, hi = np.where(rows, left[:, None], 0), np.where(rows, right[:, None], 0)
+    return _span_boxes(lo, hi)
+
+
+def _spans(keys: np.ndarray, half: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each stamp row's inside pixels as one span ``lo <= column < hi`` ([U, side] each, the smallest unsigned
+    integers that hold ``side``), for convex shapes; empty rows for stars (not convex: :func:`_inside` tests them).
+
+    Along a stamp row, :func:`_inside`'s test is monotone per polygon edge (and per half of a disc): every
+    product and sum is rounded to float32, and rounding never reverses an order. So a row's passing pixels are
+    one run, and its ends are found exactly: an analytic guess, checked by the same float32 test at the pixels
+    beside it (:func:`_settle`). The cost is per row, not per pixel.
+    """
+    side = 2 * half + 1
+    small = np.min_scalar_type(side)
+    lo, hi = np.zeros((len(keys), side), dtype=small), np.zeros((len(keys), side), dtype=small)
+    per_chunk = max(1, _STAMP_PIXELS // (side * 8))  # stamps per chunk: (stamp, edge, row) entries stay few
+    for code, name in enumerate(SHAPES):
+        kind, *form = _FORMS[name]
+        if kind == "star":  # not convex: _inside tests it pixel by pixel
+            continue
+        every = np.flatnonzero(keys[:, 0] == code)
+        offsets = np.arange(side) - half + 0.5
+        for first in range(0, every.size, per_chunk):
+            sel = every[first : first + per_chunk]
+            radius = keys[sel, 1, None]
+            dx = ((offsets[None, :] - keys[sel, 3, None]) / radius).astype(np.float32)  # the same values as _inside's
+            dy = ((offsets[None, :] - keys[sel, 4, None]) / radius).astype(np.float32)
+            centre = half - 0.5 + keys[sel, 3]  # the column where dx is 0
+            if kind == "disc":
+                ends = _disc_spans(dx, dy, radius[:, 0], centre)
+            else:
+                ux, uy = _directions(keys[sel, 2], form[0])
+                ends = _polygon_spans(dx, dy, ux, uy, radius[:, 0], centre, form[1])
+            lo[sel], hi[sel] = ends[0], np.maximum(ends[1], ends[0])
+    return lo, hi
+
+
+def _polygon_spans(
+    dx: np.ndarray, dy: np.ndarray, ux: np.ndarray, uy: np.ndarray, radius: np.ndarray, centre: np.ndarray, inner: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row spans of polygons ([n, side] each): along a row, an edge's test ``dx * ux + dy * uy <= inner`` passes on
+    a prefix of the columns (``ux > 0``) or a suffix; the span is where every edge's passes."""
+    n, side = dx.shape
+    edges = ux.shape[1]
+    table = (dx[:, None, :] * ux[:, :, None]).ravel()  # the column terms of each (stamp, edge), a row each
+    across = dy[:, None, :] * uy[:, :, None]  # the row term of each entry [stamp, edge, row]
+    flat = across.ravel()
+    base = np.repeat(np.arange(0, n * edges * side, side, dtype=np.int32), side)  # each entry's table row
+    prefix = np.repeat(ux.ravel() > 0, side)
+
+    def keep(col: np.ndarray, at: np.ndarray | slice) -> np.ndarray:
+        return (table[base[at] + col] + flat[at] <= inner) == prefix[at]
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # an edge along the rows: checked anyway
+        cross = (inner - across) / ux[:, :, None] * radius.astype(np.float32)[:, None, None]
+    cross += centre.astype(np.float32)[:, None, None]
+    end = _settle(keep, cross.ravel(), 0, side, side).reshape(across.shape)
+    before = prefix.reshape(across.shape)
+    return np.where(before, 0, end).max(axis=1), np.where(before, end, side).min(axis=1)
+
+
+def _disc_spans(
+    dx: np.ndarray, dy: np.ndarray, radius: np.ndarray, centre: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row spans of discs ([n, side] each): ``dx * dx + dy * dy <= 1`` passes on a suffix of a row's columns left
+    of the centre and a prefix of those right of it."""
+    n, side = dx.shape
+    table = (dx * dx).ravel()
+    rest = (dy * dy).ravel()
+    base = np.repeat(np.arange(0, n * side, side), side)
+    base = base.astype(np.int32)
+    middle = np.repeat((dx < 0).sum(axis=1, dtype=np.int32), side)  # the first column right of the centre
+    with np.errstate(invalid="ignore"):  # a row outside the disc: no reach
+        reach = np.nan_to_num(np.sqrt(1.0 - rest), nan=-1.0) * np.repeat(radius.astype(np.float32), side)
+    mid = np.repeat(centre.astype(np.float32), side)
+    ends = []
+    for right, cross, start, stop in ((False, mid - reach, 0, middle), (True, mid + reach, middle, side)):
+
+        def keep(col: np.ndarray, at: np.ndarray | slice, right: bool = right) -> np.ndarray:
+            return (table[base[at] + col] + rest[at] <= 1.0) == right
+
+        ends.append(_settle(keep, cross, start, stop, side).reshape(n, side))
+    return ends[0], ends[1]
+
+
+def _settle(
+    keep: Callable[[np.ndarray, np.ndarray | slice], np.ndarray],
+    cross: np.ndarray,
+    start: np.ndarray | int,
+    stop: np.ndarray | int,
+    side: int,
+) -> np.ndarray:
+    """The exact first column in ``[start, stop]`` of each entry where ``keep`` turns false.
+
+    ``keep(col, at)`` tests entries ``at`` at columns ``col`` (in ``[0, side)``); along each entry's range it holds,
+    then fails. ``cross`` is where it turns, analytically: the guess is the first column past it, right when the
+    test holds just before it and fails at it; the rare wrong ones (an edge almost along the row, a column on the
+    boundary) are found by bisection.
+    """
+    end = np.fmin(np.fmax(np.floor(cross) + 1, start), stop).astype(np.int32)  # fmax and fmin drop a NaN
+    everything = slice(None)
+    right = (end == start) | keep(np.maximum(end - 1, 0), everything)
+    right &= (end == stop) | ~keep(np.minimum(end, side - 1), everything)
+    wrong = np.flatnonzero(~right)
+    if wrong.size:
+        low, high = (np.broadcast_to(at, end.shape)[wrong] for at in (start, stop))
+        while (low < high).any():
+            mid = (low + high) // 2
+            holds = keep(np.minimum(mid, side - 1), wrong)
+            low, high = np.where((low < high) & holds, mid + 1, low), np.where((low < high) & ~holds, mid, high)
+        end[wrong] = low
+    return end
 
 
 def _inside(keys: np.ndarray, half: int) -> np.ndarray:
@@ -487,14 +663,21 @@ def _inside(keys: np.ndarray, half: int) -> np.ndarray:
 
 def _max_projection(dx: np.ndarray, dy: np.ndarray, turn: np.ndarray, angles: tuple[float, ...]) -> np.ndarray:
     """Largest projection of each pixel on the unit directions ``angles + turn`` (degrees)."""
-    rad = np.deg2rad(np.asarray(angles)[None, :] + turn[:, None]).ravel()
-    # scalar libm per direction: the same bits whatever the batch (no SIMD lane/tail split)
-    ux = np.array([math.cos(a) for a in rad], dtype=np.float32).reshape(-1, len(angles), 1, 1)
-    uy = np.array([math.sin(a) for a in rad], dtype=np.float32).reshape(-1, len(angles), 1, 1)
+    ux, uy = _directions(turn, angles)
+    ux, uy = ux[:, :, None, None], uy[:, :, None, None]
     best = dx * ux[:, 0] + dy * uy[:, 0]
     for p in range(1, len(angles)):
         np.maximum(best, dx * ux[:, p] + dy * uy[:, p], out=best)
     return best
+
+
+def _directions(turn: np.ndarray, angles: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """float32 [U, len(angles)] cosines and sines of the directions ``angles + turn`` (degrees)."""
+    rad = np.deg2rad(np.asarray(angles)[None, :] + turn[:, None]).ravel()
+    # scalar libm per direction: the same bits whatever the batch (no SIMD lane/tail split)
+    ux = np.array([math.cos(a) for a in rad.tolist()], dtype=np.float32).reshape(-1, len(angles))
+    uy = np.array([math.sin(a) for a in rad.tolist()], dtype=np.float32).reshape(-1, len(angles))
+    return ux, uy
 
 
 def _inside_star(

@@ -59,13 +59,20 @@ def quiet_model_libraries(libraries: Iterable[str] = MODEL_LIBRARIES) -> Iterato
 
 def quiet_for_process() -> None:
     """Silence the model libraries for the rest of the process (a ``bindscope`` command: its own bars show the
-    work); the same switches as :func:`quiet_model_libraries`, entered once and never left."""
+    work); the same switches as :func:`quiet_model_libraries`, entered once and never left.
+
+    Only the libraries already imported are switched: none is imported for this (transformers alone costs
+    hundreds of MB, which a command that loads no model should not pay). A command sets
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` before it imports any of them, under which both start with their bars off
+    (transformers takes the hub's switch as its own starting value), and every model load is a
+    :func:`quiet_model_libraries` block besides."""
     with _lock:
         if _process:
             return
         _process.append(True)
     for name in installed(MODEL_LIBRARIES):
-        _enter(name)
+        if name in sys.modules:
+            _enter(name)
 
 
 def installed(libraries: Iterable[str]) -> list[str]:
