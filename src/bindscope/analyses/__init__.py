@@ -9,17 +9,50 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from bindscope.analyses.base import Analysis, Result
-from bindscope.analyses.complexity import Budget, ComplexitySettings, resolve_budget
-from bindscope.analyses.crossmodal import CrossmodalSettings
-from bindscope.analyses.decompose import DecomposeSettings
-from bindscope.analyses.geometry import GeometrySettings
 from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, load_frozen_probes, read_inputs
-from bindscope.analyses.intervene import InterveneSettings
 from bindscope.analyses.registry import get_analysis, list_analyses, load_inputs, register, run_analysis, unregister
 from bindscope.analyses.results import LoadedResult, load_result, write_result
 from bindscope.core.tidy import KEY_COLUMNS, spread
-from bindscope.estimators.probe_runs import ProbeSettings
+
+#: Each analysis's settings, imported on first use (PEP 562): importing the package (or one of its modules)
+#: imports no analysis, so a command loads only the libraries of the analysis it runs.
+_LAZY: dict[str, str] = {
+    "Budget": "bindscope.analyses.complexity",
+    "ComplexitySettings": "bindscope.analyses.complexity",
+    "resolve_budget": "bindscope.analyses.complexity",
+    "CrossmodalSettings": "bindscope.analyses.crossmodal",
+    "DecomposeSettings": "bindscope.analyses.decompose",
+    "GeometrySettings": "bindscope.analyses.geometry",
+    "InterveneSettings": "bindscope.analyses.intervene",
+    "ProbeSettings": "bindscope.estimators.probe_runs",
+}
+
+if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ imports each name when first used
+    from bindscope.analyses.complexity import Budget, ComplexitySettings, resolve_budget
+    from bindscope.analyses.crossmodal import CrossmodalSettings
+    from bindscope.analyses.decompose import DecomposeSettings
+    from bindscope.analyses.geometry import GeometrySettings
+    from bindscope.analyses.intervene import InterveneSettings
+    from bindscope.estimators.probe_runs import ProbeSettings
+else:  # hidden from type checkers, which would otherwise take any misspelt name for one of these
+
+    def __getattr__(name: str) -> Any:
+        """An analysis's settings, imported from its module on first use (then kept here)."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "INPUT_KINDS",

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import math
 import shutil
 import time
 from collections.abc import Mapping
@@ -16,15 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from bindscope.analyses import results
 from bindscope.analyses.base import Analysis, Progress, Result, RunContext
 from bindscope.analyses.card import bag_inputs, judge_columns
-from bindscope.analyses.complexity import ComplexityAnalysis
-from bindscope.analyses.crossmodal import CrossmodalAnalysis
-from bindscope.analyses.decompose import DecomposeAnalysis
-from bindscope.analyses.geometry import GeometryAnalysis
 from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, describe_arrays, read_inputs
-from bindscope.analyses.intervene import InterveneAnalysis
-from bindscope.analyses.probe import ProbeAnalysis
 from bindscope.analyses.results import SUMMARIES, LoadedResult, Summary, content_key, header, load_result, write_result
 from bindscope.core.errors import BindscopeError, did_you_mean
 from bindscope.core.executors import keeping_units
@@ -36,11 +33,22 @@ from bindscope.estimators.verdicts import Verdict
 log = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, Analysis] = {}
+#: The shipped analyses not imported yet: name -> the module defining its class, and the class. Each is imported
+#: when it is first asked for (:func:`get_analysis`), so a command imports only its own analysis and the
+#: libraries that one needs (``probe`` never imports the complexity sweep's torch, nor geometry's scikit-learn).
+_SHIPPED: dict[str, tuple[str, str]] = {
+    "probe": ("bindscope.analyses.probe.analysis", "ProbeAnalysis"),
+    "decompose": ("bindscope.analyses.decompose.analysis", "DecomposeAnalysis"),
+    "complexity": ("bindscope.analyses.complexity.analysis", "ComplexityAnalysis"),
+    "intervene": ("bindscope.analyses.intervene.analysis", "InterveneAnalysis"),
+    "crossmodal": ("bindscope.analyses.crossmodal.analysis", "CrossmodalAnalysis"),
+    "geometry": ("bindscope.analyses.geometry.analysis", "GeometryAnalysis"),
+}
 
 
 def register(cls: type[Analysis]) -> type[Analysis]:
     """Add an analysis class to the registry under its ``name`` (usable as a class decorator)."""
-    if cls.name in _REGISTRY:
+    if cls.name in _REGISTRY or cls.name in _SHIPPED:
         raise BindscopeError(f"analysis {cls.name!r} is registered already")
     summary = getattr(cls, "Summary", None)
     if not (isinstance(summary, type) and issubclass(summary, Summary)):
@@ -55,15 +63,23 @@ def register(cls: type[Analysis]) -> type[Analysis]:
     return cls
 
 
-for _builtin in (
-    ProbeAnalysis,
-    DecomposeAnalysis,
-    ComplexityAnalysis,
-    InterveneAnalysis,
-    CrossmodalAnalysis,
-    GeometryAnalysis,
-):
-    register(_builtin)
+def _import_shipped(name: str) -> None:
+    """Import the shipped analysis ``name`` and register it."""
+    module, attribute = _SHIPPED[name]
+    cls = getattr(importlib.import_module(module), attribute)
+    del _SHIPPED[name]
+    register(cls)
+
+
+def _summary_model(name: str) -> type[Summary] | None:
+    """The summary model of analysis ``name`` (:data:`~bindscope.analyses.results.SUMMARIES`), its shipped
+    analysis imported on first use; None for a name nothing registered."""
+    if name in _SHIPPED:
+        _import_shipped(name)
+    return SUMMARIES.get(name)
+
+
+results.summary_lookup = _summary_model
 
 
 def unregister(name: str) -> None:
@@ -74,15 +90,18 @@ def unregister(name: str) -> None:
 
 
 def list_analyses() -> list[str]:
-    """The names of the registered analyses."""
-    return sorted(_REGISTRY)
+    """The names of the registered analyses (a shipped one is listed before it is imported)."""
+    return sorted({*_REGISTRY, *_SHIPPED})
 
 
 def get_analysis(name: str) -> Analysis:
-    """The analysis registered as ``name``."""
+    """The analysis registered as ``name`` (a shipped one is imported on first use)."""
+    if name in _SHIPPED:
+        _import_shipped(name)
     if name not in _REGISTRY:
-        hint = did_you_mean(str(name), _REGISTRY)
-        raise BindscopeError(f"unknown analysis {name!r}; choose one of {', '.join(sorted(_REGISTRY))}{hint}")
+        names = list_analyses()
+        hint = did_you_mean(str(name), names)
+        raise BindscopeError(f"unknown analysis {name!r}; choose one of {', '.join(names)}{hint}")
     return _REGISTRY[name]
 
 
@@ -252,12 +271,20 @@ def judged(analysis: Analysis, result: Result, arrays: AnalysisInputs, settings:
 
 
 def rand_distance(arrays: AnalysisInputs) -> float | None:
-    """``||Y - Y_rand|| / ||Y||`` (Frobenius) where the inputs hold the ``+rand`` control; None otherwise."""
-    if arrays.control is None or np.shape(arrays.control) != np.shape(arrays.embeddings):
+    """``||Y - Y_rand|| / ||Y||`` (Frobenius) where the inputs hold the ``+rand`` control; None otherwise. Summed in
+    float64 over blocks of rows, 4 MiB at a time: no float64 copy of either array (three of them at 160,000 x 384
+    would be 1.5 GB)."""
+    y, control = arrays.embeddings, arrays.control
+    if control is None or np.shape(control) != np.shape(y) or np.ndim(y) != 2:
         return None
-    y = np.asarray(arrays.embeddings, dtype=np.float64)
-    scale = float(np.linalg.norm(y))
-    return float(np.linalg.norm(y - np.asarray(arrays.control, dtype=np.float64)) / scale) if scale else 0.0
+    rows = max(1, (1 << 19) // max(1, y.shape[1]))
+    squares = differences = 0.0
+    for start in range(0, len(y), rows):
+        block = np.asarray(y[start : start + rows], dtype=np.float64)
+        squares += float(np.einsum("ij,ij->", block, block))
+        block -= control[start : start + rows]
+        differences += float(np.einsum("ij,ij->", block, block))
+    return math.sqrt(differences / squares) if squares else 0.0
 
 
 def units_folder(out: Path, key: str) -> Path:

@@ -26,8 +26,10 @@ import hashlib
 import json
 import os
 import platform
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,9 @@ class Summary(Schema):
 
 #: The summary model of each registered analysis (the registry fills it; results never import analyses).
 SUMMARIES: dict[str, type[Summary]] = {}
+#: The summary model of an analysis by name, None for an unregistered one: the registry replaces it by one that
+#: imports a shipped analysis on first use (:mod:`bindscope.analyses.registry`).
+summary_lookup: Callable[[str], type[Summary] | None] = SUMMARIES.get
 
 
 @dataclass(frozen=True)
@@ -167,16 +172,18 @@ class ResultFiles:
 # -- spread ---------------------------------------------------------------------------------------
 # -- provenance -----------------------------------------------------------------------------------
 def versions() -> dict[str, str]:
-    """Versions of what produced a result."""
-    import torch
-
-    return {
+    """Versions of what produced a result. torch's is the imported module's (with its build, e.g. ``+cu130``)
+    where the analysis imported it, else the installed distribution's: torch is not imported for this."""
+    torch = sys.modules.get("torch")
+    out = {
         "bindscope": __version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
         "pandas": pd.__version__,
-        "torch": torch.__version__,
     }
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        out["torch"] = str(torch.__version__) if torch is not None else metadata.version("torch")
+    return out
 
 
 def content_key(analysis: str, inputs: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -380,7 +387,7 @@ def upgraded(value: Any) -> Any:
 
 def typed_numbers(folder: Path, analysis: str, summary: Mapping[str, Any]) -> Summary | None:
     """The numbers of a summary validated by the analysis's :class:`Summary` (None for an unregistered one)."""
-    schema = SUMMARIES.get(analysis)
+    schema = summary_lookup(analysis)
     if schema is None:
         return None
     numbers = {k: v for k, v in summary.items() if k not in HEADER_KEYS}
@@ -407,7 +414,7 @@ def summary_schema(analysis: str) -> dict[str, Any]:
     (:class:`ResultHeader`, its ``format`` and ``analysis`` fixed), then the analysis's numbers (its
     :class:`Summary`), from the pydantic models as :func:`load_result` validates them (``model_json_schema``).
     Named by :func:`schema_name`; ``scripts/docs/summary_schemas.py`` writes them under docs/reference/schemas/."""
-    numbers = SUMMARIES.get(analysis)
+    numbers = summary_lookup(analysis)
     if numbers is None:
         raise BindscopeError(f"no summary model for {analysis!r}; choose one of {', '.join(sorted(SUMMARIES))}")
     head = ResultHeader.model_json_schema(mode="validation")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,14 +87,23 @@ class CardRow:
         return lines + self.flags
 
 
-def analyses_in_order() -> list[str]:
-    """The registered analyses in the order of the paper's story (their ``order``, then name)."""
-    return sorted(list_analyses(), key=lambda a: (get_analysis(a).order, a))
+def analyses_in_order(analyses: Iterable[str] | None = None) -> list[str]:
+    """The registered analyses (or those of ``analyses`` that are registered) in the order of the paper's story
+    (their ``order``, then name). Naming them imports only those: a card of probe results loads no other
+    analysis's libraries."""
+    names = set(list_analyses()) if analyses is None else set(analyses) & set(list_analyses())
+    return sorted(names, key=lambda a: (get_analysis(a).order, a))
 
 
-def columns_in_order() -> list[tuple[str, CardColumn]]:
-    """Every declared card column with its analysis, in the order of the story."""
-    return [(a, c) for a in analyses_in_order() for c in get_analysis(a).columns]
+def columns_in_order(analyses: Iterable[str] | None = None) -> list[tuple[str, CardColumn]]:
+    """Every declared card column with its analysis (of ``analyses``, default every registered one), in the order
+    of the story."""
+    return [(a, c) for a in analyses_in_order(analyses) for c in get_analysis(a).columns]
+
+
+def row_analyses(rows: Iterable[CardRow]) -> set[str]:
+    """The analyses that have a cell (a verdict or a skip) in any of ``rows``."""
+    return {cell.analysis for row in rows for cell in row.cells.values()}
 
 
 def result_folders(root: Path) -> dict[tuple[str, str], dict[str, Path]]:
@@ -117,7 +127,7 @@ def card_row(
 ) -> CardRow:
     """The card row of one embedding folder's results (``skips``: the analyses skipped for it, by name)."""
     row = CardRow(dataset, label)
-    for analysis, column in columns_in_order():
+    for analysis, column in columns_in_order({*results, *(skips or {})}):
         loaded = results.get(analysis)
         skip = (skips or {}).get(analysis)
         if loaded is not None and loaded.typed is not None:
@@ -240,7 +250,7 @@ def card_html(rows: list[CardRow], runs: list[str] | None = None) -> str:
     with the names of the rows that have a cell in it (``runs``: a leading run column, one label per row, as
     ``compare`` shows it); then each row's readings."""
     present = {k for r in rows for k in r.cells}
-    parts = card_parts([(a, c) for a, c in columns_in_order() if c.key in present])
+    parts = card_parts([(a, c) for a, c in columns_in_order(row_analyses(rows)) if c.key in present])
     lead = ["run", "dataset", "embeddings"] if runs is not None else ["dataset", "embeddings"]
     tables = []
     for i, columns in enumerate(parts, 1):

@@ -37,6 +37,7 @@ from bindscope.pipeline.card import (
     columns_in_order,
     loaded_results,
     report_card,
+    row_analyses,
 )
 from bindscope.pipeline.steps import Skip, skipped_steps, time_table
 
@@ -61,7 +62,8 @@ def depth_series(rows: list[CardRow]) -> dict[tuple[str, str], list[tuple[int, C
 
 def depth_figure(key: tuple[str, str], series: list[tuple[int, CardRow]], path: Path) -> Path | None:
     """Each headline metric of a layer sweep against depth."""
-    metrics = [c.key for _, c in columns_in_order() if any(r.value(c.key) is not None for _, r in series)]
+    rows = [r for _, r in series]
+    metrics = [c.key for _, c in columns_in_order(row_analyses(rows)) if any(r.value(c.key) is not None for r in rows)]
     if not metrics:
         return None
     plt = pyplot()
@@ -173,8 +175,8 @@ class Section:
 def story_sections(results: dict[tuple[str, str], dict[str, LoadedResult]]) -> list[Section]:
     """Every result folder as a section: by analysis in the order of the story (unknown analyses last), then
     by dataset and embedding folder."""
-    order = analyses_in_order()
     sections = [Section(a, d, lab, r) for (d, lab), group in results.items() for a, r in group.items()]
+    order = analyses_in_order({s.analysis for s in sections})
     return sorted(sections, key=lambda s: (order.index(s.analysis) if s.analysis in order else len(order), s.id))
 
 

@@ -29,7 +29,7 @@ from bindscope.core.display import display_path, display_values
 from bindscope.core.errors import BindscopeError
 from bindscope.core.io import atomic_file
 from bindscope.core.locks import writes
-from bindscope.pipeline.card import CardRow, columns_in_order, loaded_results, report_card
+from bindscope.pipeline.card import CardRow, columns_in_order, loaded_results, report_card, row_analyses
 from bindscope.pipeline.combine.runs import run_labels, run_manifest, run_warnings
 from bindscope.pipeline.report import manifest_skips
 
@@ -116,7 +116,7 @@ def leaderboard(run_dirs: Sequence[str | Path]) -> tuple[pd.DataFrame, list[tupl
             ident = row_identity(row, results.get((row.dataset, row.label), {}), manifest)
             present |= set(row.cells)
             records.append((row, {"run": label, **ident, "dataset": row.dataset, "embeddings": row.label}))
-    columns = [(a, c) for a, c in columns_in_order() if c.key in present]
+    columns = [(a, c) for a, c in columns_in_order(row_analyses(r for r, _ in records)) if c.key in present]
     rows = [{**{k: lead.get(k) for k in ROW_COLUMNS}, **row_cells(row, columns)} for row, lead in records]
     names = [*ROW_COLUMNS, *(n for _, c in columns for n in (c.key, f"{c.key} verdict"))]
     table = pd.DataFrame(rows, columns=names).astype({"layer": "Int64"})

@@ -43,6 +43,7 @@ from bindscope.pipeline.card import (
     loaded_results,
     report_card,
     result_folders,
+    row_analyses,
 )
 from bindscope.pipeline.report import STYLE, figure_html, manifest_skips
 from bindscope.pipeline.run import FINISHED, MANIFEST, RUN_FORMAT
@@ -344,7 +345,7 @@ def compare_runs(run_dirs: Sequence[str | Path], out: str | Path, *, overwrite: 
         card_table([r for _, r in rows], runs=[label for label, _ in rows]).to_csv(stage / "card.csv", index=False)
         figures = []
         present = {k for _, r in rows for k, cell in r.cells.items() if cell.skip is None}
-        for column in [c.key for _, c in columns_in_order() if c.key in present]:
+        for column in [c.key for _, c in columns_in_order(row_analyses(r for _, r in rows)) if c.key in present]:
             slug = re.sub(r"[^a-z0-9]+", "_", column.lower()).strip("_")
             chart = metric_plot(rows, column, stage / "plots" / f"{slug}.png")
             figures.append(figure_html(chart, caption(rows, column)))
