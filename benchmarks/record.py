@@ -43,8 +43,11 @@ COLUMNS = (
     "machine",
     "command",
 )
-#: The unit of a time (lower is better); any other unit is a throughput such as ``images/s``.
+#: The unit of a time (lower is better).
 TIME_UNIT = "s"
+#: The units where lower is better: a time and a peak memory in MB (2^20 bytes); a unit with a ``/`` is a
+#: throughput (higher is better).
+LOWER_IS_BETTER = (TIME_UNIT, "MB")
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,8 @@ class Measurement:
         The named baseline, e.g. ``PIL ImageDraw, one image at a time``; say so here (or in
         ``checks``) when its figure is extrapolated.
     unit
-        ``s`` for a time (lower is better), or a throughput unit with a ``/`` such as ``images/s``
-        (higher is better).
+        ``s`` for a time or ``MB`` for a peak memory (lower is better), or a throughput unit with a ``/`` such
+        as ``images/s`` (higher is better).
     ours_value, baseline_value
         The two figures in ``unit``; finite and positive.
     target
@@ -81,9 +84,10 @@ class Measurement:
     checks: str = ""
 
     def __post_init__(self) -> None:
-        if self.unit != TIME_UNIT and "/" not in self.unit:
+        if self.unit not in LOWER_IS_BETTER and "/" not in self.unit:
             raise ValueError(
-                f"unit {self.unit!r} of case {self.case!r}: use 's' for a time or a throughput such as 'images/s'"
+                f"unit {self.unit!r} of case {self.case!r}: use 's' for a time, 'MB' for a peak memory or a "
+                "throughput such as 'images/s'"
             )
         for name in ("ours_value", "baseline_value"):
             value = float(getattr(self, name))
@@ -92,9 +96,10 @@ class Measurement:
 
     @property
     def speedup(self) -> float:
-        """How many times faster ours is (> 1: faster): baseline / ours for a time, ours / baseline otherwise."""
+        """How many times better ours is (> 1: faster, or smaller): baseline / ours for a time or a memory, ours /
+        baseline for a throughput."""
         ours, baseline = float(self.ours_value), float(self.baseline_value)
-        return baseline / ours if self.unit == TIME_UNIT else ours / baseline
+        return baseline / ours if self.unit in LOWER_IS_BETTER else ours / baseline
 
 
 def default_path(script_file: str | Path) -> Path:

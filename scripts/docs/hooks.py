@@ -5,6 +5,7 @@
 ``<!-- generated: settings -->``                every registered analysis's settings
 ``<!-- generated: summaries -->``               every registered analysis's summary.json numbers
 ``<!-- generated: benchmarks -->``              the benchmark scripts' results (benchmarks/results/*.csv)
+``<!-- generated: benchmarks NAME -->``         the table of a result with its own columns (paper_scale, scaling)
 
 An unknown marker stops the build.
 """
@@ -39,7 +40,7 @@ def generated(kind: str, argument: str | None) -> str:
     if kind == "summaries":
         return schema_reference.summary_tables()
     if kind == "benchmarks":
-        return benchmark_tables.benchmark_tables()
+        return benchmark_tables.benchmark_tables() if argument is None else benchmark_tables.own_table(argument)
     raise ValueError(f"unknown docs marker 'generated: {kind} {argument or ''}'")
 
 

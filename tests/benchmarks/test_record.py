@@ -84,6 +84,8 @@ def test_writes_exactly_the_columns_in_order(tmp_path: Path) -> None:
         ("s", 4.0, 1.0, 0.25),  # slower than the baseline
         ("images/s", 1000.0, 50.0, 20.0),  # a throughput: ours / baseline
         ("rows/s", 90.0, 100.0, 0.9),
+        ("MB", 400.0, 100.0, 0.25),  # a peak memory: lower is better, as a time
+        ("MB", 50.0, 100.0, 2.0),
     ],
 )
 def test_speedup_both_ways(tmp_path: Path, unit: str, ours: float, baseline: float, speedup: float) -> None:
@@ -100,7 +102,9 @@ def test_refuses_an_empty_list(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("unit", "value"), [("images/s", 0.0), ("seconds", 1.0), ("s", float("nan"))])
+@pytest.mark.parametrize(
+    ("unit", "value"), [("images/s", 0.0), ("seconds", 1.0), ("s", float("nan")), ("MiB", 1.0), ("MB", -1.0)]
+)
 def test_refuses_a_unit_or_value_it_cannot_compare(unit: str, value: float) -> None:
     with pytest.raises(ValueError):
         Measurement("case", "ours", "base", unit, 1.0, value)
