@@ -69,8 +69,10 @@ the loop's total, and ours against the dense half-truth algorithm.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,11 +84,13 @@ from bindscope.analyses import AnalysisInputs
 from bindscope.analyses.crossmodal import CrossmodalSettings
 from bindscope.analyses.crossmodal.compute import crossmodal_analysis
 from bindscope.analyses.crossmodal.halftruth import half_truth_pairs, half_truth_rates
-from bindscope.analyses.crossmodal.swaps import mean_and_count, pairwise_accuracy, row_cosines
 from bindscope.data.presets import get_preset
-from bindscope.estimators.scene_index import find_scenes, scene_lookup
 from bindscope.space.concepts import ConceptSpace, SceneSet
 from bindscope.space.splits import ObjectSplit, object_splits
+
+# the dense half-truth algorithm before issue 57: the tests' reference, timed here as the baseline
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
+from crossmodal_reference import dense_half_truth_pairs, dense_half_truth_rates
 
 try:
     from bindscope.analyses.crossmodal.bridge import ALPHAS
@@ -436,47 +440,6 @@ def eligible_images(scenes: SceneSet) -> np.ndarray:
     return np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
 
 
-def dense_pairs(
-    scenes: SceneSet, attribute: str, noun: str, rows: np.ndarray
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The pairs of images ``rows`` before issue 57: every image against every object of the space, through the
-    images x objects x slots x concepts comparison; the longer captions looked up by key."""
-    space = scenes.space
-    a, n = space.concept_index(attribute), space.concept_index(noun)
-    ids = scenes.object_ids().astype(np.int64)
-    values = scenes.scenes[rows].astype(np.int64)
-    objects = space.all_objects().astype(np.int64)
-    two = np.flatnonzero(scenes.num_objects() == 2)
-    lookup = scene_lookup(scenes.subset(two))
-    a1, o1, a2, o2 = (values[:, s, c][:, None] for s, c in ((0, a), (0, n), (1, a), (1, n)))
-    x, y = objects[None, :, a], objects[None, :, n]
-    in_image = (objects[None, :, None] == values[:, None, :, :]).all(axis=3).any(axis=2)
-    masks = {
-        "wrong_attribute": (y == o2) & (x != a2),
-        "wrong_noun": (x == a2) & (y != o2),
-        "wrong_object": (x != a1) & (x != a2) & (y != o1) & (y != o2),
-    }
-    out = {}
-    for kind, mask in masks.items():
-        r, obj = np.nonzero(mask & ~in_image)
-        found = find_scenes(lookup, ids[rows[r], 0] * space.num_objects + obj)
-        keep = found >= 0
-        out[kind] = (rows[r[keep]], two[found[keep]])
-    return out
-
-
-def dense_rates(
-    image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, roles: tuple[str, str], rows: np.ndarray
-) -> dict[str, tuple[float, int]]:
-    """The pooled rates of images ``rows`` before issue 57: their dense pairs, each pair's cosines one by one."""
-    ids = scenes.object_ids().astype(np.int64)
-    out = {}
-    for kind, (img, longer) in dense_pairs(scenes, *roles, rows).items():
-        short = row_cosines(image, singles, img, ids[img, 0])
-        out[kind] = mean_and_count(pairwise_accuracy(row_cosines(image, text, img, longer), short))
-    return out
-
-
 def timed(run: Any, repeats: int = 1) -> tuple[float, Any]:
     """Seconds of the fastest of ``repeats`` runs, and the last result."""
     best, out = float("inf"), None
@@ -507,7 +470,7 @@ def bench_half_truths(size: str, noise: float, cube_limit: int, pair_limit: int)
     repeats = 1 if len(images) * u > cube_limit else 3  # best of 3 where a run is short
     t_ours, pairs = timed(lambda: half_truth_pairs(scenes, attribute, noun), repeats)
     rows = sampled(images, min(1.0, cube_limit / (len(images) * u)))
-    t_dense, dense = timed(lambda: dense_pairs(scenes, attribute, noun, rows), repeats)
+    t_dense, dense = timed(lambda: dense_half_truth_pairs(scenes, attribute, noun, rows), repeats)
     t_dense *= len(images) / len(rows)
     mine = {k: (np.isin(img, rows), img, longer) for k, (img, longer) in pairs.items()}
     same = all(
@@ -530,7 +493,9 @@ def bench_half_truths(size: str, noise: float, cube_limit: int, pair_limit: int)
     ]
     t_ours, rates = timed(lambda: half_truth_rates(image, text, singles, scenes, attribute, noun), repeats)
     rows = sampled(images, min(1.0, pair_limit / max(total, 1)))
-    t_dense, dense_rate = timed(lambda: dense_rates(image, text, singles, scenes, (attribute, noun), rows), repeats)
+    t_dense, dense_rate = timed(
+        lambda: dense_half_truth_rates(image, text, singles, scenes, attribute, noun, rows), repeats
+    )
     t_dense *= len(images) / len(rows)
     whole = len(rows) == len(images)
     agree = all(rates[k]["pooled"] == dense_rate[k] for k in dense_rate) if whole else None

@@ -75,12 +75,17 @@ def dense_retrieve(
     }
 
 
-def dense_half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per kind, (image rows, rows of the wrong longer caption), from the images x objects x slots x concepts cube."""
+def dense_half_truth_pairs(
+    scenes: SceneSet, attribute: str, noun: str, rows: np.ndarray | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per kind, (image rows, rows of the wrong longer caption), from the images x objects x slots x concepts cube
+    (bindscope's algorithm before issue 57; ``benchmarks/bench_crossmodal.py`` times it): of the images ``rows``
+    (default every two-object image of two different objects)."""
     space = scenes.space
     a, n = space.concept_index(attribute), space.concept_index(noun)
     ids = scenes.object_ids().astype(np.int64)
-    rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
+    if rows is None:
+        rows = np.flatnonzero((scenes.num_objects() == 2) & (ids[:, 0] != ids[:, 1]))
     values = scenes.scenes[rows].astype(np.int64)
     objects = space.all_objects().astype(np.int64)
     two = np.flatnonzero(scenes.num_objects() == 2)
@@ -104,12 +109,19 @@ def dense_half_truth_pairs(scenes: SceneSet, attribute: str, noun: str) -> dict[
 
 
 def dense_half_truth_rates(
-    image: np.ndarray, text: np.ndarray, singles: np.ndarray, scenes: SceneSet, attribute: str, noun: str
+    image: np.ndarray,
+    text: np.ndarray,
+    singles: np.ndarray,
+    scenes: SceneSet,
+    attribute: str,
+    noun: str,
+    rows: np.ndarray | None = None,
 ) -> dict[str, tuple[float, int]]:
-    """Per kind, the pooled half-truth rate (ties half) and its pairs: each pair's cosines one by one."""
+    """Per kind, the pooled half-truth rate (ties half) and its pairs, each pair's cosines one by one, of the images
+    ``rows`` (:func:`dense_half_truth_pairs`)."""
     ids = scenes.object_ids().astype(np.int64)
     out = {}
-    for kind, (img, longer) in dense_half_truth_pairs(scenes, attribute, noun).items():
+    for kind, (img, longer) in dense_half_truth_pairs(scenes, attribute, noun, rows).items():
         short = row_cosines(image, singles, img, ids[img, 0])
         out[kind] = mean_and_count(pairwise_accuracy(row_cosines(image, text, img, longer), short))
     return out
