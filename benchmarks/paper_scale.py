@@ -38,7 +38,8 @@ analyses alone, with the embeddings in ``--out``, are the target's 10 minutes)::
     .venv/bin/python benchmarks/paper_scale.py --dataset text --max-scenes 2000   # a quick look
 
 It prints a table and writes ``benchmarks/results/paper_scale.csv`` (``--csv``): a row per step, then the
-analyses together.
+analyses together, written again after every step so that a run stopped part way keeps the steps it
+measured. A SIGTERM to the script (``timeout``, a job scheduler) stops the step it is running too.
 """
 
 from __future__ import annotations
@@ -478,6 +479,18 @@ def parse_steps(text: str | None, plan: Plan) -> list[str]:
     return [s for s in every if s in wanted]
 
 
+def measured_rows(outcomes: list[Outcome], analyses: list[str], shared: dict[str, str]) -> list[dict[str, str]]:
+    """The CSV rows of the steps run so far, and of the analyses together, measured now."""
+    now = {**shared, "measured": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return rows(outcomes, analyses_total(outcomes, analyses), now)
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (``timeout``, a job scheduler) raise ``SystemExit``, so that the running step's session is
+    stopped (:func:`run_child`) and not left running after this script."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="st:all-MiniLM-L6-v2", help="the model spec (default all-MiniLM-L6-v2)")
@@ -490,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds before a step is killed")
     add_csv_argument(parser, __file__)
     opts = parser.parse_args(argv)
+    stop_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="bindscope-paper-scale-") as tmp:
         out = (opts.out or Path(tmp) / "out").resolve()
         out.mkdir(parents=True, exist_ok=True)
@@ -500,24 +514,24 @@ def main(argv: list[str] | None = None) -> int:
         commit = git_commit()  # the code measured: taken before, as the checkout may change during a long run
         print(f"{opts.model} on {plan.dataset} (max scenes {opts.max_scenes}) in {out}")
         print(f"analyses: {', '.join(plan.analyses)}; steps: {', '.join(steps)}")
-        outcomes = []
+        shared = {
+            "scenes": scene_count(plan),
+            "model": opts.model,
+            "commit": commit,
+            "machine": machine(),
+            "script_command": command(__file__, argv),
+        }
+        outcomes: list[Outcome] = []
+        table: list[dict[str, str]] = []
         for step in steps:
             why = blocked(step, outcomes, list(plan.analyses))
             outcome = Outcome(step, "", NOT_RUN, 0.0, 0.0, 0.0, why) if why else run_step(plan, step, env, opts.timeout)
             print(f"  {step}: {outcome.status}, {outcome.seconds:.1f} s, peak {outcome.peak_mb:,.0f} MB", flush=True)
             outcomes.append(outcome)
-        shared = {
-            "scenes": scene_count(plan),
-            "model": opts.model,
-            "commit": commit,
-            "measured": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "machine": machine(),
-            "script_command": command(__file__, argv),
-        }
-        table = rows(outcomes, analyses_total(outcomes, list(plan.analyses)), shared)
+            table = measured_rows(outcomes, list(plan.analyses), shared)
+            write_rows(opts.csv, COLUMNS, table)  # after every step: a run stopped part way keeps what it measured
     print()
     print_table(table)
-    write_rows(opts.csv, COLUMNS, table)
     print(f"\nwrote {opts.csv}")
     return 0 if all(r["met"] != "no" for r in table) else 1
 

@@ -3,7 +3,11 @@ processes they time (the timings themselves are the scripts' business, not the t
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +81,39 @@ def test_a_child_past_its_time_is_killed_and_its_peak_read() -> None:
     assert (done.returncode, done.output.strip()) == (0, "hello")
     assert done.peak_mb > 200
     assert 0 < done.cpu_seconds <= done.wall_seconds * 4
+
+
+def test_a_terminated_script_stops_the_step_it_is_running(tmp_path: Path) -> None:
+    """SIGTERM (``timeout``, a scheduler) to the script stops its running step's session too: it is not left running
+    (the step's own session would otherwise outlive the script)."""
+    pid_file = tmp_path / "child.pid"
+    step = tmp_path / "step.py"
+    step.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    script = (
+        f"import sys; sys.path.insert(0, {str(BENCHMARKS)!r}); import paper_scale; paper_scale.stop_on_sigterm(); "
+        f"paper_scale.run_child([sys.executable, {str(step)!r}], {{}}, 300)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 30
+    while _alive(child):
+        assert time.monotonic() < deadline, "the step outlived the script"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie (ended, not reaped yet) is not running
+        return stat.read().split()[2] != "Z"
 
 
 def outcome(step: str, seconds: float, peak: float, status: str = "computed") -> Outcome:
