@@ -59,6 +59,7 @@ from bindscope.estimators.regularised import (
     check_shrinkage,
     check_strengths,
     fit_regularised,
+    to_numpy,
 )
 from bindscope.space.concepts import PAD, SceneSet
 
@@ -110,11 +111,6 @@ def set_separation_correct(logits: Array, targets: Array) -> np.ndarray:
     if scores.shape != present.shape:
         raise BindscopeError(f"logits {tuple(scores.shape)} and targets {tuple(present.shape)} differ in shape")
     return to_numpy(separates(scores, present))
-
-
-def to_numpy(a: Array) -> np.ndarray:
-    """A numpy array or a torch tensor (any device) as a numpy array."""
-    return a.detach().cpu().numpy() if is_torch_array(a) else np.asarray(a)
 
 
 def like(a: np.ndarray, other: Array) -> Array:

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
-from array_api_compat import array_namespace
+from array_api_compat import array_namespace, is_torch_array
 from array_api_compat import device as device_of
 
 from bindscope.core.errors import BindscopeError
@@ -451,7 +451,7 @@ class Penalised:
         xp = self.xp
         self.idx = idx
         self.sel_precond, self.sel_pen, self.sel_natural = self.precond[idx], self.pen[idx], self.natural[idx]
-        owner = self.of_basis[_host(idx)]
+        owner = self.of_basis[to_numpy(idx)]
         basis, dev = self.basis, device_of(idx)
         self.groups = [(int(b), xp.asarray(np.flatnonzero(owner == b), device=dev)) for b in np.unique(owner)]
         self.stacked: tuple[Array, Array, Array] | None = None
@@ -686,7 +686,7 @@ def fit_regularised(
     fold = np.stack([fold_ids(n, k, s) for s in seeds])  # [F, n]
     scores = np.empty((f, k, len(rhos) * len(grid), len(blocks)))
     norms = np.empty((f, k + 1, len(rhos) * len(grid), len(blocks)))
-    norms[:, k] = _host(xp.reshape(norm_full, norms[:, k].shape))
+    norms[:, k] = to_numpy(xp.reshape(norm_full, norms[:, k].shape))
     pairs = [(i, j) for i in range(f) for j in range(k)]
     train = max(int(np.sum(fold[i] != j)) for i, j in pairs)
     per_part = max(1, KEPT // (train * d))
@@ -736,7 +736,7 @@ def _fit_folds(
         held = xp.asarray(np.flatnonzero(fold[i] == j), device=dev)
         raw = basis[a : a + 1].raw(w[a : a + 1])[0]  # [Q, L, D]
         scores.append(_held_out_loss(x[i][held], t[i][held], raw, blocks))
-    return np.stack(scores), _host(norm)
+    return np.stack(scores), to_numpy(norm)
 
 
 def _held_out_loss(x: Array, t: Array, w: Array, blocks: list[slice]) -> np.ndarray:
@@ -749,14 +749,12 @@ def _held_out_loss(x: Array, t: Array, w: Array, blocks: list[slice]) -> np.ndar
     for lo in range(0, x.shape[0], step):
         z = xp.reshape(xp.astype(x[lo : lo + step], xp.float64) @ flat, (-1, q, labels))
         total += xp.sum(soft_cross_entropy(z, xp.astype(t[lo : lo + step, None, :], xp.float64), blocks), axis=0)
-    return _host(total) / x.shape[0]
+    return to_numpy(total) / x.shape[0]
 
 
-def _host(a: Array) -> np.ndarray:
-    """A numpy copy of ``a`` (a numpy array or a torch tensor on any device)."""
-    if isinstance(a, np.ndarray):
-        return a
-    return a.detach().cpu().numpy()
+def to_numpy(a: Array) -> np.ndarray:
+    """A numpy array or a torch tensor (any device) as a numpy array."""
+    return a.detach().cpu().numpy() if is_torch_array(a) else np.asarray(a)
 
 
 def _solve_grid(
