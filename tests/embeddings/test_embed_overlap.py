@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from bindscope.core.threads import shared_pool
+from bindscope.core.threads import pool_size, shared_pool
 from bindscope.data.datasets import load_dataset
-from bindscope.embeddings.embed import MAX_AHEAD, _pool_size, embed_dataset, load_image, run_chunks
+from bindscope.embeddings.embed import MAX_AHEAD, embed_dataset, load_image, run_chunks
 from bindscope.embeddings.encoders import load_encoder
 from tiny_models import save_tiny_clip
 
@@ -77,7 +77,7 @@ def test_image_batches_are_prepared_on_the_pool_while_the_model_runs(clevr_image
     assert all(threads == 1 for _, threads in recorder.prepared), "an image batch is prepared on one torch thread"
     assert any(name.startswith("bindscope-worker") for name, _ in recorder.prepared[1:])
     assert all(name == threading.current_thread().name and threads == before for name, threads in recorder.forwards)
-    assert 1 <= recorder.most <= min(_pool_size(), MAX_AHEAD)
+    assert 1 <= recorder.most <= min(pool_size(), MAX_AHEAD)
     assert torch.get_num_threads() == before
 
 
@@ -90,7 +90,7 @@ def test_a_busy_pool_does_not_hold_the_embedding_up(clevr_images_dir: Path) -> N
         started.release()
         release.wait(WAIT)
 
-    blockers = [pool.submit(busy) for _ in range(_pool_size())]
+    blockers = [pool.submit(busy) for _ in range(pool_size())]
     try:
         for _ in blockers:
             assert started.acquire(timeout=WAIT)

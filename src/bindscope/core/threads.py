@@ -86,14 +86,19 @@ def blas_threads_for(work: int, small: int = SMALL_WORK) -> Iterator[None]:
         yield
 
 
+def pool_size() -> int:
+    """The threads of :func:`shared_pool`: one per CPU core this process may use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores)
+
+
 def shared_pool() -> ThreadPoolExecutor:
-    """The process's one pool of worker threads (one per CPU core this process may use), created on first use."""
+    """The process's one pool of worker threads (:func:`pool_size` of them), created on first use."""
     with _pool_lock:
         if not _pool:
-            workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            _pool.append(ThreadPoolExecutor(max(1, workers), thread_name_prefix="bindscope-worker"))
+            _pool.append(ThreadPoolExecutor(pool_size(), thread_name_prefix="bindscope-worker"))
             atexit.register(_pool[0].shutdown, wait=False)
         return _pool[0]
 
 
-__all__ = ["SMALL_WORK", "blas_threads_for", "shared_pool", "thread_count", "threads_for"]
+__all__ = ["SMALL_WORK", "blas_threads_for", "pool_size", "shared_pool", "thread_count", "threads_for"]

@@ -34,7 +34,7 @@ from bindscope.core.io import check_output_dir, load_image, load_npy, read_json,
 from bindscope.core.locks import writes
 from bindscope.core.places import check_state_folder
 from bindscope.core.progress import progress_bar
-from bindscope.core.threads import shared_pool, threads_for
+from bindscope.core.threads import pool_size, shared_pool, threads_for
 from bindscope.core.validation import MAX_BATCH, check_size
 from bindscope.data.datasets import SINGLE_CAPTION_FORMS, Dataset, load_dataset, single_object_captions
 from bindscope.embeddings.cache import ACTIVE, CacheChoice, cache_folders, resolve_cache
@@ -379,7 +379,7 @@ def run_chunks(
     GPU), else in turn with the forward pass. The rows are the same either way.
     """
     batches = [(c0, c1, b, min(b + batch_size, c1)) for c0, c1 in chunks for b in range(c0, c1, batch_size)]
-    ahead = min(_pool_size(), MAX_AHEAD) if modality == "image" else int(overlap)
+    ahead = min(pool_size(), MAX_AHEAD) if modality == "image" else int(overlap)
 
     def prepare(batch: tuple[int, int, int, int]) -> Any:
         part = items[batch[2] : batch[3]]
@@ -409,11 +409,6 @@ def run_chunks(
     finally:
         for task, _ in pending:  # after a failure: what no thread has started is dropped
             task.cancel()
-
-
-def _pool_size() -> int:
-    """The threads of :func:`~bindscope.core.threads.shared_pool` (one per CPU core this process may use)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _prepared(task: Future, batch: tuple[int, int, int, int], prepare: Callable[[Any], Any]) -> Any:
