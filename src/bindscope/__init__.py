@@ -12,10 +12,10 @@ The package is layered in the order of the data flow; a layer imports only the o
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bindscope.core.errors import BindscopeError
+from bindscope.core.lazy import lazy_attributes
 from bindscope.core.version import __version__
 
 #: Where each top-level name is defined: imported on first use (PEP 562).
@@ -65,19 +65,7 @@ if TYPE_CHECKING:  # what type checkers and editors read; at run time __getattr_
         scene_split,
     )
 else:  # hidden from type checkers, which would otherwise take any misspelt name for one of these
-
-    def __getattr__(name: str) -> Any:
-        """A top-level name, imported from its module on first use (then kept here)."""
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module 'bindscope' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -9,13 +9,13 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bindscope.analyses.base import Analysis, Result
 from bindscope.analyses.inputs import INPUT_KINDS, AnalysisInputs, Inputs, load_frozen_probes, read_inputs
 from bindscope.analyses.registry import get_analysis, list_analyses, load_inputs, register, run_analysis, unregister
 from bindscope.analyses.results import LoadedResult, load_result, write_result
+from bindscope.core.lazy import lazy_attributes
 from bindscope.core.tidy import KEY_COLUMNS, spread
 
 #: Each analysis's settings, imported on first use (PEP 562): importing the package (or one of its modules)
@@ -39,19 +39,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ imports ea
     from bindscope.analyses.intervene import InterveneSettings
     from bindscope.estimators.probe_runs import ProbeSettings
 else:  # hidden from type checkers, which would otherwise take any misspelt name for one of these
-
-    def __getattr__(name: str) -> Any:
-        """An analysis's settings, imported from its module on first use (then kept here)."""
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [
